@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/migrations"
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes. A sandboxed command's own status passes through unchanged
+// (art run); these are art's own.
+const (
+	exitOK       = 0
+	exitFailure  = 1 // anything else: I/O, a refused operation
+	exitUsage    = 2 // bad flags or arguments
+	exitNotFound = 3 // no such store, branch, revision or path
+	exitCorrupt  = 4 // the store failed verification
+)
+
+const exitCodesHelp = `EXIT STATUS:
+   0   success
+   1   failure (I/O error, refused operation)
+   2   usage error (bad flags or arguments)
+   3   not found (store, branch, revision or path)
+   4   corrupt store (a hash did not match; run art verify)
+`
+
+// env is what a command needs from the process; tests supply their own.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// usageError marks errors that are the caller's to fix.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// exitCoder lets a command choose its exit status (verify with damage).
+type exitCoder struct {
+	code int
+	err  error
+}
+
+func (e *exitCoder) Error() string { return e.err.Error() }
+func (e *exitCoder) Unwrap() error { return e.err }
+
+func newApp(e *env) *cli.App {
+	app := &cli.App{
+		Name:      "art",
+		Usage:     "run AI agents in a sandbox with a full, rewindable history",
+		UsageText: "art [global options] command [command options] [arguments...]",
+		Description: `art keeps every change an agent makes in one SQLite store (-d FILE.db):
+content-addressed, hash-chained, snapshotted. States are named by revisions:
+
+   NAME      the head of branch NAME (the default branch is main)
+   HEX       a snapshot id or a unique prefix of it (4+ hex digits)
+   @SEQ      the state right after journal event SEQ
+   REV~N     N snapshots before REV (main~1: the snapshot before the latest)`,
+		Writer:                 e.stdout,
+		ErrWriter:              e.stderr,
+		Reader:                 e.stdin,
+		HideHelpCommand:        false,
+		UseShortOptionHandling: true,
+		ExitErrHandler:         func(*cli.Context, error) {}, // run maps errors to codes
+		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + exitCodesHelp,
+		Commands: []*cli.Command{
+			newPushCommand(e),
+			newPullCommand(e),
+			newLogCommand(e),
+			newSnapshotCommand(e),
+			newBranchCommand(e),
+			newCheckoutCommand(e),
+			newUndoCommand(e),
+			newDiffCommand(e),
+			newLsCommand(e),
+			newCatCommand(e),
+			newVerifyCommand(e),
+		},
+	}
+	return app
+}
+
+// run executes art with args and returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	app := newApp(e)
+	err := app.RunContext(ctx, permuteArgs(app, args))
+	if err == nil {
+		return exitOK
+	}
+	code, msg := classify(err)
+	fmt.Fprintln(stderr, "art: "+msg)
+	return code
+}
+
+// classify maps an error to an exit status and a one-line message with a
+// hint the user can act on.
+func classify(err error) (int, string) {
+	msg := err.Error()
+	var ec *exitCoder
+	var ue *usageError
+	switch {
+	case errors.As(err, &ec):
+		return ec.code, msg
+	case errors.As(err, &ue), isFlagError(err):
+		return exitUsage, msg + " (see art help)"
+	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
+		return exitCorrupt, msg + "\nhint: the store is damaged; run art verify to see what is affected"
+	case errors.Is(err, migrations.ErrTooNew):
+		return exitFailure, msg
+	case errors.Is(err, journal.ErrBranchNotFound):
+		return exitNotFound, msg + "\nhint: art branch lists the branches"
+	case errors.Is(err, journal.ErrRevNotFound), errors.Is(err, journal.ErrAmbiguous):
+		return exitNotFound, msg + "\nhint: art log lists snapshots; art branch lists branches"
+	case errors.Is(err, journal.ErrBadRev):
+		return exitUsage, msg
+	case errors.Is(err, fs.ErrNotExist):
+		return exitNotFound, msg
+	}
+	return exitFailure, msg
+}
+
+func isFlagError(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "flag provided but not defined") || strings.HasPrefix(s, "invalid value") ||
+		strings.Contains(s, "Required flag") || strings.HasPrefix(s, "No help topic")
+}
+
+// permuteArgs moves a subcommand's flags in front of its positional
+// arguments, so `art branch try --from main~1` works: urfave/cli v2 stops
+// parsing flags at the first positional argument. Everything after "--" is
+// left alone.
+func permuteArgs(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	out := []string{args[0]}
+	i := 1
+	// Global flags before the command name.
+	for i < len(args) && strings.HasPrefix(args[i], "-") && args[i] != "--" {
+		out = append(out, args[i])
+		i++
+	}
+	if i >= len(args) {
+		return out
+	}
+	cmd := app.Command(args[i])
+	if cmd == nil {
+		return append(out, args[i:]...)
+	}
+	out = append(out, args[i])
+	i++
+	takesValue := map[string]bool{}
+	for _, f := range cmd.Flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			takesValue[n] = !isBool
+		}
+	}
+	var flags, pos []string
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i:]...)
+			break
+		}
+		if len(a) > 1 && strings.HasPrefix(a, "-") {
+			flags = append(flags, a)
+			name := strings.TrimLeft(a, "-")
+			if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	out = append(out, flags...)
+	if len(pos) > 0 && pos[0] != "--" {
+		out = append(out, "--")
+	}
+	return append(out, pos...)
+}

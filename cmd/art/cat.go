@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/artrt/art/cas"
+	"github.com/urfave/cli/v2"
+)
+
+func newCatCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "cat",
+		Usage:     "print a file of any state",
+		UsageText: "art cat -d FILE REV:PATH",
+		Flags:     []cli.Flag{dbFlag(), branchFlag("branch an empty REV refers to")},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("cat takes one REV:PATH (e.g. main:ws/main.py)")
+			}
+			db, err := openStore(c, false)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rev, path := splitRevPath(c.Args().First())
+			if path == "" {
+				return usagef("cat needs a path: REV:PATH")
+			}
+			st, err := db.Resolve(c.Context, rev, c.String("branch"))
+			if err != nil {
+				return err
+			}
+			ent, err := lookupPath(c.Context, db.Objects(), st.Root, path)
+			if err != nil {
+				return err
+			}
+			switch ent.Kind {
+			case cas.EntryFile:
+				_, err = db.Objects().ReadFile(c.Context, ent.Target, e.stdout)
+				return err
+			case cas.EntrySymlink:
+				_, err = fmt.Fprintln(e.stdout, string(ent.Link))
+				return err
+			}
+			return fmt.Errorf("%s is a %s, not a file", path, ent.Kind)
+		},
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/artrt/art/journal"
+	"github.com/urfave/cli/v2"
+)
+
+func newLogCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "log",
+		Usage:     "show the operation log (imports, runs, snapshots, checkouts) or the journal's events",
+		UsageText: "art log -d FILE [--branch B | --all] [--events] [--path P] [-n N] [--json]",
+		Flags: []cli.Flag{
+			dbFlag(),
+			branchFlag("branch to show"),
+			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every branch"},
+			&cli.BoolFlag{Name: "events", Aliases: []string{"e"}, Usage: "list journal events instead of operations"},
+			&cli.StringFlag{Name: "path", Aliases: []string{"p"}, Usage: "only events touching `P` (relative to /home/agent, e.g. ws/main.py) or below it; implies --events"},
+			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "show at most `N` entries"},
+			jsonFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("log takes no arguments")
+			}
+			db, err := openStore(c, false)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			branch := c.String("branch")
+			if c.Bool("all") {
+				branch = ""
+			}
+			if c.Bool("events") || c.IsSet("path") {
+				q := journal.EventQuery{Branch: branch, Limit: c.Int("limit")}
+				if c.IsSet("path") {
+					q.Path = []byte(strings.Trim(c.String("path"), "/"))
+				}
+				evs, err := db.Events(c.Context, q)
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					out := make([]eventJSON, len(evs))
+					for i := range evs {
+						out[i] = toEventJSON(&evs[i])
+					}
+					return writeJSON(e.stdout, out)
+				}
+				for i := range evs {
+					fmt.Fprintln(e.stdout, formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch)))
+				}
+				return nil
+			}
+			ops, err := db.Ops(c.Context, journal.LogQuery{Branch: branch, Limit: c.Int("limit")})
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				if ops == nil {
+					ops = []journal.OpInfo{}
+				}
+				return writeJSON(e.stdout, ops)
+			}
+			for _, o := range ops {
+				status := ""
+				if o.Status != nil && *o.Status != 0 {
+					status = fmt.Sprintf("  [exit %d]", *o.Status)
+				}
+				if o.EndSeq == 0 {
+					status = "  [running or interrupted]"
+				}
+				fmt.Fprintf(e.stdout, "op %-4d %s  %-8s %-9s %s%s\n", o.ID, fmtTime(o.Start), o.Branch, o.Kind, o.Description, status)
+				for _, s := range o.Snapshots {
+					fmt.Fprintf(e.stdout, "        snapshot %s  @%d  %s\n", s.ID.Short(), s.Seq, s.Message)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// eventJSON is the stable JSON form of an event: paths as strings (invalid
+// UTF-8 escaped by encoding/json), ids as hex.
+type eventJSON struct {
+	journal.Event
+	Path  string `json:"path,omitempty"`
+	Path2 string `json:"path2,omitempty"`
+}
+
+func toEventJSON(ev *journal.Event) eventJSON {
+	return eventJSON{Event: *ev, Path: string(ev.Path), Path2: string(ev.Path2)}
+}
+
+func formatEvent(ev *journal.Event, branch string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "@%-6d %s  %-8s %-11s", ev.Seq, fmtTime(ev.Time), branch, ev.Kind)
+	switch ev.Kind {
+	case journal.EvBranch, journal.EvCheckout:
+		fmt.Fprintf(&b, " root %s  %s", ev.Root.Short(), ev.Text)
+	case journal.EvSnapshot:
+		fmt.Fprintf(&b, " %s  %s", ev.Hash.Short(), ev.Text)
+	case journal.EvRename, journal.EvLink:
+		fmt.Fprintf(&b, " %s -> %s", quote(ev.Path), quote(ev.Path2))
+	case journal.EvWrite:
+		fmt.Fprintf(&b, " %s (%d bytes)", quote(ev.Path), ev.Attr.Size)
+	case journal.EvCreate:
+		fmt.Fprintf(&b, " %s (%d bytes, mode %04o)", quote(ev.Path), ev.Attr.Size, ev.Attr.Mode)
+	case journal.EvSymlink:
+		fmt.Fprintf(&b, " %s -> %q", quote(ev.Path), ev.Attr.Link)
+	case journal.EvSetxattr, journal.EvRemovexattr:
+		fmt.Fprintf(&b, " %s %s", quote(ev.Path), ev.Name)
+	case journal.EvBegin, journal.EvEnd, journal.EvExec, journal.EvSyscall:
+		fmt.Fprintf(&b, " %s", ev.Text)
+	default:
+		fmt.Fprintf(&b, " %s", quote(ev.Path))
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// quote shows a path as /home/agent-relative text, escaping what a
+// terminal should not receive raw (newlines, invalid UTF-8).
+func quote(p []byte) string {
+	s := "/" + string(p)
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+			return fmt.Sprintf("%q", s)
+		}
+	}
+	return s
+}

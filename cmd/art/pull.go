@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/workspace"
+	"github.com/urfave/cli/v2"
+)
+
+func newPullCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "pull",
+		Usage:     "write a state of the workspace back to the host directory",
+		UsageText: "art pull -m DIR -d FILE [--branch B] [--at REV] [--checksum] [--quiet] [--json]",
+		Description: `Makes DIR equal to /<basename of DIR>/ of the branch head (or of --at REV), writing
+only what differs, deletions included. Every tree is read and checked before anything
+is written, new contents are staged and verified inside DIR first, and no path in the
+store can reach outside DIR. .art/config/ (sandbox policy) is never written.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`"},
+			dbFlag(), durabilityFlag(),
+			branchFlag("branch whose head to pull"),
+			&cli.StringFlag{Name: "at", Usage: "pull the state at `REV` instead of the branch head"},
+			&cli.BoolFlag{Name: "checksum", Usage: "compare the bytes of files whose size and mtime match"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
+			jsonFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("pull takes no arguments (got %q); pulling from a remote store is not available yet", c.Args().First())
+			}
+			db, err := openStore(c, false)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rev := c.String("branch")
+			if c.IsSet("at") {
+				rev = c.String("at")
+			}
+			st, err := db.Resolve(c.Context, rev, c.String("branch"))
+			if err != nil {
+				return err
+			}
+			var entries io.Writer = e.stdout
+			if c.Bool("quiet") || c.Bool("json") {
+				entries = nil
+			}
+			dir := c.String("mount")
+			abs, _ := filepath.Abs(dir)
+			op, err := db.BeginOp(c.Context, c.String("branch"), "export", fmt.Sprintf("pull %s to %s", describe(st), abs))
+			if err != nil {
+				return err
+			}
+			bar := newProgress(e.stderr)
+			stats, err := workspace.Export(c.Context, db.Objects(), workspace.ExportOptions{
+				Dir: dir, State: st, Checksum: c.Bool("checksum"), Entries: entries, Warn: e.stderr,
+				Progress: func(done, total int64) { bar.update("pull: %s of %s", fmtBytes(done), fmtBytes(total)) },
+			})
+			bar.done()
+			status := 0
+			if err != nil {
+				status = 1
+			}
+			if endErr := op.End(c.Context, &status); err == nil {
+				err = endErr
+			}
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return writeJSON(e.stdout, struct {
+					State journal.State         `json:"state"`
+					Stats workspace.ExportStats `json:"stats"`
+				}{st, stats})
+			}
+			fmt.Fprintf(e.stdout, "pull: %d written, %d updated, %d deleted, %d unchanged; wrote %s from %s\n",
+				stats.Written, stats.Updated, stats.Deleted, stats.Unchanged, fmtBytes(stats.BytesWritten), describe(st))
+			return nil
+		},
+	}
+}
+
+// describe names a state for people: its snapshot id, or branch@seq.
+func describe(st journal.State) string {
+	if !st.Snapshot.IsZero() {
+		return "snapshot " + st.Snapshot.Short()
+	}
+	return fmt.Sprintf("%s@%d", st.Branch, st.Seq)
+}

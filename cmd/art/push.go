@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/artrt/art/workspace"
+	"github.com/urfave/cli/v2"
+)
+
+func newPushCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "push",
+		Usage:     "capture the host workspace into the store (incremental) and snapshot it",
+		UsageText: "art push -m DIR -d FILE [--branch B] [--message TEXT] [--quiet] [--json]",
+		Description: `Imports DIR under /<basename of DIR>/ in the store. Unchanged files are skipped by
+their (size, mtime, ctime, inode); changed files are re-chunked and only new chunks
+are stored; deletions are recorded. Files, directories, symlinks, hard links, modes,
+owners, ns mtimes and user.* xattrs are kept; fifos, sockets and devices are skipped
+with a warning. Ends with a snapshot, so after two pushes main~1 is the first.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`"},
+			dbFlag(), durabilityFlag(),
+			branchFlag("branch to push to"),
+			&cli.StringFlag{Name: "message", Usage: "snapshot message (default: push DIR)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
+			jsonFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("push takes no arguments (got %q); pushing to a remote store is not available yet", c.Args().First())
+			}
+			db, err := openStore(c, true)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			var entries io.Writer = e.stdout
+			if c.Bool("quiet") || c.Bool("json") {
+				entries = nil
+			}
+			bar := newProgress(e.stderr)
+			st, err := workspace.Import(c.Context, db, workspace.ImportOptions{
+				Dir: c.String("mount"), Branch: c.String("branch"), Message: c.String("message"),
+				Entries: entries, Warn: e.stderr,
+				Progress: func(s workspace.ImportStats) {
+					bar.update("push: %d files, %s read, %s stored", s.Files, fmtBytes(s.BytesRead), fmtBytes(s.BytesStored))
+				},
+			})
+			bar.done()
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return writeJSON(e.stdout, st)
+			}
+			fmt.Fprintf(e.stdout, "push: %d new, %d changed, %d deleted, %d unchanged files; read %s, stored %s; snapshot %s\n",
+				st.New, st.Changed, st.Deleted, st.Unchanged, fmtBytes(st.BytesRead), fmtBytes(st.BytesStored), st.Snapshot.ID.Short())
+			return nil
+		},
+	}
+}

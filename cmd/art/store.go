@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/artrt/art/journal"
+	"github.com/urfave/cli/v2"
+)
+
+// Flags shared by the store verbs.
+func dbFlag() cli.Flag {
+	return &cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE` (SQLite)", EnvVars: []string{"ART_DB"}, Required: true}
+}
+
+func durabilityFlag() cli.Flag {
+	return &cli.StringFlag{Name: "durability", Value: "normal",
+		Usage: "`normal` (survives a crash of art) or full (also survives power loss; an fsync per commit)"}
+}
+
+func branchFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "branch", Aliases: []string{"b"}, Value: journal.DefaultBranch, Usage: usage}
+}
+
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print machine-readable JSON on stdout"}
+}
+
+// openStore opens the -d store; create makes it when missing.
+func openStore(c *cli.Context, create bool) (*journal.DB, error) {
+	path := c.String("db")
+	if path == "" {
+		return nil, usagef("-d FILE is required")
+	}
+	opts := journal.Options{Create: create, Durability: journal.Durability(c.String("durability"))}
+	if c.String("durability") == "" {
+		opts.Durability = journal.DurabilityNormal
+	}
+	db, err := journal.Open(c.Context, path, opts)
+	if errors.Is(err, fs.ErrNotExist) && !create {
+		return nil, fmt.Errorf("%w\nhint: create a store with art push -m DIR -d %s", err, path)
+	}
+	return db, err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func fmtTime(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).Local().Format("2006-01-02 15:04:05")
+}
+
+// fmtBytes prints a byte count for people (IEC units).
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// isTerminal reports whether w is a terminal (progress bars only there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress draws a one-line progress indicator on a terminal.
+type progress struct {
+	w    io.Writer
+	on   bool
+	last time.Time
+}
+
+func newProgress(w io.Writer) *progress { return &progress{w: w, on: isTerminal(w)} }
+
+func (p *progress) update(format string, a ...any) {
+	if !p.on || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.w, "\r\033[K"+format, a...)
+}
+
+func (p *progress) done() {
+	if p.on && !p.last.IsZero() {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

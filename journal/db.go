@@ -1,0 +1,187 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/migrations"
+	_ "github.com/mattn/go-sqlite3" // the store is one SQLite file
+)
+
+// DefaultBranch is the branch a new store starts with.
+const DefaultBranch = "main"
+
+// Durability selects SQLite's synchronous mode.
+type Durability string
+
+const (
+	// DurabilityNormal (synchronous=NORMAL) keeps every committed
+	// transaction across a process crash; a power loss may drop the last
+	// transactions but never corrupts the store (WAL).
+	DurabilityNormal Durability = "normal"
+	// DurabilityFull (synchronous=FULL) also survives power loss, at the
+	// cost of an fsync per commit.
+	DurabilityFull Durability = "full"
+)
+
+// Options configure Open.
+type Options struct {
+	// Create makes a new store when path does not exist. Without it a
+	// missing store is an error wrapping fs.ErrNotExist.
+	Create     bool
+	Durability Durability       // default DurabilityNormal
+	Clock      func() time.Time // default time.Now; tests inject one
+	// BusyTimeout bounds how long a writer waits for another process's
+	// write transaction. Default 30s.
+	BusyTimeout time.Duration
+}
+
+// DB is an open store. It holds one writer connection (every write is a
+// BEGIN IMMEDIATE transaction, so concurrent processes queue on SQLite's
+// lock instead of failing with SQLITE_BUSY half-way) and a pool of readers.
+// A DB is safe for concurrent use.
+type DB struct {
+	path  string
+	w     *sql.DB
+	r     *sql.DB
+	objs  *cas.Store // reads through the reader pool
+	clock func() time.Time
+}
+
+// Open opens (or with opts.Create, creates) the store at path and brings its
+// schema up to date. A store written by a newer art is refused with
+// migrations.ErrTooNew.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Durability == "" {
+		opts.Durability = DurabilityNormal
+	}
+	if opts.BusyTimeout == 0 {
+		opts.BusyTimeout = 30 * time.Second
+	}
+	sync := "NORMAL"
+	switch opts.Durability {
+	case DurabilityNormal:
+	case DurabilityFull:
+		sync = "FULL"
+	default:
+		return nil, fmt.Errorf("durability %q: want normal or full", opts.Durability)
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !opts.Create:
+		return nil, fmt.Errorf("open store %s: %w", path, fs.ErrNotExist)
+	case errors.Is(err, fs.ErrNotExist):
+		// Create it ourselves so the file is private from the start: it
+		// holds every byte the agent wrote.
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create store %s: %w", path, err)
+		}
+		if f != nil {
+			f.Close()
+		}
+	case err != nil:
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	case st.IsDir():
+		return nil, fmt.Errorf("open store %s: is a directory", path)
+	}
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", sync)
+	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
+	q.Set("_foreign_keys", "0")
+	q.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	q.Set("_txlock", "deferred")
+	q.Set("_query_only", "1")
+	r, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?"+q.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	db := &DB{path: path, w: w, r: r, objs: cas.NewStore(r), clock: opts.Clock}
+	if err := w.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if _, _, err := migrations.Apply(ctx, w, opts.Clock); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := db.ensureDefaultBranch(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Path is the store file's path.
+func (db *DB) Path() string { return db.path }
+
+// Objects returns a read-only view of the object store.
+func (db *DB) Objects() *cas.Store { return db.objs }
+
+// Close closes both connection pools. It is safe to call twice.
+func (db *DB) Close() error {
+	err1 := db.r.Close()
+	err2 := db.w.Close()
+	return errors.Join(err1, err2)
+}
+
+// ensureDefaultBranch gives a new store its main branch, whose chain starts
+// with a branch event at the empty tree.
+func (db *DB) ensureDefaultBranch(ctx context.Context) error {
+	var n int
+	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM branches`).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		// Re-check under the write lock: another process may have won.
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM branches`).Scan(&n); err != nil || n > 0 {
+			return err
+		}
+		empty, _, err := db.objs.With(tx).PutTree(ctx, &cas.Tree{})
+		if err != nil {
+			return err
+		}
+		_, err = db.createBranchTx(ctx, tx, DefaultBranch, State{Root: empty}, "init")
+		return err
+	})
+}
+
+// writeTx runs fn in one BEGIN IMMEDIATE transaction on the writer.
+func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin write: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) now() int64 { return db.clock().UnixNano() }

@@ -1,0 +1,40 @@
+package journal
+
+import (
+	"errors"
+	"syscall"
+)
+
+// Sentinels callers branch on. Namespace errors from Tx methods are wrapped
+// syscall.Errno values (ENOENT, EEXIST, ENOTEMPTY, ENOTDIR, EISDIR, EINVAL,
+// EXDEV...) so the overlay can hand them to the kernel unchanged and the CLI
+// can test them with errors.Is(err, fs.ErrNotExist).
+var (
+	ErrBranchExists   = errors.New("branch already exists")
+	ErrBranchNotFound = errors.New("branch not found")
+	ErrRevNotFound    = errors.New("revision not found")
+	ErrAmbiguous      = errors.New("ambiguous revision")
+	ErrBadRev         = errors.New("bad revision syntax")
+	ErrNothingToUndo  = errors.New("nothing to undo")
+	// ErrCorrupt reports a journal whose chain, payloads or projection do
+	// not agree; object corruption is cas.ErrCorrupt.
+	ErrCorrupt = errors.New("corrupt journal")
+)
+
+// errno wraps a POSIX error with the path it concerns.
+type errno struct {
+	op   string
+	path string
+	err  syscall.Errno
+}
+
+func (e *errno) Error() string                         { return e.op + " " + quotePath(e.path) + ": " + e.err.Error() }
+func (e *errno) Unwrap() error                         { return e.err }
+func pathErr(op, path string, err syscall.Errno) error { return &errno{op: op, path: path, err: err} }
+
+func quotePath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return "/" + p
+}

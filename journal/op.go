@@ -1,0 +1,339 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/artrt/art/cas"
+)
+
+// State names one state of the store: a point of a branch's chain and the
+// root tree id there.
+type State struct {
+	BranchID int64  `json:"-"`
+	Branch   string `json:"branch"`
+	Seq      int64  `json:"seq"`
+	Root     cas.ID `json:"root"`
+	Snapshot cas.ID `json:"snapshot,omitempty"` // set when the state is exactly a snapshot
+}
+
+// Snapshot is a recorded state. ID is the hash of its snapshot event, so it
+// commits to the branch's whole history.
+type Snapshot struct {
+	ID         cas.ID `json:"id"`
+	Seq        int64  `json:"seq"`
+	BranchID   int64  `json:"-"`
+	Branch     string `json:"branch"`
+	Root       cas.ID `json:"root"`
+	Message    string `json:"message"`
+	Time       int64  `json:"time_ns"`
+	EventCount int64  `json:"event_count"`
+}
+
+// Branch is a named head.
+type Branch struct {
+	ID         int64  `json:"-"`
+	Name       string `json:"name"`
+	HeadSeq    int64  `json:"head_seq"`
+	HeadHash   cas.ID `json:"head_hash"`
+	EventCount int64  `json:"event_count"`
+	Created    int64  `json:"created_ns"`
+}
+
+// Op is a running operation on one branch: an import, a run, a checkout...
+// Its events share its id; `art log` lists ops and `art undo` reverts the
+// last one.
+type Op struct {
+	db          *DB
+	ID          int64
+	BranchID    int64
+	Branch      string
+	Kind        string
+	Description string
+	BeforeSeq   int64
+}
+
+var branchNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}$`)
+
+// ValidBranchName rejects names that could be confused with revisions
+// (a '~' or '@', all-hex names of 4+ characters) or paths.
+func ValidBranchName(name string) error {
+	if !branchNameRE.MatchString(name) || regexp.MustCompile(`\.\.|//|/$|\.lock$`).MatchString(name) {
+		return fmt.Errorf("invalid branch name %q: use letters, digits and . _ - /", name)
+	}
+	if hexRE.MatchString(name) && len(name) >= 4 {
+		return fmt.Errorf("invalid branch name %q: it would read as a snapshot id", name)
+	}
+	return nil
+}
+
+const branchCols = `id, name, head_seq, head_hash, event_count, created_ns`
+
+func scanBranch(s scanner) (Branch, error) {
+	var b Branch
+	var hash []byte
+	var name sql.NullString
+	if err := s.Scan(&b.ID, &name, &b.HeadSeq, &hash, &b.EventCount, &b.Created); err != nil {
+		return b, err
+	}
+	b.Name = name.String
+	copy(b.HeadHash[:], hash)
+	return b, nil
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func branchByName(ctx context.Context, q queryer, name string) (Branch, error) {
+	b, err := scanBranch(q.QueryRowContext(ctx, `SELECT `+branchCols+` FROM branches WHERE name = ? AND deleted_ns IS NULL`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, fmt.Errorf("%w: %s", ErrBranchNotFound, name)
+	}
+	return b, err
+}
+
+// Branch returns the branch called name.
+func (db *DB) Branch(ctx context.Context, name string) (Branch, error) {
+	return branchByName(ctx, db.r, name)
+}
+
+// Branches lists the live branches by name.
+func (db *DB) Branches(ctx context.Context) ([]Branch, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+branchCols+` FROM branches WHERE name IS NOT NULL AND deleted_ns IS NULL ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Branch
+	for rows.Next() {
+		b, err := scanBranch(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// BeginOp starts an operation on branch. Call Update to change the branch
+// and End when done.
+func (db *DB) BeginOp(ctx context.Context, branch, kind, description string) (*Op, error) {
+	var op *Op
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		op, err = db.beginOpTx(ctx, tx, branch, kind, description)
+		return err
+	})
+	return op, err
+}
+
+func (db *DB) beginOpTx(ctx context.Context, tx *sql.Tx, branch, kind, description string) (*Op, error) {
+	b, err := branchByName(ctx, tx, branch)
+	if err != nil {
+		return nil, err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO ops (branch, kind, description, before_seq, start_ns) VALUES (?,?,?,?,?)`,
+		b.ID, kind, description, b.HeadSeq, db.now())
+	if err != nil {
+		return nil, fmt.Errorf("begin %s: %w", kind, err)
+	}
+	id, _ := res.LastInsertId()
+	return &Op{db: db, ID: id, BranchID: b.ID, Branch: b.Name, Kind: kind, Description: description, BeforeSeq: b.HeadSeq}, nil
+}
+
+// Update runs fn in one write transaction on the op's branch. When fn
+// returns an error nothing it did is kept.
+func (op *Op) Update(ctx context.Context, fn func(*Tx) error) error {
+	return op.db.writeTx(ctx, func(tx *sql.Tx) error { return op.updateTx(ctx, tx, fn) })
+}
+
+func (op *Op) updateTx(ctx context.Context, tx *sql.Tx, fn func(*Tx) error) error {
+	var headSeq, count, nextIno int64
+	var head []byte
+	var deleted sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT head_seq, head_hash, event_count, next_ino, deleted_ns FROM branches WHERE id = ?`, op.BranchID).
+		Scan(&headSeq, &head, &count, &nextIno, &deleted)
+	if err != nil {
+		return fmt.Errorf("branch %s: %w", op.Branch, err)
+	}
+	if deleted.Valid {
+		return fmt.Errorf("%w: %s was deleted", ErrBranchNotFound, op.Branch)
+	}
+	p := newProj(ctx, tx, op.db.objs, op.BranchID, nextIno, op.db.now())
+	defer p.close()
+	t := &Tx{db: op.db, p: p, op: op, headSeq: headSeq, count: count}
+	copy(t.head[:], head)
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.flush(tx)
+}
+
+// End closes the op, recording the branch head and an optional exit status.
+func (op *Op) End(ctx context.Context, status *int) error {
+	return op.db.writeTx(ctx, func(tx *sql.Tx) error { return op.endTx(ctx, tx, status) })
+}
+
+func (op *Op) endTx(ctx context.Context, tx *sql.Tx, status *int) error {
+	var st any
+	if status != nil {
+		st = *status
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE ops SET end_seq = (SELECT head_seq FROM branches WHERE id = ?), end_ns = ?, status = ? WHERE id = ?`,
+		op.BranchID, op.db.now(), st, op.ID)
+	return err
+}
+
+// Do runs fn as a whole one-transaction operation: begin, update, end.
+func (db *DB) Do(ctx context.Context, branch, kind, description string, fn func(*Tx) error) (*Op, error) {
+	var op *Op
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if op, err = db.beginOpTx(ctx, tx, branch, kind, description); err != nil {
+			return err
+		}
+		if err := op.updateTx(ctx, tx, fn); err != nil {
+			return err
+		}
+		return op.endTx(ctx, tx, nil)
+	})
+	return op, err
+}
+
+// TakeSnapshot records the head of branch as a snapshot.
+func (db *DB) TakeSnapshot(ctx context.Context, branch, message string) (Snapshot, error) {
+	var s Snapshot
+	_, err := db.Do(ctx, branch, "snapshot", message, func(t *Tx) error {
+		var err error
+		s, err = t.Snapshot(message)
+		return err
+	})
+	return s, err
+}
+
+// CreateBranch makes branch name start at state from. O(1): the new
+// branch's projection is one collapsed root.
+func (db *DB) CreateBranch(ctx context.Context, name string, from State) (Branch, error) {
+	if err := ValidBranchName(name); err != nil {
+		return Branch{}, err
+	}
+	var b Branch
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		desc := "create branch " + name
+		if from.Branch != "" {
+			desc += " from " + describeState(from)
+		}
+		b, err = db.createBranchTx(ctx, tx, name, from, desc)
+		return err
+	})
+	return b, err
+}
+
+func describeState(s State) string {
+	if !s.Snapshot.IsZero() {
+		return s.Snapshot.Short()
+	}
+	return fmt.Sprintf("%s@%d", s.Branch, s.Seq)
+}
+
+func (db *DB) createBranchTx(ctx context.Context, tx *sql.Tx, name string, from State, desc string) (Branch, error) {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM branches WHERE name = ?`, name).Scan(&n); err != nil {
+		return Branch{}, err
+	}
+	if n > 0 {
+		return Branch{}, fmt.Errorf("%w: %s", ErrBranchExists, name)
+	}
+	var zero cas.ID
+	if _, err := tx.ExecContext(ctx, `INSERT INTO branches (name, head_hash, created_ns) VALUES (?,?,?)`, name, zero[:], db.now()); err != nil {
+		return Branch{}, fmt.Errorf("create branch %s: %w", name, err)
+	}
+	op, err := db.beginOpTx(ctx, tx, name, "branch", desc)
+	if err != nil {
+		return Branch{}, err
+	}
+	if err := op.updateTx(ctx, tx, func(t *Tx) error { return t.reset(EvBranch, from, desc) }); err != nil {
+		return Branch{}, err
+	}
+	if err := op.endTx(ctx, tx, nil); err != nil {
+		return Branch{}, err
+	}
+	return branchByName(ctx, tx, name)
+}
+
+// DeleteBranch retires a branch name. Its events and snapshots stay (they
+// are history, reachable by id and @seq); its projection is dropped.
+func (db *DB) DeleteBranch(ctx context.Context, name string) error {
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		b, err := branchByName(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE branches SET name = NULL, deleted_ns = ? WHERE id = ?`, db.now(), b.ID); err != nil {
+			return err
+		}
+		for _, q := range []string{`DELETE FROM nodes WHERE branch = ?`, `DELETE FROM dentries WHERE branch = ?`,
+			`DELETE FROM link_groups WHERE branch = ?`, `DELETE FROM import_cache WHERE branch = ?`} {
+			if _, err := tx.ExecContext(ctx, q, b.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Checkout moves branch to state to by appending a checkout event: nothing
+// is deleted, and Undo returns to the old head.
+func (db *DB) Checkout(ctx context.Context, branch string, to State) (*Op, error) {
+	desc := "checkout " + describeState(to)
+	return db.Do(ctx, branch, "checkout", desc, func(t *Tx) error { return t.reset(EvCheckout, to, desc) })
+}
+
+// Undo returns branch to where it was before its last operation. Undo ops
+// and ops already undone are skipped, so repeated undo walks further back.
+// It returns the op that was undone.
+func (db *DB) Undo(ctx context.Context, branch string) (undone OpInfo, err error) {
+	b, err := db.Branch(ctx, branch)
+	if err != nil {
+		return OpInfo{}, err
+	}
+	row := db.r.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops o WHERE o.branch = ? AND o.kind NOT IN ('undo', 'snapshot')
+		AND o.end_seq IS NOT NULL AND o.end_seq > o.before_seq
+		AND NOT EXISTS (SELECT 1 FROM ops u WHERE u.undoes = o.id) ORDER BY o.id DESC LIMIT 1`, b.ID)
+	undone, err = scanOp(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return OpInfo{}, fmt.Errorf("%w on branch %s", ErrNothingToUndo, branch)
+	}
+	if err != nil {
+		return OpInfo{}, err
+	}
+	if undone.Kind == "branch" || undone.BeforeSeq == 0 {
+		return OpInfo{}, fmt.Errorf("%w on branch %s: its last operation created it", ErrNothingToUndo, branch)
+	}
+	root, err := db.Materialize(ctx, b.ID, undone.BeforeSeq)
+	if err != nil {
+		return OpInfo{}, err
+	}
+	to := State{BranchID: b.ID, Branch: b.Name, Seq: undone.BeforeSeq, Root: root}
+	desc := fmt.Sprintf("undo op %d (%s)", undone.ID, undone.Description)
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		op, err := db.beginOpTx(ctx, tx, branch, "undo", desc)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE ops SET undoes = ? WHERE id = ?`, undone.ID, op.ID); err != nil {
+			return err
+		}
+		if err := op.updateTx(ctx, tx, func(t *Tx) error { return t.reset(EvCheckout, to, desc) }); err != nil {
+			return err
+		}
+		return op.endTx(ctx, tx, nil)
+	})
+	return undone, err
+}

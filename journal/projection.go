@@ -1,0 +1,613 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"syscall"
+
+	"github.com/artrt/art/cas"
+)
+
+// RootIno is the art inode number of /home/agent on every branch.
+const RootIno int64 = 1
+
+// Directory load states in the nodes table.
+const (
+	dirCollapsed = 0 // children not loaded; target is the tree id
+	dirClean     = 1 // children loaded; target is their tree id
+	dirDirty     = 2 // children loaded; target is stale
+)
+
+// Node is one file, directory, symlink or fifo of a branch's live tree.
+type Node struct {
+	Ino int64
+	Attr
+	CTime     int64
+	Nlink     int
+	LinkGroup uint64
+	Parent    int64 // directories only
+	state     int
+}
+
+// IsDir reports whether n is a directory.
+func (n *Node) IsDir() bool { return n.Kind == cas.EntryDir }
+
+// Dirent is a name in a directory.
+type Dirent struct {
+	Name []byte
+	Node Node
+}
+
+// proj is one branch's projection inside one write transaction: the tables
+// nodes, dentries and link_groups restricted to branch. It implements the
+// state transitions shared by live writes (Tx) and by replay (Materialize).
+//
+// Directories load lazily: a collapsed directory is just a tree id, and its
+// children become rows the first time something looks inside. That makes
+// branch creation and checkout O(1), and snapshots O(changed directories):
+// a dirty directory's ancestors are always dirty, so computeRoot descends
+// only into dirty directories.
+type proj struct {
+	ctx     context.Context
+	tx      *sql.Tx
+	objs    *cas.Store
+	branch  int64
+	now     int64
+	nextIno int64
+	stmts   map[string]*sql.Stmt
+	paths   map[int64][]byte // directory path cache; cleared on any directory move
+}
+
+func newProj(ctx context.Context, tx *sql.Tx, objs *cas.Store, branch, nextIno, now int64) *proj {
+	return &proj{ctx: ctx, tx: tx, objs: objs.With(tx), branch: branch, nextIno: nextIno, now: now,
+		stmts: map[string]*sql.Stmt{}, paths: map[int64][]byte{}}
+}
+
+func (p *proj) stmt(q string) (*sql.Stmt, error) {
+	if s, ok := p.stmts[q]; ok {
+		return s, nil
+	}
+	s, err := p.tx.PrepareContext(p.ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	p.stmts[q] = s
+	return s, nil
+}
+
+func (p *proj) exec(q string, args ...any) error {
+	s, err := p.stmt(q)
+	if err != nil {
+		return err
+	}
+	_, err = s.ExecContext(p.ctx, args...)
+	return err
+}
+
+func (p *proj) close() {
+	for _, s := range p.stmts {
+		s.Close()
+	}
+}
+
+const nodeCols = `kind, mode, uid, gid, mtime_ns, ctime_ns, size, target, xattrs, nlink, link_group, parent, state`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanNode(s scanner, n *Node, extra ...any) error {
+	var target, xattrs []byte
+	var kind int
+	dest := append([]any{&kind, &n.Mode, &n.UID, &n.GID, &n.MTime, &n.CTime, &n.Size, &target, &xattrs,
+		&n.Nlink, &n.LinkGroup, &n.Parent, &n.state}, extra...)
+	if err := s.Scan(dest...); err != nil {
+		return err
+	}
+	n.Kind = cas.EntryKind(kind)
+	n.Content, n.Link = cas.ID{}, nil
+	switch n.Kind {
+	case cas.EntryFile, cas.EntryDir:
+		if len(target) == len(n.Content) {
+			copy(n.Content[:], target)
+		} else if len(target) != 0 || n.Kind == cas.EntryFile {
+			return fmt.Errorf("%w: node target is %d bytes", ErrCorrupt, len(target))
+		}
+	case cas.EntrySymlink:
+		n.Link = target
+	}
+	xs, err := decodeXattrs(xattrs)
+	n.Xattrs = xs
+	return err
+}
+
+func nodeTarget(n *Node) []byte {
+	switch n.Kind {
+	case cas.EntryFile:
+		return n.Content[:]
+	case cas.EntryDir:
+		if n.Content.IsZero() {
+			return nil
+		}
+		return n.Content[:]
+	case cas.EntrySymlink:
+		return n.Link
+	}
+	return nil
+}
+
+func (p *proj) get(ino int64) (*Node, error) {
+	s, err := p.stmt(`SELECT ` + nodeCols + ` FROM nodes WHERE branch = ? AND ino = ?`)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Ino: ino}
+	if err := scanNode(s.QueryRowContext(p.ctx, p.branch, ino), n); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, pathErr("inode", fmt.Sprint(ino), syscall.ENOENT)
+		}
+		return nil, fmt.Errorf("read inode %d: %w", ino, err)
+	}
+	return n, nil
+}
+
+func (p *proj) put(n *Node) error {
+	err := p.exec(`INSERT OR REPLACE INTO nodes (branch, ino, `+nodeCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		p.branch, n.Ino, int(n.Kind), n.Mode, n.UID, n.GID, n.MTime, n.CTime, n.Size, nodeTarget(n),
+		encodeXattrs(n.Xattrs), n.Nlink, n.LinkGroup, n.Parent, n.state)
+	if err != nil {
+		return fmt.Errorf("write inode %d: %w", n.Ino, err)
+	}
+	return nil
+}
+
+func (p *proj) alloc() int64 {
+	ino := p.nextIno
+	p.nextIno++
+	return ino
+}
+
+// dir returns ino as a loaded directory (ENOTDIR otherwise).
+func (p *proj) dir(ino int64) (*Node, error) {
+	n, err := p.get(ino)
+	if err != nil {
+		return nil, err
+	}
+	if !n.IsDir() {
+		return nil, syscall.ENOTDIR
+	}
+	if n.state == dirCollapsed {
+		if err := p.expand(n); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// expand loads a collapsed directory's children from its tree object.
+func (p *proj) expand(d *Node) error {
+	t, err := p.objs.GetTree(p.ctx, d.Content)
+	if err != nil {
+		return fmt.Errorf("load directory inode %d: %w", d.Ino, err)
+	}
+	subdirs := 0
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		if e.Kind == cas.EntryFile && e.LinkGroup != 0 {
+			ino, err := p.groupIno(e.LinkGroup)
+			if err != nil {
+				return err
+			}
+			if ino != 0 { // another name of a file already loaded
+				if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, d.Ino, e.Name, ino); err != nil {
+					return err
+				}
+				if err := p.exec(`UPDATE nodes SET nlink = nlink + 1 WHERE branch = ? AND ino = ?`, p.branch, ino); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		n := &Node{Ino: p.alloc(), Attr: Attr{Kind: e.Kind, Mode: e.Mode, UID: e.UID, GID: e.GID, MTime: e.MTime,
+			Size: e.Size, Link: e.Link, Xattrs: e.Xattrs}, CTime: e.MTime, Nlink: 1, LinkGroup: e.LinkGroup}
+		switch e.Kind {
+		case cas.EntryDir:
+			if e.Target.IsZero() {
+				return fmt.Errorf("%w: directory entry %q of tree %s has no tree", cas.ErrCorrupt, e.Name, d.Content.Short())
+			}
+			n.Content, n.Nlink, n.Parent, n.state, n.LinkGroup = e.Target, 2, d.Ino, dirCollapsed, 0
+			subdirs++
+		case cas.EntryFile:
+			n.Content = e.Target
+		default:
+			n.LinkGroup = 0
+		}
+		if err := p.put(n); err != nil {
+			return err
+		}
+		if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, d.Ino, e.Name, n.Ino); err != nil {
+			return fmt.Errorf("load directory inode %d: %w", d.Ino, err)
+		}
+		if n.LinkGroup != 0 {
+			if err := p.exec(`INSERT INTO link_groups (branch, grp, ino) VALUES (?,?,?)`, p.branch, n.LinkGroup, n.Ino); err != nil {
+				return err
+			}
+		}
+	}
+	d.Nlink, d.state = 2+subdirs, dirClean
+	return p.put(d)
+}
+
+func (p *proj) groupIno(grp uint64) (int64, error) {
+	s, err := p.stmt(`SELECT ino FROM link_groups WHERE branch = ? AND grp = ?`)
+	if err != nil {
+		return 0, err
+	}
+	var ino int64
+	err = s.QueryRowContext(p.ctx, p.branch, grp).Scan(&ino)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return ino, err
+}
+
+// lookup finds name in a loaded directory: 0 when absent.
+func (p *proj) lookup(parent int64, name []byte) (int64, error) {
+	s, err := p.stmt(`SELECT ino FROM dentries WHERE branch = ? AND parent = ? AND name = ?`)
+	if err != nil {
+		return 0, err
+	}
+	var ino int64
+	err = s.QueryRowContext(p.ctx, p.branch, parent, name).Scan(&ino)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return ino, err
+}
+
+// children lists a loaded directory in name order with each child's node.
+func (p *proj) children(dir int64) ([]Dirent, error) {
+	s, err := p.stmt(`SELECT d.name, n.ino, ` + prefixed("n.", nodeCols) + ` FROM dentries d JOIN nodes n ON n.branch = d.branch AND n.ino = d.ino
+		WHERE d.branch = ? AND d.parent = ? ORDER BY d.name`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.QueryContext(p.ctx, p.branch, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Dirent
+	for rows.Next() {
+		var de Dirent
+		var kind int
+		var target, xattrs []byte
+		n := &de.Node
+		if err := rows.Scan(&de.Name, &n.Ino, &kind, &n.Mode, &n.UID, &n.GID, &n.MTime, &n.CTime, &n.Size, &target, &xattrs,
+			&n.Nlink, &n.LinkGroup, &n.Parent, &n.state); err != nil {
+			return nil, err
+		}
+		n.Kind = cas.EntryKind(kind)
+		switch n.Kind {
+		case cas.EntryFile, cas.EntryDir:
+			copy(n.Content[:], target)
+		case cas.EntrySymlink:
+			n.Link = target
+		}
+		if n.Xattrs, err = decodeXattrs(xattrs); err != nil {
+			return nil, err
+		}
+		out = append(out, de)
+	}
+	return out, rows.Err()
+}
+
+func prefixed(prefix, cols string) string {
+	parts := bytes.Split([]byte(cols), []byte(", "))
+	for i := range parts {
+		parts[i] = append([]byte(prefix), parts[i]...)
+	}
+	return string(bytes.Join(parts, []byte(", ")))
+}
+
+// markDirty marks a loaded directory and its ancestors dirty. It stops at
+// the first dirty one: the invariant "a dirty directory's ancestors are
+// dirty" makes that enough.
+func (p *proj) markDirty(dir int64) error {
+	s, err := p.stmt(`SELECT state, parent FROM nodes WHERE branch = ? AND ino = ?`)
+	if err != nil {
+		return err
+	}
+	for ino := dir; ; {
+		var state int
+		var parent int64
+		if err := s.QueryRowContext(p.ctx, p.branch, ino).Scan(&state, &parent); err != nil {
+			return fmt.Errorf("mark inode %d dirty: %w", ino, err)
+		}
+		if state == dirDirty {
+			return nil
+		}
+		if err := p.exec(`UPDATE nodes SET state = 2 WHERE branch = ? AND ino = ?`, p.branch, ino); err != nil {
+			return err
+		}
+		if ino == RootIno {
+			return nil
+		}
+		ino = parent
+	}
+}
+
+// touch marks dirty every directory whose tree holds an entry for n.
+func (p *proj) touch(n *Node) error {
+	if n.IsDir() {
+		if n.Ino == RootIno {
+			return p.markDirty(RootIno) // its own attributes are not in any tree
+		}
+		return p.markDirty(n.Parent)
+	}
+	parents, err := p.parentsOf(n.Ino)
+	if err != nil {
+		return err
+	}
+	for _, d := range parents {
+		if err := p.markDirty(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *proj) parentsOf(ino int64) ([]int64, error) {
+	s, err := p.stmt(`SELECT DISTINCT parent FROM dentries WHERE branch = ? AND ino = ?`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.QueryContext(p.ctx, p.branch, ino)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var d int64
+		if err := rows.Scan(&d); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// pathOf returns the path of a directory ("" for the root).
+func (p *proj) pathOf(dir int64) ([]byte, error) {
+	if dir == RootIno {
+		return nil, nil
+	}
+	if path, ok := p.paths[dir]; ok {
+		return path, nil
+	}
+	s, err := p.stmt(`SELECT parent, name FROM dentries WHERE branch = ? AND ino = ? LIMIT 1`)
+	if err != nil {
+		return nil, err
+	}
+	var parent int64
+	var name []byte
+	if err := s.QueryRowContext(p.ctx, p.branch, dir).Scan(&parent, &name); err != nil {
+		return nil, fmt.Errorf("path of inode %d: %w", dir, err)
+	}
+	pp, err := p.pathOf(parent)
+	if err != nil {
+		return nil, err
+	}
+	path := join(pp, name)
+	p.paths[dir] = path
+	return path, nil
+}
+
+// nodePath returns one path of any node (the first name, for hard links).
+func (p *proj) nodePath(n *Node) ([]byte, error) {
+	if n.IsDir() {
+		return p.pathOf(n.Ino)
+	}
+	s, err := p.stmt(`SELECT parent, name FROM dentries WHERE branch = ? AND ino = ? ORDER BY parent, name LIMIT 1`)
+	if err != nil {
+		return nil, err
+	}
+	var parent int64
+	var name []byte
+	if err := s.QueryRowContext(p.ctx, p.branch, n.Ino).Scan(&parent, &name); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, pathErr("path of inode", fmt.Sprint(n.Ino), syscall.ENOENT)
+		}
+		return nil, err
+	}
+	pp, err := p.pathOf(parent)
+	if err != nil {
+		return nil, err
+	}
+	return join(pp, name), nil
+}
+
+func join(dir, name []byte) []byte {
+	if len(dir) == 0 {
+		return append([]byte(nil), name...)
+	}
+	out := make([]byte, 0, len(dir)+1+len(name))
+	out = append(append(append(out, dir...), '/'), name...)
+	return out
+}
+
+// resolve walks path from the root, loading directories on the way. It
+// returns the parent directory, the last name and the node's ino (0 when the
+// last component does not exist). The root itself resolves to (0, nil, 1).
+func (p *proj) resolve(path []byte) (parent int64, name []byte, ino int64, err error) {
+	if len(path) == 0 {
+		return 0, nil, RootIno, nil
+	}
+	comps := bytes.Split(path, []byte("/"))
+	cur := RootIno
+	for i, c := range comps {
+		if _, err := p.dir(cur); err != nil {
+			return 0, nil, 0, pathErr("resolve", string(path), errnoOf(err))
+		}
+		next, err := p.lookup(cur, c)
+		if err != nil {
+			return 0, nil, 0, err
+		}
+		if i == len(comps)-1 {
+			return cur, c, next, nil
+		}
+		if next == 0 {
+			return 0, nil, 0, pathErr("resolve", string(path), syscall.ENOENT)
+		}
+		cur = next
+	}
+	panic("unreachable")
+}
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}
+
+// reset replaces the branch's projection with the state root (checkout,
+// branch creation, replay base). Directories stay collapsed except those on
+// the paths of hard-linked files, which load eagerly so every name of a
+// linked file shares one node from the start.
+func (p *proj) reset(root cas.ID) error {
+	for _, q := range []string{`DELETE FROM nodes WHERE branch = ?`, `DELETE FROM dentries WHERE branch = ?`,
+		`DELETE FROM link_groups WHERE branch = ?`} {
+		if err := p.exec(q, p.branch); err != nil {
+			return fmt.Errorf("reset projection: %w", err)
+		}
+	}
+	clear(p.paths)
+	t, err := p.objs.GetTree(p.ctx, root)
+	if err != nil {
+		return fmt.Errorf("reset to %s: %w", root.Short(), err)
+	}
+	rootNode := &Node{Ino: RootIno, Attr: Attr{Kind: cas.EntryDir, Mode: 0o755, Content: root}, Nlink: 2, Parent: RootIno, state: dirCollapsed}
+	if err := p.put(rootNode); err != nil {
+		return err
+	}
+	for _, hl := range t.Links {
+		for _, path := range hl.Paths {
+			if _, _, _, err := p.resolve(path); err != nil {
+				return fmt.Errorf("reset to %s: hard link group %d at %q: %w", root.Short(), hl.Group, path, err)
+			}
+		}
+	}
+	return nil
+}
+
+// computeRoot encodes every dirty directory bottom-up and returns the root
+// tree id. Clean and collapsed directories are not visited.
+func (p *proj) computeRoot() (cas.ID, error) {
+	return p.encodeDir(RootIno)
+}
+
+func (p *proj) encodeDir(ino int64) (cas.ID, error) {
+	d, err := p.get(ino)
+	if err != nil {
+		return cas.ID{}, err
+	}
+	if d.state != dirDirty {
+		return d.Content, nil
+	}
+	kids, err := p.children(ino)
+	if err != nil {
+		return cas.ID{}, err
+	}
+	t := &cas.Tree{Entries: make([]cas.Entry, 0, len(kids))}
+	for i := range kids {
+		n := &kids[i].Node
+		e := cas.Entry{Name: kids[i].Name, Kind: n.Kind, Mode: n.Mode, UID: n.UID, GID: n.GID, MTime: n.MTime}
+		switch n.Kind {
+		case cas.EntryDir:
+			if e.Target, err = p.encodeDir(n.Ino); err != nil {
+				return cas.ID{}, err
+			}
+		case cas.EntryFile:
+			e.Size, e.Target, e.LinkGroup = n.Size, n.Content, n.LinkGroup
+		case cas.EntrySymlink:
+			e.Size, e.Link = int64(len(n.Link)), n.Link
+		}
+		e.Xattrs = n.Xattrs
+		t.Entries = append(t.Entries, e)
+	}
+	if ino == RootIno {
+		if t.Links, err = p.linkIndex(); err != nil {
+			return cas.ID{}, err
+		}
+	}
+	id, _, err := p.objs.PutTree(p.ctx, t)
+	if err != nil {
+		return cas.ID{}, fmt.Errorf("store tree of inode %d: %w", ino, err)
+	}
+	if err := p.exec(`UPDATE nodes SET target = ?, state = 1 WHERE branch = ? AND ino = ?`, id[:], p.branch, ino); err != nil {
+		return cas.ID{}, err
+	}
+	return id, nil
+}
+
+// linkIndex lists where each hard-link group lives, for the root tree.
+func (p *proj) linkIndex() ([]cas.HardLink, error) {
+	rows, err := p.tx.QueryContext(p.ctx, `SELECT grp, ino FROM link_groups WHERE branch = ? ORDER BY grp`, p.branch)
+	if err != nil {
+		return nil, err
+	}
+	type group struct {
+		grp uint64
+		ino int64
+	}
+	var groups []group
+	for rows.Next() {
+		var g group
+		if err := rows.Scan(&g.grp, &g.ino); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		groups = append(groups, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []cas.HardLink
+	for _, g := range groups {
+		r, err := p.tx.QueryContext(p.ctx, `SELECT parent, name FROM dentries WHERE branch = ? AND ino = ?`, p.branch, g.ino)
+		if err != nil {
+			return nil, err
+		}
+		type dent struct {
+			parent int64
+			name   []byte
+		}
+		var ds []dent
+		for r.Next() {
+			var d dent
+			if err := r.Scan(&d.parent, &d.name); err != nil {
+				r.Close()
+				return nil, err
+			}
+			ds = append(ds, d)
+		}
+		r.Close()
+		hl := cas.HardLink{Group: g.grp}
+		for _, d := range ds {
+			dp, err := p.pathOf(d.parent)
+			if err != nil {
+				return nil, err
+			}
+			hl.Paths = append(hl.Paths, join(dp, d.name))
+		}
+		sort.Slice(hl.Paths, func(i, j int) bool { return bytes.Compare(hl.Paths[i], hl.Paths[j]) < 0 })
+		out = append(out, hl)
+	}
+	return out, nil
+}

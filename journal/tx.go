@@ -1,0 +1,411 @@
+package journal
+
+import (
+	"database/sql"
+	"fmt"
+	"syscall"
+
+	"github.com/artrt/art/cas"
+)
+
+// Tx is one write transaction on one branch, inside an Op. Every mutation
+// validates, updates the projection and appends its event to the branch's
+// hash chain; all of it commits together or not at all. A Tx is used by one
+// goroutine and is valid only inside the function passed to Op.Update.
+type Tx struct {
+	db   *DB
+	p    *proj
+	op   *Op
+	pid  int64
+	next int64 // seq of the next event (0: not yet read)
+
+	head     cas.ID
+	headSeq  int64
+	count    int64
+	appended int
+}
+
+// Objects is the object store inside this transaction: content written
+// through it commits with the events that reference it.
+func (t *Tx) Objects() *cas.Store { return t.p.objs }
+
+// SetPID attributes the following events to a process.
+func (t *Tx) SetPID(pid int64) { t.pid = pid }
+
+// Appended is how many events this Tx has appended so far.
+func (t *Tx) Appended() int { return t.appended }
+
+// Get returns the node ino.
+func (t *Tx) Get(ino int64) (Node, error) {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return Node{}, err
+	}
+	return *n, nil
+}
+
+// Lookup returns the node called name in directory parent.
+func (t *Tx) Lookup(parent int64, name []byte) (Node, error) {
+	n, err := t.p.child(parent, name)
+	if err != nil {
+		return Node{}, err
+	}
+	return *n, nil
+}
+
+// ReadDir lists directory dir in name order.
+func (t *Tx) ReadDir(dir int64) ([]Dirent, error) {
+	if _, err := t.p.dir(dir); err != nil {
+		return nil, err
+	}
+	return t.p.children(dir)
+}
+
+// Resolve returns the node at path ("" is the root).
+func (t *Tx) Resolve(path []byte) (Node, error) {
+	_, _, ino, err := t.p.resolve(path)
+	if err != nil {
+		return Node{}, err
+	}
+	if ino == 0 {
+		return Node{}, pathErr("resolve", string(path), syscall.ENOENT)
+	}
+	return t.Get(ino)
+}
+
+// Path returns one path of a node (the first name of a hard-linked file).
+func (t *Tx) Path(ino int64) ([]byte, error) {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return nil, err
+	}
+	return t.p.nodePath(n)
+}
+
+func (t *Tx) childPath(parent int64, name []byte) ([]byte, error) {
+	dp, err := t.p.pathOf(parent)
+	if err != nil {
+		return nil, err
+	}
+	return join(dp, name), nil
+}
+
+// Create makes name in parent: a file (a.Content must be a stored
+// manifest), directory, symlink (a.Link) or fifo, as a.Kind says.
+func (t *Tx) Create(parent int64, name []byte, a Attr) (Node, error) {
+	path, err := t.childPath(parent, name)
+	if err != nil {
+		return Node{}, err
+	}
+	n, err := t.p.mknode(parent, name, a)
+	if err != nil {
+		return Node{}, pathErr("create", string(path), errnoOf(err))
+	}
+	kind := EvCreate
+	switch a.Kind {
+	case cas.EntryDir:
+		kind = EvMkdir
+	case cas.EntrySymlink:
+		kind = EvSymlink
+	}
+	ev := Event{Kind: kind, Path: path, Attr: n.Attr}
+	ev.Attr.Xattrs = n.Xattrs
+	if err := t.append(&ev); err != nil {
+		return Node{}, err
+	}
+	return *n, nil
+}
+
+// Link gives file ino the additional name parent/name.
+func (t *Tx) Link(ino, parent int64, name []byte) (Node, error) {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return Node{}, err
+	}
+	from, err := t.p.nodePath(n)
+	if err != nil {
+		return Node{}, err
+	}
+	to, err := t.childPath(parent, name)
+	if err != nil {
+		return Node{}, err
+	}
+	n, err = t.p.link(ino, parent, name)
+	if err != nil {
+		return Node{}, pathErr("link", string(to), errnoOf(err))
+	}
+	if err := t.append(&Event{Kind: EvLink, Path: from, Path2: to}); err != nil {
+		return Node{}, err
+	}
+	return *n, nil
+}
+
+// Unlink removes the non-directory parent/name.
+func (t *Tx) Unlink(parent int64, name []byte) error {
+	path, err := t.childPath(parent, name)
+	if err != nil {
+		return err
+	}
+	if _, err := t.p.unlink(parent, name); err != nil {
+		return pathErr("unlink", string(path), errnoOf(err))
+	}
+	return t.append(&Event{Kind: EvUnlink, Path: path})
+}
+
+// Rmdir removes the empty directory parent/name.
+func (t *Tx) Rmdir(parent int64, name []byte) error {
+	path, err := t.childPath(parent, name)
+	if err != nil {
+		return err
+	}
+	if err := t.p.rmdir(parent, name); err != nil {
+		return pathErr("rmdir", string(path), errnoOf(err))
+	}
+	return t.append(&Event{Kind: EvRmdir, Path: path})
+}
+
+// RemoveAll removes parent/name and, for a directory, everything below it,
+// one event per node (deepest first), as rm -rf would.
+func (t *Tx) RemoveAll(parent int64, name []byte) error {
+	n, err := t.p.child(parent, name)
+	if err != nil {
+		return err
+	}
+	if !n.IsDir() {
+		return t.Unlink(parent, name)
+	}
+	kids, err := t.ReadDir(n.Ino)
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		if err := t.RemoveAll(n.Ino, k.Name); err != nil {
+			return err
+		}
+	}
+	return t.Rmdir(parent, name)
+}
+
+// Rename moves oldParent/oldName to newParent/newName; flags is 0,
+// RenameNoReplace or RenameExchange.
+func (t *Tx) Rename(oldParent int64, oldName []byte, newParent int64, newName []byte, flags uint32) error {
+	from, err := t.childPath(oldParent, oldName)
+	if err != nil {
+		return err
+	}
+	to, err := t.childPath(newParent, newName)
+	if err != nil {
+		return err
+	}
+	if err := t.p.rename(oldParent, oldName, newParent, newName, flags); err != nil {
+		return pathErr("rename", string(from), errnoOf(err))
+	}
+	return t.append(&Event{Kind: EvRename, Path: from, Path2: to, Flags: flags})
+}
+
+// SetAttr changes the fields of a selected by mask (SetMode, SetUID,
+// SetGID, SetMTime, SetXattrs).
+func (t *Tx) SetAttr(ino int64, mask uint32, a Attr) (Node, error) {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return Node{}, err
+	}
+	path, err := t.p.nodePath(n)
+	if err != nil {
+		return Node{}, err
+	}
+	if n, err = t.p.setattr(ino, mask, a); err != nil {
+		return Node{}, pathErr("setattr", string(path), errnoOf(err))
+	}
+	ev := Event{Kind: EvSetattr, Path: path, Mask: mask}
+	if mask&SetMode != 0 {
+		ev.Attr.Mode = n.Mode
+	}
+	if mask&SetUID != 0 {
+		ev.Attr.UID = n.UID
+	}
+	if mask&SetGID != 0 {
+		ev.Attr.GID = n.GID
+	}
+	if mask&SetMTime != 0 {
+		ev.Attr.MTime = n.MTime
+	}
+	if mask&SetXattrs != 0 {
+		ev.Attr.Xattrs = n.Xattrs
+	}
+	if err := t.append(&ev); err != nil {
+		return Node{}, err
+	}
+	return *n, nil
+}
+
+// Write records that file ino now has content (a stored manifest) of size
+// bytes and modification time mtime; ranges are the byte ranges touched
+// (informational, for forensics and blame).
+func (t *Tx) Write(ino int64, content cas.ID, size, mtime int64, ranges []Range) (Node, error) {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return Node{}, err
+	}
+	path, err := t.p.nodePath(n)
+	if err != nil {
+		return Node{}, err
+	}
+	if n, err = t.p.write(ino, content, size, mtime); err != nil {
+		return Node{}, pathErr("write", string(path), errnoOf(err))
+	}
+	ev := Event{Kind: EvWrite, Path: path, Attr: Attr{Kind: cas.EntryFile, Content: content, Size: size, MTime: mtime}, Ranges: ranges}
+	if err := t.append(&ev); err != nil {
+		return Node{}, err
+	}
+	return *n, nil
+}
+
+// SetXattr sets a user.* extended attribute.
+func (t *Tx) SetXattr(ino int64, name string, value []byte) error {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return err
+	}
+	path, err := t.p.nodePath(n)
+	if err != nil {
+		return err
+	}
+	if _, err := t.p.setxattr(ino, name, value); err != nil {
+		return pathErr("setxattr", string(path), errnoOf(err))
+	}
+	return t.append(&Event{Kind: EvSetxattr, Path: path, Name: name, Value: value})
+}
+
+// RemoveXattr removes a user.* extended attribute (ENODATA when absent).
+func (t *Tx) RemoveXattr(ino int64, name string) error {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return err
+	}
+	path, err := t.p.nodePath(n)
+	if err != nil {
+		return err
+	}
+	if _, err := t.p.removexattr(ino, name); err != nil {
+		return pathErr("removexattr", string(path), errnoOf(err))
+	}
+	return t.append(&Event{Kind: EvRemovexattr, Path: path, Name: name})
+}
+
+// Record appends an event that does not change the tree (EvBegin, EvEnd,
+// EvExec, EvSyscall).
+func (t *Tx) Record(ev Event) error {
+	switch ev.Kind {
+	case EvBegin, EvEnd, EvExec, EvSyscall:
+	default:
+		return fmt.Errorf("record: %s events change the tree; use the Tx method", ev.Kind)
+	}
+	ev.Root = cas.ID{}
+	return t.append(&ev)
+}
+
+// Root encodes the dirty directories and returns the current root tree id.
+func (t *Tx) Root() (cas.ID, error) { return t.p.computeRoot() }
+
+// Snapshot records the current state as a snapshot with message.
+func (t *Tx) Snapshot(message string) (Snapshot, error) {
+	root, err := t.p.computeRoot()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	ev := Event{Kind: EvSnapshot, Root: root, Text: message}
+	if err := t.append(&ev); err != nil {
+		return Snapshot{}, err
+	}
+	s := Snapshot{ID: ev.Hash, Seq: ev.Seq, BranchID: t.op.BranchID, Branch: t.op.Branch, Root: root,
+		Message: message, Time: ev.Time, EventCount: t.count}
+	_, err = t.p.tx.ExecContext(t.p.ctx, `INSERT INTO snapshots (id, seq, branch, root, message, time_ns, event_count) VALUES (?,?,?,?,?,?,?)`,
+		s.ID[:], s.Seq, s.BranchID, s.Root[:], s.Message, s.Time, s.EventCount)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("record snapshot: %w", err)
+	}
+	return s, nil
+}
+
+// reset moves the branch to state st (kind is EvBranch or EvCheckout).
+func (t *Tx) reset(kind EventKind, st State, text string) error {
+	if err := t.p.reset(st.Root); err != nil {
+		return err
+	}
+	return t.append(&Event{Kind: kind, Root: st.Root, FromBranch: st.BranchID, FromSeq: st.Seq, Text: text})
+}
+
+// append fills in the chain fields of ev and inserts it.
+func (t *Tx) append(ev *Event) error {
+	if t.next == 0 {
+		if err := t.p.tx.QueryRowContext(t.p.ctx, `SELECT coalesce(max(seq), 0) + 1 FROM events`).Scan(&t.next); err != nil {
+			return fmt.Errorf("append event: %w", err)
+		}
+	}
+	ev.Seq, ev.Branch, ev.Op, ev.Time = t.next, t.op.BranchID, t.op.ID, t.p.now
+	if ev.PID == 0 {
+		ev.PID = t.pid
+	}
+	payload := ev.Encode()
+	ev.Prev = t.head
+	ev.Hash = chainHash(t.head, ev.Seq, payload)
+	var path, root any
+	if ev.Path != nil || isPathEvent(ev.Kind) {
+		path = append([]byte{}, ev.Path...)
+	}
+	if !ev.Root.IsZero() {
+		root = ev.Root[:]
+	}
+	err := t.p.exec(`INSERT INTO events (seq, branch, op, kind, time_ns, path, root, payload, prev, hash) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		ev.Seq, ev.Branch, ev.Op, int(ev.Kind), ev.Time, path, root, payload, ev.Prev[:], ev.Hash[:])
+	if err != nil {
+		return fmt.Errorf("append %s event: %w", ev.Kind, err)
+	}
+	t.next++
+	t.head, t.headSeq = ev.Hash, ev.Seq
+	t.count++
+	t.appended++
+	return nil
+}
+
+func isPathEvent(k EventKind) bool { return k >= EvCreate && k <= EvRemovexattr }
+
+// flush writes the branch head and inode counter back.
+func (t *Tx) flush(tx *sql.Tx) error {
+	_, err := tx.ExecContext(t.p.ctx, `UPDATE branches SET head_seq = ?, head_hash = ?, event_count = ?, next_ino = ? WHERE id = ?`,
+		t.headSeq, t.head[:], t.count, t.p.nextIno, t.op.BranchID)
+	return err
+}
+
+// StatCache is what Import remembers of a host file to skip re-reading it.
+type StatCache struct {
+	Size, MTime, CTime int64
+	Ino                uint64
+	Manifest           cas.ID
+}
+
+// StatCache returns the cached host stat for a store path ("/ws/a.txt").
+func (t *Tx) StatCache(path string) (StatCache, bool, error) {
+	s, err := t.p.stmt(`SELECT size, mtime_ns, ctime_ns, host_ino, manifest FROM import_cache WHERE branch = ? AND path = ?`)
+	if err != nil {
+		return StatCache{}, false, err
+	}
+	var c StatCache
+	var m []byte
+	err = s.QueryRowContext(t.p.ctx, t.op.BranchID, []byte(path)).Scan(&c.Size, &c.MTime, &c.CTime, &c.Ino, &m)
+	if err == sql.ErrNoRows {
+		return StatCache{}, false, nil
+	}
+	if err != nil {
+		return StatCache{}, false, err
+	}
+	copy(c.Manifest[:], m)
+	return c, true, nil
+}
+
+// SetStatCache records the host stat of a store path.
+func (t *Tx) SetStatCache(path string, c StatCache) error {
+	return t.p.exec(`INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest) VALUES (?,?,?,?,?,?,?)`,
+		t.op.BranchID, []byte(path), c.Size, c.MTime, c.CTime, c.Ino, c.Manifest[:])
+}

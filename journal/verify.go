@@ -1,0 +1,339 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+
+	"github.com/artrt/art/cas"
+)
+
+// Problem is one piece of damage found by Verify.
+type Problem struct {
+	What   string   `json:"what"` // "object", "chain", "snapshot", "projection"
+	Object string   `json:"object,omitempty"`
+	Branch string   `json:"branch,omitempty"`
+	Seq    int64    `json:"seq,omitempty"`
+	Detail string   `json:"detail"`
+	Paths  []string `json:"paths,omitempty"` // states and paths that depend on the damaged object
+}
+
+// VerifyReport is the result of Verify.
+type VerifyReport struct {
+	Objects   int       `json:"objects"`
+	Events    int       `json:"events"`
+	Branches  int       `json:"branches"`
+	Snapshots int       `json:"snapshots"`
+	Rebuilt   []string  `json:"rebuilt,omitempty"` // branches whose projection was replaced by the journal's state
+	Problems  []Problem `json:"problems"`
+}
+
+// OK reports whether nothing is damaged.
+func (r *VerifyReport) OK() bool { return len(r.Problems) == 0 }
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// Rebuild replays every branch's whole chain and compares the result
+	// with its live projection; a projection that disagrees is replaced
+	// by the journal's state (the journal is the source of truth).
+	Rebuild bool
+	// Progress, when set, is called as objects are checked.
+	Progress func(done, total int)
+}
+
+const maxAffected = 8
+
+// Verify re-hashes every object, re-checks every hash chain and snapshot,
+// and walks every recorded state to find missing objects and to name the
+// paths that damaged objects affect. Damage is reported, not returned as
+// an error; the error is for failures to read at all.
+func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
+	rep := &VerifyReport{Problems: []Problem{}}
+	bad := map[cas.ID]*Problem{}
+
+	// 1. Objects.
+	var ids []cas.ID
+	if err := db.objs.Each(ctx, func(id cas.ID, _ cas.Kind) error { ids = append(ids, id); return nil }); err != nil {
+		return nil, fmt.Errorf("list objects: %w", err)
+	}
+	for i, id := range ids {
+		if err := db.objs.Verify(ctx, id); err != nil {
+			bad[id] = &Problem{What: "object", Object: id.String(), Detail: err.Error()}
+		}
+		if opts.Progress != nil && (i%1024 == 0 || i == len(ids)-1) {
+			opts.Progress(i+1, len(ids))
+		}
+	}
+	rep.Objects = len(ids)
+
+	// 2. Chains and snapshots.
+	type br struct {
+		id             int64
+		name           string
+		headSeq, count int64
+		head           cas.ID
+		deleted        bool
+	}
+	var branches []br
+	rows, err := db.r.QueryContext(ctx, `SELECT id, coalesce(name, ''), head_seq, head_hash, event_count, deleted_ns IS NOT NULL FROM branches ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var b br
+		var h []byte
+		if err := rows.Scan(&b.id, &b.name, &b.headSeq, &h, &b.count, &b.deleted); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		copy(b.head[:], h)
+		branches = append(branches, b)
+	}
+	rows.Close()
+	roots := map[cas.ID]string{} // state root -> a label for reports
+	manifests := map[cas.ID]string{}
+	for _, b := range branches {
+		label := b.name
+		if label == "" {
+			label = fmt.Sprintf("(deleted branch %d)", b.id)
+		}
+		if !b.deleted {
+			rep.Branches++
+		}
+		n, err := db.verifyChain(ctx, b.id, label, b.head, b.headSeq, b.count, rep, roots, manifests)
+		if err != nil {
+			return nil, err
+		}
+		rep.Events += n
+	}
+	snaps, err := db.snapshots(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	rep.Snapshots = len(snaps)
+	for _, s := range snaps {
+		var payloadHash, root []byte
+		var branch int64
+		var kind int
+		err := db.r.QueryRowContext(ctx, `SELECT hash, root, branch, kind FROM events WHERE seq = ?`, s.Seq).Scan(&payloadHash, &root, &branch, &kind)
+		switch {
+		case err == sql.ErrNoRows:
+			rep.Problems = append(rep.Problems, Problem{What: "snapshot", Object: s.ID.String(), Seq: s.Seq, Detail: "its event is missing"})
+		case err != nil:
+			return nil, err
+		case EventKind(kind) != EvSnapshot || branch != s.BranchID || !bytes.Equal(payloadHash, s.ID[:]) || !bytes.Equal(root, s.Root[:]):
+			rep.Problems = append(rep.Problems, Problem{What: "snapshot", Object: s.ID.String(), Seq: s.Seq, Detail: "does not match its event"})
+		}
+		var idx int64
+		if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE branch = ? AND seq <= ?`, s.BranchID, s.Seq).Scan(&idx); err != nil {
+			return nil, err
+		}
+		if idx != s.EventCount {
+			rep.Problems = append(rep.Problems, Problem{What: "snapshot", Object: s.ID.String(), Seq: s.Seq,
+				Detail: fmt.Sprintf("chain has %d events up to it, snapshot recorded %d (events removed?)", idx, s.EventCount)})
+		}
+		roots[s.Root] = "snapshot " + s.ID.Short()
+	}
+
+	// 3. Live heads, then reachability of every recorded state.
+	for _, b := range branches {
+		if b.deleted || b.name == "" {
+			continue
+		}
+		st, err := db.Head(ctx, b.name)
+		if err != nil {
+			rep.Problems = append(rep.Problems, Problem{What: "projection", Branch: b.name, Detail: err.Error()})
+			continue
+		}
+		roots[st.Root] = "branch " + b.name
+		if opts.Rebuild {
+			if err := db.rebuild(ctx, b.id, b.name, b.headSeq, st.Root, rep); err != nil {
+				return nil, err
+			}
+		}
+	}
+	w := walker{db: db, ctx: ctx, bad: bad, seen: map[cas.ID]bool{}, rep: rep}
+	labels := make([]cas.ID, 0, len(roots))
+	for r := range roots {
+		labels = append(labels, r)
+	}
+	sort.Slice(labels, func(i, j int) bool { return roots[labels[i]] < roots[labels[j]] })
+	for _, r := range labels {
+		w.tree(r, roots[r]+":", cas.KindTree)
+	}
+	for m, label := range manifests {
+		w.manifest(m, label)
+	}
+	for _, p := range bad {
+		rep.Problems = append(rep.Problems, *p)
+	}
+	sort.SliceStable(rep.Problems, func(i, j int) bool { return rep.Problems[i].What < rep.Problems[j].What })
+	return rep, nil
+}
+
+func (db *DB) verifyChain(ctx context.Context, branch int64, label string, head cas.ID, headSeq, count int64,
+	rep *VerifyReport, roots, manifests map[cas.ID]string) (int, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT seq, op, kind, time_ns, path, root, payload, prev, hash FROM events WHERE branch = ? ORDER BY seq`, branch)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var prev cas.ID
+	var n int64
+	var last int64
+	fail := func(seq int64, detail string) {
+		rep.Problems = append(rep.Problems, Problem{What: "chain", Branch: label, Seq: seq, Detail: detail})
+	}
+	for rows.Next() {
+		var seq, op, timeNS int64
+		var kind int
+		var path, root, payload, p, h []byte
+		if err := rows.Scan(&seq, &op, &kind, &timeNS, &path, &root, &payload, &p, &h); err != nil {
+			return int(n), err
+		}
+		n++
+		last = seq
+		if !bytes.Equal(p, prev[:]) {
+			fail(seq, "previous-hash link broken (an event was removed, reordered or altered)")
+		}
+		want := chainHash(cas.ID(p), seq, payload)
+		if !bytes.Equal(h, want[:]) {
+			fail(seq, "event hash does not match its contents")
+		}
+		copy(prev[:], h)
+		ev, err := DecodeEvent(payload)
+		if err != nil {
+			fail(seq, err.Error())
+			continue
+		}
+		var evRoot []byte
+		if !ev.Root.IsZero() {
+			evRoot = ev.Root[:]
+		}
+		if ev.Branch != branch || ev.Op != op || int(ev.Kind) != kind || ev.Time != timeNS || !bytes.Equal(evRoot, root) ||
+			(isPathEvent(ev.Kind) && !bytes.Equal(ev.Path, path)) {
+			fail(seq, "event columns disagree with its hashed payload")
+		}
+		if !ev.Root.IsZero() {
+			if _, ok := roots[ev.Root]; !ok {
+				roots[ev.Root] = fmt.Sprintf("%s@%d", label, seq)
+			}
+		}
+		if ev.Kind == EvWrite || (ev.Kind == EvCreate && ev.Attr.Kind == cas.EntryFile) {
+			manifests[ev.Attr.Content] = fmt.Sprintf("%s@%d:%s", label, seq, ev.Path)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return int(n), err
+	}
+	if n != count {
+		fail(last, fmt.Sprintf("branch records %d events, chain has %d (truncated?)", count, n))
+	}
+	if prev != head || last != headSeq {
+		fail(last, "branch head does not match the last event of its chain")
+	}
+	return int(n), nil
+}
+
+// rebuild replays branch's whole chain and compares with the live root.
+func (db *DB) rebuild(ctx context.Context, branch int64, name string, headSeq int64, live cas.ID, rep *VerifyReport) error {
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		root, err := db.materializeTx(ctx, tx, branch, headSeq, true)
+		if err != nil {
+			rep.Problems = append(rep.Problems, Problem{What: "chain", Branch: name, Detail: "replay: " + err.Error()})
+			return nil
+		}
+		if root == live {
+			return nil
+		}
+		rep.Problems = append(rep.Problems, Problem{What: "projection", Branch: name,
+			Detail: fmt.Sprintf("live tree %s differs from the journal's replay %s; projection rebuilt from the journal", live.Short(), root.Short())})
+		rep.Rebuilt = append(rep.Rebuilt, name)
+		var next int64
+		if err := tx.QueryRowContext(ctx, `SELECT next_ino FROM branches WHERE id = ?`, branch).Scan(&next); err != nil {
+			return err
+		}
+		p := newProj(ctx, tx, db.objs, branch, next, db.now())
+		defer p.close()
+		return p.reset(root)
+	})
+}
+
+// walker visits trees and manifests once each, attributing damage to paths.
+type walker struct {
+	db   *DB
+	ctx  context.Context
+	bad  map[cas.ID]*Problem
+	seen map[cas.ID]bool
+	rep  *VerifyReport
+}
+
+func (w *walker) affected(id cas.ID, kind cas.Kind, where string, err error) bool {
+	p, ok := w.bad[id]
+	if !ok && err == nil {
+		return false
+	}
+	if !ok {
+		p = &Problem{What: "object", Object: id.String(), Detail: fmt.Sprintf("%s: %v", kind, err)}
+		w.bad[id] = p
+	}
+	if len(p.Paths) < maxAffected {
+		p.Paths = append(p.Paths, where)
+	}
+	return true
+}
+
+func (w *walker) tree(id cas.ID, where string, kind cas.Kind) {
+	if _, isBad := w.bad[id]; !isBad && w.seen[id] {
+		return
+	}
+	w.seen[id] = true
+	t, err := w.db.objs.GetTree(w.ctx, id)
+	if w.affected(id, kind, where, err) || t == nil {
+		return
+	}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		p := where + string(e.Name)
+		switch e.Kind {
+		case cas.EntryDir:
+			w.tree(e.Target, p+"/", cas.KindTree)
+		case cas.EntryFile:
+			w.manifest(e.Target, p)
+		}
+	}
+}
+
+func (w *walker) manifest(id cas.ID, where string) {
+	if _, isBad := w.bad[id]; !isBad && w.seen[id] {
+		return
+	}
+	w.seen[id] = true
+	m, err := w.db.objs.GetManifest(w.ctx, id)
+	if w.affected(id, cas.KindManifest, where, err) || m == nil {
+		return
+	}
+	for _, x := range m.Extents {
+		if x.ID.IsZero() {
+			continue
+		}
+		if p, ok := w.bad[x.ID]; ok {
+			if len(p.Paths) < maxAffected {
+				p.Paths = append(p.Paths, where)
+			}
+			continue
+		}
+		if w.seen[x.ID] {
+			continue
+		}
+		w.seen[x.ID] = true
+		if ok, err := w.db.objs.Has(w.ctx, x.ID); err != nil || !ok {
+			if err == nil {
+				err = cas.ErrNotFound
+			}
+			w.affected(x.ID, cas.KindChunk, where, err)
+		}
+	}
+}

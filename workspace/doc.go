@@ -1,0 +1,24 @@
+// Package workspace moves a host directory into a store branch (Import,
+// `art push -m`) and a store state back out to a host directory (Export,
+// `art pull -m`).
+//
+// The workspace lives under /<name>/ in the store, name being the host
+// directory's base name, as in the original art.
+//
+// Import is incremental: a stat cache of (size, mtime ns, ctime ns, inode)
+// per path skips files that did not change, changed files are re-chunked
+// (only new chunks are stored), deletions are recorded. Regular files,
+// directories, symlinks, hard links, modes, ns mtimes and user.* xattrs are
+// kept; fifos, sockets and devices are skipped with a warning and never
+// opened.
+//
+// Export writes only what differs. It first walks the whole target state
+// (so a malformed or hostile tree is refused before anything is written),
+// then stages every new file's verified content in a private directory
+// inside the destination, and only then moves entries into place. Every host
+// access goes through an os.Root, so no name in the store can reach outside
+// the destination, through ".." or through a symlink.
+//
+// Sandbox policy (.art/config/) is never written by Export: it must come
+// from the host user, not from anything the agent could have changed.
+package workspace

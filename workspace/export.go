@@ -1,0 +1,600 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+	"golang.org/x/sys/unix"
+)
+
+// PolicyDir is the workspace directory that holds sandbox policy
+// (binds.json). Export never writes, changes or deletes anything in it.
+const PolicyDir = ".art/config"
+
+// ExportOptions configure Export.
+type ExportOptions struct {
+	Dir   string // host workspace directory (created if missing)
+	State journal.State
+	// Checksum compares the bytes of files whose size and mtime match
+	// instead of trusting them (rsync's quick check is the default).
+	Checksum bool
+	Entries  io.Writer // seed-format lines ("FILE ws/main.py (1234 bytes)"); nil discards
+	Warn     io.Writer // warnings; nil discards
+	Progress func(done, total int64)
+}
+
+// ExportStats summarizes an export.
+type ExportStats struct {
+	Files        int   `json:"files"`
+	Dirs         int   `json:"dirs"`
+	Symlinks     int   `json:"symlinks"`
+	Written      int   `json:"written"`
+	Deleted      int   `json:"deleted"`
+	Updated      int   `json:"updated"` // metadata only
+	Unchanged    int   `json:"unchanged"`
+	Skipped      int   `json:"skipped"`
+	BytesWritten int64 `json:"bytes_written"`
+}
+
+type actionKind int
+
+const (
+	actRemove actionKind = iota
+	actMkdir
+	actPlace // move staged content into place
+	actSymlink
+	actFifo
+	actLink
+	actMeta
+)
+
+type action struct {
+	kind    actionKind
+	rel     string
+	e       *cas.Entry
+	staged  string // actPlace: name in the staging dir
+	linkTo  string // actLink: first name of the group
+	content bool   // actMeta on a file: content already equal
+	replace bool   // actRemove that makes way for a new entry
+}
+
+type exporter struct {
+	ctx    context.Context
+	objs   *cas.Store
+	opts   ExportOptions
+	name   string
+	root   *os.Root
+	plan   []action
+	writes []int // indices into plan of actPlace actions (plan grows, so no pointers)
+	groups map[uint64]string
+	stats  ExportStats
+	out    io.Writer
+	warn   io.Writer
+	warned bool
+	total  int64
+}
+
+// Export makes opts.Dir equal to /<name>/ of opts.State, writing only what
+// differs. Nothing is changed on the host unless every tree of the state is
+// valid and every new file's content was read back and verified.
+func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportStats, error) {
+	name, err := Name(opts.Dir)
+	if err != nil {
+		return ExportStats{}, err
+	}
+	ex := &exporter{ctx: ctx, objs: objs, opts: opts, name: name, groups: map[uint64]string{},
+		out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn)}
+	top, err := objs.GetTree(ctx, opts.State.Root)
+	if err != nil {
+		return ExportStats{}, fmt.Errorf("read state %s: %w", opts.State.Root.Short(), err)
+	}
+	ws, ok := top.Lookup([]byte(name))
+	if !ok || ws.Kind != cas.EntryDir {
+		return ExportStats{}, fmt.Errorf("state %s has no workspace /%s/ (push it first, or pull into a directory named like the workspace)", opts.State.Root.Short(), name)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return ExportStats{}, err
+	}
+	if ex.root, err = os.OpenRoot(opts.Dir); err != nil {
+		return ExportStats{}, err
+	}
+	defer ex.root.Close()
+	fmt.Fprintf(ex.out, "Workspace name: %s\nExporting from: /%s/\n", name, name)
+	// 1. Plan: reads and validates every tree before anything is written.
+	if err := ex.walk("", ws.Target, true); err != nil {
+		return ex.stats, err
+	}
+	ex.plan = append(ex.plan, action{kind: actMeta, rel: ".", e: ws})
+	// 2. Stage new contents, verified, in a private directory.
+	staging, err := ex.stage()
+	if err != nil {
+		return ex.stats, err
+	}
+	defer ex.root.RemoveAll(staging)
+	// 3. Apply.
+	for i := range ex.plan {
+		if err := ex.apply(&ex.plan[i], staging); err != nil {
+			return ex.stats, err
+		}
+	}
+	return ex.stats, nil
+}
+
+func isPolicy(rel string) bool {
+	return rel == PolicyDir || strings.HasPrefix(rel, PolicyDir+"/")
+}
+
+func (ex *exporter) policyWarning(rel string) {
+	ex.stats.Skipped++
+	if !ex.warned {
+		fmt.Fprintf(ex.warn, "warning: not writing %s/ from the store: sandbox policy only ever comes from the host (%s)\n", PolicyDir, rel)
+		ex.warned = true
+	}
+}
+
+func hostNames(r *os.Root, rel string) ([]string, error) {
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+// walk plans directory rel (tree id) whose host counterpart exists as a
+// directory when hostDir is set.
+func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
+	if err := ex.ctx.Err(); err != nil {
+		return err
+	}
+	t, err := ex.objs.GetTree(ex.ctx, id)
+	if err != nil {
+		return fmt.Errorf("read %s/%s: %w", ex.name, rel, err)
+	}
+	if hostDir {
+		names, err := hostNames(ex.root, relOrDot(rel))
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			child := path.Join(rel, n)
+			if _, ok := t.Lookup([]byte(n)); ok || isPolicy(child) || (rel == "" && strings.HasPrefix(n, stagingPrefix)) {
+				continue
+			}
+			ex.plan = append(ex.plan, action{kind: actRemove, rel: child})
+		}
+	}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		if err := cas.ValidName(e.Name); err != nil { // defence in depth: the decoder checks too
+			return fmt.Errorf("read %s/%s: %w", ex.name, rel, err)
+		}
+		child := path.Join(rel, string(e.Name))
+		if isPolicy(child) {
+			ex.policyWarning(child)
+			continue
+		}
+		var st *syscall.Stat_t
+		if hostDir {
+			fi, err := ex.root.Lstat(child)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			if err == nil {
+				st = fi.Sys().(*syscall.Stat_t)
+			}
+		}
+		hostKind := cas.EntryKind(0)
+		if st != nil {
+			hostKind = kindOf(st.Mode)
+			if st.Mode&unix.S_IFMT == unix.S_IFIFO {
+				hostKind = cas.EntryFifo
+			}
+		}
+		if st != nil && hostKind != e.Kind {
+			ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
+			st = nil
+		}
+		label := ex.name + "/" + child
+		switch e.Kind {
+		case cas.EntryDir:
+			ex.stats.Dirs++
+			fmt.Fprintf(ex.out, "DIR  %s\n", label)
+			if st == nil {
+				ex.plan = append(ex.plan, action{kind: actMkdir, rel: child, e: e})
+			}
+			if err := ex.walk(child, e.Target, st != nil); err != nil {
+				return err
+			}
+			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+		case cas.EntryFile:
+			ex.stats.Files++
+			fmt.Fprintf(ex.out, "FILE %s (%d bytes)\n", label, e.Size)
+			if err := ex.planFile(child, e, st); err != nil {
+				return err
+			}
+		case cas.EntrySymlink:
+			ex.stats.Symlinks++
+			fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, e.Link)
+			if st != nil {
+				target, err := ex.root.Readlink(child)
+				if err != nil {
+					return err
+				}
+				if target != string(e.Link) {
+					ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
+					st = nil
+				}
+			}
+			if st == nil {
+				ex.plan = append(ex.plan, action{kind: actSymlink, rel: child, e: e})
+			}
+			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+		case cas.EntryFifo:
+			if st == nil {
+				ex.plan = append(ex.plan, action{kind: actFifo, rel: child, e: e})
+			}
+			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+		}
+	}
+	return nil
+}
+
+func relOrDot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}
+
+func (ex *exporter) planFile(rel string, e *cas.Entry, st *syscall.Stat_t) error {
+	if e.LinkGroup != 0 {
+		if first, ok := ex.groups[e.LinkGroup]; ok {
+			ex.plan = append(ex.plan, action{kind: actLink, rel: rel, e: e, linkTo: first})
+			return nil
+		}
+		ex.groups[e.LinkGroup] = rel
+	}
+	if st != nil && st.Size == e.Size {
+		same := st.Mtim.Nano() == e.MTime && !ex.opts.Checksum
+		if !same {
+			eq, err := ex.sameContent(rel, e)
+			if err != nil {
+				return err
+			}
+			same = eq
+		}
+		if same {
+			ex.plan = append(ex.plan, action{kind: actMeta, rel: rel, e: e, content: true})
+			return nil
+		}
+	}
+	if st != nil {
+		ex.plan = append(ex.plan, action{kind: actRemove, rel: rel, replace: true})
+	}
+	ex.plan = append(ex.plan, action{kind: actPlace, rel: rel, e: e})
+	ex.writes = append(ex.writes, len(ex.plan)-1)
+	ex.total += e.Size
+	return nil
+}
+
+// sameContent compares a host file with a stored one byte by byte.
+func (ex *exporter) sameContent(rel string, e *cas.Entry) (bool, error) {
+	f, err := ex.root.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false, nil // unreadable: rewrite it
+	}
+	defer f.Close()
+	cw := &compareWriter{r: f}
+	if _, err := ex.objs.ReadFile(ex.ctx, e.Target, cw); err != nil && !errors.Is(err, errDiffers) {
+		return false, fmt.Errorf("read %s/%s from store: %w", ex.name, rel, err)
+	}
+	if cw.differs {
+		return false, nil
+	}
+	var one [1]byte
+	n, _ := f.Read(one[:])
+	return n == 0, nil
+}
+
+var errDiffers = errors.New("content differs")
+
+type compareWriter struct {
+	r       io.Reader
+	buf     []byte
+	differs bool
+}
+
+func (c *compareWriter) Write(p []byte) (int, error) {
+	if cap(c.buf) < len(p) {
+		c.buf = make([]byte, len(p))
+	}
+	b := c.buf[:len(p)]
+	if _, err := io.ReadFull(c.r, b); err != nil || !bytes.Equal(b, p) {
+		c.differs = true
+		return 0, errDiffers
+	}
+	return len(p), nil
+}
+
+// stage writes every new file's content into a fresh staging directory,
+// verified chunk by chunk, with its metadata applied. On error it removes
+// the staging directory, leaving the host as it was.
+func (ex *exporter) stage() (string, error) {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	staging := stagingPrefix + hex.EncodeToString(rnd[:])
+	if len(ex.writes) == 0 {
+		return staging, nil
+	}
+	if err := ex.root.Mkdir(staging, 0o700); err != nil {
+		return "", fmt.Errorf("create staging directory: %w", err)
+	}
+	dir, err := ex.root.Open(staging)
+	if err != nil {
+		ex.root.RemoveAll(staging)
+		return "", err
+	}
+	defer dir.Close()
+	var done int64
+	for i, idx := range ex.writes {
+		a := &ex.plan[idx]
+		a.staged = fmt.Sprint(i)
+		if err := ex.stageOne(path.Join(staging, a.staged), a); err != nil {
+			ex.root.RemoveAll(staging)
+			return "", fmt.Errorf("write %s/%s: %w (nothing was changed in %s)", ex.name, a.rel, err, ex.opts.Dir)
+		}
+		done += a.e.Size
+		ex.stats.BytesWritten += a.e.Size
+		if ex.opts.Progress != nil {
+			ex.opts.Progress(done, ex.total)
+		}
+	}
+	// One syncfs instead of an fsync per file: the contents are durable
+	// before any of them becomes visible.
+	if err := unix.Syncfs(int(dir.Fd())); err != nil {
+		ex.root.RemoveAll(staging)
+		return "", fmt.Errorf("sync staged files: %w", err)
+	}
+	return staging, nil
+}
+
+func (ex *exporter) stageOne(rel string, a *action) error {
+	f, err := ex.root.OpenFile(rel, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := ex.objs.WriteSparse(ex.ctx, a.e.Target, f); err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != a.e.Size {
+		return fmt.Errorf("staged size %v, want %d: %w", fi.Size(), a.e.Size, cas.ErrCorrupt)
+	}
+	return ex.fileMeta(f, a.e)
+}
+
+// fileMeta applies xattrs, owner and mode to an open file or directory.
+func (ex *exporter) fileMeta(f *os.File, e *cas.Entry) error {
+	fd := int(f.Fd())
+	if err := syncXattrs(fd, e.Xattrs); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Uid != e.UID || st.Gid != e.GID {
+		if err := unix.Fchown(fd, int(e.UID), int(e.GID)); err != nil && !errors.Is(err, unix.EPERM) {
+			return err
+		}
+	}
+	if st.Mode&0o7777 != e.Mode {
+		return unix.Fchmod(fd, e.Mode)
+	}
+	return nil
+}
+
+func syncXattrs(fd int, want []cas.Xattr) error {
+	buf := make([]byte, 4096)
+	n, err := unix.Flistxattr(fd, buf)
+	if errors.Is(err, unix.ENOTSUP) {
+		if len(want) > 0 {
+			return fmt.Errorf("set xattrs: %w", err)
+		}
+		return nil
+	}
+	if err != nil && !errors.Is(err, unix.ERANGE) {
+		return err
+	}
+	have := map[string]bool{}
+	if err == nil {
+		for _, name := range bytes.Split(buf[:n], []byte{0}) {
+			if bytes.HasPrefix(name, []byte("user.")) {
+				have[string(name)] = true
+			}
+		}
+	}
+	for _, x := range want {
+		delete(have, x.Name)
+		if err := unix.Fsetxattr(fd, x.Name, x.Value, 0); err != nil {
+			return fmt.Errorf("set xattr %s: %w", x.Name, err)
+		}
+	}
+	for name := range have {
+		if err := unix.Fremovexattr(fd, name); err != nil && !errors.Is(err, unix.ENODATA) {
+			return err
+		}
+	}
+	return nil
+}
+
+// parent opens the directory holding rel and returns it with rel's base
+// name, for *at system calls on a single, already contained component.
+func (ex *exporter) parent(rel string) (*os.File, string, error) {
+	f, err := ex.root.Open(relOrDot(path.Dir(rel)))
+	if err != nil {
+		return nil, "", err
+	}
+	return f, path.Base(rel), nil
+}
+
+func (ex *exporter) apply(a *action, staging string) error {
+	label := ex.name + "/" + a.rel
+	switch a.kind {
+	case actRemove:
+		if !a.replace {
+			fmt.Fprintf(ex.out, "DELETE %s\n", label)
+			ex.stats.Deleted++
+		}
+		return ex.root.RemoveAll(a.rel)
+	case actMkdir:
+		return ex.root.Mkdir(a.rel, 0o700) // real mode after the children
+	case actPlace:
+		ex.stats.Written++
+		if a.staged == "" {
+			return fmt.Errorf("internal error: %s was not staged", a.rel)
+		}
+		if err := ex.root.Rename(path.Join(staging, a.staged), a.rel); err != nil {
+			return err
+		}
+		return ex.setMTime(a.rel, a.e.MTime)
+	case actSymlink:
+		if err := ex.root.Symlink(string(a.e.Link), a.rel); err != nil {
+			return err
+		}
+		ex.stats.Written++
+		return nil
+	case actFifo:
+		dir, base, err := ex.parent(a.rel)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		ex.stats.Written++
+		return unix.Mkfifoat(int(dir.Fd()), base, a.e.Mode)
+	case actLink:
+		if fa, err := ex.root.Lstat(a.rel); err == nil {
+			if fb, err := ex.root.Lstat(a.linkTo); err == nil && os.SameFile(fa, fb) {
+				ex.stats.Unchanged++
+				return nil
+			}
+			if err := ex.root.RemoveAll(a.rel); err != nil {
+				return err
+			}
+		}
+		ex.stats.Written++
+		return ex.root.Link(a.linkTo, a.rel)
+	case actMeta:
+		return ex.meta(a)
+	}
+	return fmt.Errorf("unknown action %d", a.kind)
+}
+
+// meta brings an existing entry's metadata in line; counted as unchanged or
+// updated.
+func (ex *exporter) meta(a *action) error {
+	fi, err := ex.root.Lstat(a.rel)
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	e := a.e
+	same := st.Uid == e.UID && st.Gid == e.GID && st.Mtim.Nano() == e.MTime
+	if e.Kind != cas.EntrySymlink && st.Mode&0o7777 != e.Mode {
+		same = false
+	}
+	if e.Kind == cas.EntryFile || e.Kind == cas.EntryDir {
+		f, err := ex.root.OpenFile(a.rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		if have, err := readFdXattrs(int(f.Fd())); err != nil || !sameXattrs(have, e.Xattrs) {
+			same = false
+		}
+		if !same {
+			if err := ex.fileMeta(f, e); err != nil {
+				f.Close()
+				return fmt.Errorf("%s/%s: %w", ex.name, a.rel, err)
+			}
+		}
+		f.Close()
+	} else if !same && (st.Uid != e.UID || st.Gid != e.GID) {
+		dir, base, err := ex.parent(a.rel)
+		if err != nil {
+			return err
+		}
+		err = unix.Fchownat(int(dir.Fd()), base, int(e.UID), int(e.GID), unix.AT_SYMLINK_NOFOLLOW)
+		dir.Close()
+		if err != nil && !errors.Is(err, unix.EPERM) {
+			return err
+		}
+	}
+	if e.Kind == cas.EntryFile && !same {
+		ex.stats.Updated++
+	} else if e.Kind == cas.EntryFile {
+		ex.stats.Unchanged++
+	}
+	if same {
+		return nil
+	}
+	if e.Kind == cas.EntryFifo && st.Mode&0o7777 != e.Mode {
+		if err := ex.root.Chmod(a.rel, fs.FileMode(e.Mode)); err != nil {
+			return err
+		}
+	}
+	return ex.setMTime(a.rel, e.MTime)
+}
+
+func readFdXattrs(fd int) ([]cas.Xattr, error) {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Flistxattr(fd, buf)
+	if err != nil {
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var xs []cas.Xattr
+	for _, name := range bytes.Split(buf[:n], []byte{0}) {
+		if !bytes.HasPrefix(name, []byte("user.")) {
+			continue
+		}
+		v := make([]byte, 64<<10)
+		m, err := unix.Fgetxattr(fd, string(name), v)
+		if err != nil {
+			return nil, err
+		}
+		xs = append(xs, cas.Xattr{Name: string(name), Value: v[:m]})
+	}
+	sort.Slice(xs, func(i, j int) bool { return xs[i].Name < xs[j].Name })
+	return xs, nil
+}
+
+func (ex *exporter) setMTime(rel string, mtime int64) error {
+	dir, base, err := ex.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if rel == "." {
+		base = "."
+	}
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime)}
+	return unix.UtimesNanoAt(int(dir.Fd()), base, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
