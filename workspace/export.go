@@ -342,12 +342,22 @@ func (ex *exporter) stage() (string, error) {
 	if len(ex.writes) == 0 {
 		return staging, nil
 	}
+	// Creating the staging directory bumps the workspace directory's
+	// mtime; a failed pull puts it back so the host is exactly as before.
+	top, err := ex.root.Lstat(".")
+	if err != nil {
+		return "", err
+	}
 	if err := ex.root.Mkdir(staging, 0o700); err != nil {
 		return "", fmt.Errorf("create staging directory: %w", err)
 	}
+	abort := func() {
+		ex.root.RemoveAll(staging)
+		ex.setMTime(".", top.ModTime().UnixNano())
+	}
 	dir, err := ex.root.Open(staging)
 	if err != nil {
-		ex.root.RemoveAll(staging)
+		abort()
 		return "", err
 	}
 	defer dir.Close()
@@ -356,7 +366,7 @@ func (ex *exporter) stage() (string, error) {
 		a := &ex.plan[idx]
 		a.staged = fmt.Sprint(i)
 		if err := ex.stageOne(path.Join(staging, a.staged), a); err != nil {
-			ex.root.RemoveAll(staging)
+			abort()
 			return "", fmt.Errorf("write %s/%s: %w (nothing was changed in %s)", ex.name, a.rel, err, ex.opts.Dir)
 		}
 		done += a.e.Size
@@ -368,7 +378,7 @@ func (ex *exporter) stage() (string, error) {
 	// One syncfs instead of an fsync per file: the contents are durable
 	// before any of them becomes visible.
 	if err := unix.Syncfs(int(dir.Fd())); err != nil {
-		ex.root.RemoveAll(staging)
+		abort()
 		return "", fmt.Errorf("sync staged files: %w", err)
 	}
 	return staging, nil

@@ -524,14 +524,18 @@ func (im *importer) content(tx *journal.Tx, dir int64, e *hostEntry, hp, sp stri
 	if err != nil {
 		return 0, fmt.Errorf("import %s: %w", hp, err)
 	}
+	m, err := tx.Objects().GetManifest(im.ctx, id)
+	if err != nil {
+		return 0, err
+	}
 	im.stats.BytesRead += fs.Bytes
 	im.stats.BytesStored += fs.NewBytes
-	a.Kind, a.Content, a.Size = cas.EntryFile, id, fs.Bytes
+	a.Kind, a.Content, a.Size = cas.EntryFile, id, m.Size
 	var n journal.Node
 	if exists {
-		if old.Content != id || old.Size != fs.Bytes {
+		if old.Content != id || old.Size != a.Size {
 			im.stats.Changed++
-			if n, err = tx.Write(old.Ino, id, fs.Bytes, a.MTime, nil); err != nil {
+			if n, err = tx.Write(old.Ino, id, a.Size, a.MTime, nil); err != nil {
 				return 0, err
 			}
 		} else {

@@ -32,7 +32,7 @@ walks further back. Nothing is deleted: art log shows every step.`,
 			if c.Bool("json") {
 				return writeJSON(e.stdout, undone)
 			}
-			fmt.Fprintf(e.stdout, "undid op %d (%s %s); %s is back at @%d\n", undone.ID, undone.Kind, undone.Description, branch, undone.BeforeSeq)
+			fmt.Fprintf(e.stdout, "undid op %d: %s; %s is back at @%d\n", undone.ID, undone.Description, branch, undone.BeforeSeq)
 			return nil
 		},
 	}

@@ -1,0 +1,52 @@
+# art - see README.md. The two set-up commands are `make run` and `make test`.
+GO      ?= go
+BIN     ?= bin/art
+GOFLAGS ?=
+export CGO_ENABLED = 1
+
+.PHONY: all build run demo test test-short vet fmt-check fuzz bench deps clean
+
+all: build
+
+## build: compile bin/art
+build:
+	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/art
+
+## run: install what is missing, build, and run a short demo session
+run: deps build demo
+
+demo:
+	@scripts/demo.sh $(BIN)
+
+## test: the whole suite (vet, formatting, race-enabled tests)
+test: vet fmt-check
+	$(GO) test $(GOFLAGS) -race -count=1 -timeout 30m ./...
+
+test-short:
+	$(GO) test $(GOFLAGS) -short -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s)
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test ./cas -run '^$$' -fuzz '^FuzzDecodeTree$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cas -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cas -run '^$$' -fuzz '^FuzzChunker$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME)
+
+## bench: measure art against native tools; writes docs/benchmarks.md
+bench:
+	$(GO) run ./bench -out docs/benchmarks.md
+
+## deps: install missing system packages (Debian); needs root or sudo
+deps:
+	@scripts/deps.sh
+
+clean:
+	rm -rf bin

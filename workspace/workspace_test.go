@@ -1,0 +1,500 @@
+package workspace_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"math/big"
+	mrand "math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/testutil"
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/workspace"
+	"golang.org/x/sys/unix"
+)
+
+func openDB(t *testing.T) (*journal.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ws.db")
+	db, err := journal.Open(context.Background(), path, journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, path
+}
+
+func write(t *testing.T, path string, data []byte, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // umask
+		t.Fatal(err)
+	}
+}
+
+func random(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+// richTree builds a workspace with every supported kind and awkward names.
+func richTree(t *testing.T, ws string) {
+	t.Helper()
+	write(t, filepath.Join(ws, "main.py"), []byte("print('hello')\n"), 0o644)
+	write(t, filepath.Join(ws, "empty"), nil, 0o600)
+	write(t, filepath.Join(ws, "bin", "tool"), random(100_000), 0o755)
+	write(t, filepath.Join(ws, "big.bin"), random(3<<20), 0o644)
+	write(t, filepath.Join(ws, "setuid"), []byte("x"), 0o4755)
+	write(t, filepath.Join(ws, "line\nbreak"), []byte("newline in name"), 0o644)
+	write(t, filepath.Join(ws, "bad\xff\xfeutf8"), []byte("invalid utf-8 name"), 0o644)
+	write(t, filepath.Join(ws, "deep", strings.Repeat("n", 255)), []byte("255-byte name"), 0o644)
+	write(t, filepath.Join(ws, "sp ace", "ünïcode ✓"), []byte("unicode"), 0o640)
+	if err := os.MkdirAll(filepath.Join(ws, "emptydir", "nested-empty"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range [][2]string{{"main.py", "rel-link"}, {"/etc/hostname", "abs-link"}, {"missing/target", "dangling"}, {"bin", "dir-link"}} {
+		if err := os.Symlink(l[0], filepath.Join(ws, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(filepath.Join(ws, "main.py"), filepath.Join(ws, "bin", "hard-main")); err != nil {
+		t.Fatal(err)
+	}
+	// A sparse file: 1 MiB hole, 4 KiB data, 1 MiB hole, 4 KiB data.
+	f, err := os.Create(filepath.Join(ws, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{1 << 20, 2<<20 + 4096} {
+		if _, err := f.WriteAt(random(4096), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if testutil.XattrsSupported(ws) {
+		for _, p := range []string{"main.py", "bin"} {
+			if err := unix.Setxattr(filepath.Join(ws, p), "user.note", []byte("v-"+p), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Lchown(filepath.Join(ws, "empty"), 1234, 5678); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ns mtimes, set last (children change directory mtimes).
+	ts := time.Unix(1_700_000_000, 123456789)
+	filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error {
+		unix.UtimesNano(p, []unix.Timespec{unix.NsecToTimespec(ts.UnixNano()), unix.NsecToTimespec(ts.UnixNano())})
+		return nil
+	})
+	// Special files: captured never, opened never.
+	if err := unix.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func describe(t *testing.T, dir string) map[string]string {
+	d := testutil.DescribeTree(t, dir, testutil.TreeOptions{DirMTimes: true, Owners: os.Geteuid() == 0})
+	delete(d, "fifo")
+	return d
+}
+
+func TestRoundTripEveryKind(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	src := filepath.Join(t.TempDir(), "ws")
+	richTree(t, src)
+	var warn bytes.Buffer
+	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src, Warn: &warn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warn.String(), "fifo") || st.Skipped != 1 {
+		t.Fatalf("want a warning for the fifo and 1 skipped, got %d: %q", st.Skipped, warn.String())
+	}
+	head, err := db.Resolve(ctx, "main", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "ws")
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head}); err != nil {
+		t.Fatal(err)
+	}
+	if d := testutil.DiffTrees(describe(t, src), describe(t, dst)); d != "" {
+		t.Fatalf("pull does not reproduce the pushed tree:\n%s", d)
+	}
+	if got, max := testutil.Blocks(t, filepath.Join(dst, "sparse")), int64(64); got > max {
+		t.Fatalf("sparse file has %d blocks after pull, want <= %d (holes lost)", got, max)
+	}
+	// A second export into the same directory changes nothing.
+	st2, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.Written != 0 || st2.Deleted != 0 || st2.Updated != 0 {
+		t.Fatalf("second pull wrote %+v, want nothing", st2)
+	}
+	rep, err := db.Verify(ctx, journal.VerifyOptions{Rebuild: true})
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+}
+
+func TestIncrementalPush(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	for i := 0; i < 50; i++ {
+		write(t, filepath.Join(ws, "d", string(rune('a'+i%5)), "f"+string(rune('A'+i))), random(2000), 0o644)
+	}
+	old := time.Now().Add(-time.Hour) // outside the racy-clean window
+	filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Chtimes(p, old, old) })
+	first, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := first.New, 50; got != want {
+		t.Fatalf("first push: new = %d, want %d", got, want)
+	}
+	// Nothing changed: nothing is read.
+	second, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.BytesRead != 0 || second.Unchanged != 50 || second.BytesStored != 0 {
+		t.Fatalf("no-op push: %+v, want 0 bytes read, 50 unchanged", second)
+	}
+	if first.Snapshot.Root != second.Snapshot.Root {
+		t.Fatal("no-op push changed the root")
+	}
+	// Edit one, delete one, add one, chmod one.
+	write(t, filepath.Join(ws, "d", "a", "fA"), []byte("edited"), 0o644)
+	os.Remove(filepath.Join(ws, "d", "b", "fB"))
+	write(t, filepath.Join(ws, "new"), []byte("new"), 0o644)
+	os.Chmod(filepath.Join(ws, "d", "c", "fC"), 0o600)
+	third, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.New != 1 || third.Changed != 1 || third.Deleted != 1 || third.Unchanged != 48 {
+		t.Fatalf("third push: %+v", third)
+	}
+	// chmod changes ctime, so fC is re-read (and found unchanged in content).
+	if got, want := third.BytesRead, int64(len("edited")+len("new")+2000); got != want {
+		t.Fatalf("third push read %d bytes, want %d: only the files whose stat changed", got, want)
+	}
+	var names []string
+	err = journal.Diff(ctx, db.Objects(), second.Snapshot.Root, third.Snapshot.Root, func(c journal.Change) error {
+		if c.New == nil || c.New.Kind != cas.EntryDir {
+			names = append(names, string(c.Kind)+" "+string(c.Path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(names, ","), "M ws/d/a/fA,D ws/d/b/fB,M ws/d/c/fC,A ws/new"; got != want {
+		t.Fatalf("diff = %s, want %s", got, want)
+	}
+	// The previous state is one snapshot back.
+	prev, err := db.Resolve(ctx, "main~1", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev.Root != second.Snapshot.Root {
+		t.Fatalf("main~1 = %s, want the second push's snapshot", prev.Root.Short())
+	}
+}
+
+func countChunks(t *testing.T, dbPath string) int {
+	t.Helper()
+	sdb, err := sql.Open("sqlite3", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	var n int
+	if err := sdb.QueryRow(`SELECT count(*) FROM objects WHERE kind = 1`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestDedup(t *testing.T) {
+	ctx := context.Background()
+	db, dbPath := openDB(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	data := random(10 << 20)
+	write(t, filepath.Join(ws, "a.bin"), data, 0o644)
+	write(t, filepath.Join(ws, "copy", "a.bin"), data, 0o644)
+	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BytesStored > int64(len(data))+(64<<10) {
+		t.Fatalf("two identical 10 MiB files stored %d bytes, want about 10 MiB", st.BytesStored)
+	}
+	before := countChunks(t, dbPath)
+	data[5<<20] ^= 1
+	write(t, filepath.Join(ws, "a.bin"), data, 0o644)
+	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := countChunks(t, dbPath) - before; got >= 3 {
+		t.Fatalf("a 1-byte edit of a 10 MiB file stored %d new chunks, want < 3", got)
+	}
+	if st.BytesStored > 3*cas.MaxChunk+4096 {
+		t.Fatalf("a 1-byte edit stored %d bytes", st.BytesStored)
+	}
+}
+
+// putRaw stores bytes under their hash without validation, as a hostile
+// remote could.
+func putRaw(t *testing.T, dbPath string, kind cas.Kind, data []byte) cas.ID {
+	t.Helper()
+	sdb, err := sql.Open("sqlite3", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	id := cas.Sum(data)
+	if _, err := sdb.Exec(`INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?,?,0,?,?)`, id[:], int(kind), len(data), data); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// hostileRoot returns a root tree holding /ws/ whose tree has one entry
+// named name (any bytes), pointing to a small file.
+func hostileRoot(t *testing.T, db *journal.DB, dbPath string, name []byte) cas.ID {
+	t.Helper()
+	m := putRaw(t, dbPath, cas.KindChunk, []byte("evil\n"))
+	man := (&cas.Manifest{Size: 5, Extents: []cas.Extent{{ID: m, Len: 5}}}).Encode()
+	mid := putRaw(t, dbPath, cas.KindManifest, man)
+	// Encode a valid tree with a placeholder of the same length, then
+	// swap in the hostile name and store the bytes under their hash.
+	placeholder := bytes.Repeat([]byte("q"), len(name))
+	good := &cas.Tree{Entries: []cas.Entry{{Name: []byte("aaa-ok"), Kind: cas.EntryFile, Mode: 0o644, Size: 5, Target: mid},
+		{Name: placeholder, Kind: cas.EntryFile, Mode: 0o644, Size: 5, Target: mid}}}
+	enc, err := good.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := putRaw(t, dbPath, cas.KindTree, bytes.Replace(enc, placeholder, name, 1))
+	wsTree, err := (&cas.Tree{Entries: []cas.Entry{{Name: []byte("ws"), Kind: cas.EntryDir, Mode: 0o755, Target: inner}}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return putRaw(t, dbPath, cas.KindTree, wsTree)
+}
+
+func TestPullRefusesHostileStore(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"..", ".", "../../x", "/etc/passwd", "a\x00b", "sub/../../x"} {
+		t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) {
+			db, dbPath := openDB(t)
+			root := hostileRoot(t, db, dbPath, []byte(name))
+			base := t.TempDir()
+			dst := filepath.Join(base, "ws")
+			write(t, filepath.Join(dst, "keep"), []byte("host file"), 0o644)
+			before := describe(t, base)
+			_, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: journal.State{Root: root}})
+			if err == nil {
+				t.Fatalf("pull of a tree with entry %q succeeded", name)
+			}
+			if !errors.Is(err, cas.ErrMalformed) && !errors.Is(err, cas.ErrCorrupt) {
+				t.Fatalf("error %v does not say the object is malformed", err)
+			}
+			if d := testutil.DiffTrees(before, describe(t, base)); d != "" {
+				t.Fatalf("refused pull changed the host:\n%s", d)
+			}
+		})
+	}
+}
+
+func TestPullDoesNotFollowHostSymlinks(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	src := filepath.Join(t.TempDir(), "ws")
+	write(t, filepath.Join(src, "a", "x"), []byte("payload"), 0o644)
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := db.Resolve(ctx, "main", "main")
+	// The destination holds a symlink "a" pointing outside it.
+	outside := t.TempDir()
+	dst := filepath.Join(t.TempDir(), "ws")
+	os.MkdirAll(dst, 0o755)
+	if err := os.Symlink(outside, filepath.Join(dst, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head}); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("pull wrote %d entries through a symlink outside the workspace", len(ents))
+	}
+	if fi, err := os.Lstat(filepath.Join(dst, "a")); err != nil || !fi.IsDir() {
+		t.Fatalf("a should now be a real directory: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "a", "x")); string(b) != "payload" {
+		t.Fatalf("a/x = %q", b)
+	}
+}
+
+func TestPullCorruptChunkChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	db, dbPath := openDB(t)
+	src := filepath.Join(t.TempDir(), "ws")
+	write(t, filepath.Join(src, "a.txt"), []byte("first version"), 0o644)
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "ws")
+	head, _ := db.Resolve(ctx, "main", "main")
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head}); err != nil {
+		t.Fatal(err)
+	}
+	// A new version whose only chunk we then damage.
+	content := random(200_000)
+	write(t, filepath.Join(src, "a.txt"), content, 0o644)
+	write(t, filepath.Join(src, "b.txt"), []byte("another file"), 0o644)
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	sdb, _ := sql.Open("sqlite3", dbPath)
+	defer sdb.Close()
+	first, _ := cas.NewChunker(bytes.NewReader(content)).Next()
+	id := cas.Sum(first)
+	if res, err := sdb.Exec(`UPDATE objects SET data = substr(data, 1, 100) || X'00' || substr(data, 102) WHERE id = ?`, id[:]); err != nil {
+		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatal("chunk not found to corrupt")
+	}
+	before := describe(t, filepath.Dir(dst))
+	head, _ = db.Resolve(ctx, "main", "main")
+	_, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head})
+	if !errors.Is(err, cas.ErrCorrupt) {
+		t.Fatalf("pull of a corrupt chunk: err = %v, want ErrCorrupt", err)
+	}
+	if d := testutil.DiffTrees(before, describe(t, filepath.Dir(dst))); d != "" {
+		t.Fatalf("failed pull changed the host:\n%s", d)
+	}
+}
+
+func TestPullNeverWritesPolicy(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	src := filepath.Join(t.TempDir(), "ws")
+	binds := filepath.Join(src, ".art", "config", "binds.json")
+	write(t, binds, []byte(`{"binds":[]}`), 0o644)
+	write(t, filepath.Join(src, "code.go"), []byte("package x"), 0o644)
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	// The store's copy is what an agent could have changed; the host's
+	// policy is edited by its owner meanwhile.
+	_, err := db.Do(ctx, "main", "test", "agent edits policy", func(tx *journal.Tx) error {
+		n, err := tx.Resolve([]byte("ws/.art/config/binds.json"))
+		if err != nil {
+			return err
+		}
+		m, _, err := tx.Objects().PutFile(ctx, strings.NewReader(`{"binds":[{"host":"/","guest":"/host","readonly":false}]}`))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Write(n.Ino, m, 56, time.Now().UnixNano(), nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, binds, []byte(`{"binds":[{"host":"/data","guest":"/data","readonly":true}]}`), 0o644)
+	head, _ := db.Resolve(ctx, "main", "main")
+	var warn bytes.Buffer
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: src, State: head, Warn: &warn}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(binds); !strings.Contains(string(b), `"/data"`) {
+		t.Fatalf("pull overwrote the host's binds.json: %s", b)
+	}
+	if !strings.Contains(warn.String(), ".art/config") {
+		t.Fatalf("no warning about the skipped policy: %q", warn.String())
+	}
+}
+
+// TestRandomTreesRoundTrip pushes and pulls seeded random trees through a
+// series of random edits; every pull must reproduce the host tree.
+func TestRandomTreesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	seed := time.Now().UnixNano()
+	if s, ok := os.LookupEnv("ART_TEST_SEED"); ok {
+		v, _ := new(big.Int).SetString(s, 10)
+		seed = v.Int64()
+	}
+	t.Logf("seed %d (rerun with ART_TEST_SEED=%d)", seed, seed)
+	rng := mrand.New(mrand.NewSource(seed))
+	db, _ := openDB(t)
+	src := filepath.Join(t.TempDir(), "ws")
+	os.MkdirAll(src, 0o755)
+	var files []string
+	for round := 0; round < 8; round++ {
+		for i := 0; i < 30; i++ {
+			switch op := rng.Intn(10); {
+			case op < 5 || len(files) == 0:
+				p := filepath.Join(src, []string{"", "a", "a/b", "c"}[rng.Intn(4)], "f"+string(rune('a'+rng.Intn(26))))
+				if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+					continue
+				}
+				data := make([]byte, rng.Intn(70_000))
+				rng.Read(data)
+				write(t, p, data, os.FileMode(0o600|rng.Intn(0o200)))
+				files = append(files, p)
+			case op < 7:
+				os.Remove(files[rng.Intn(len(files))])
+			case op < 8:
+				p := files[rng.Intn(len(files))]
+				os.Rename(p, p+"-moved")
+				files = append(files, p+"-moved")
+			default:
+				p := files[rng.Intn(len(files))]
+				if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+					f.WriteAt([]byte("patch"), int64(rng.Intn(1000)))
+					f.Close()
+				}
+			}
+		}
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+			t.Fatalf("seed %d round %d: push: %v", seed, round, err)
+		}
+		head, _ := db.Resolve(ctx, "main", "main")
+		dst := filepath.Join(t.TempDir(), "ws")
+		if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head}); err != nil {
+			t.Fatalf("seed %d round %d: pull: %v", seed, round, err)
+		}
+		opts := testutil.TreeOptions{}
+		if d := testutil.DiffTrees(testutil.DescribeTree(t, src, opts), testutil.DescribeTree(t, dst, opts)); d != "" {
+			t.Fatalf("seed %d round %d: pull differs from host:\n%s", seed, round, d)
+		}
+	}
+	if rep, err := db.Verify(ctx, journal.VerifyOptions{Rebuild: true}); err != nil || !rep.OK() {
+		t.Fatalf("seed %d: verify: %v %+v", seed, err, rep)
+	}
+}
