@@ -46,6 +46,17 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
+// hinted adds a hint the user can act on to an error.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (e *hinted) Error() string { return e.err.Error() }
+func (e *hinted) Unwrap() error { return e.err }
+
+func withHint(err error, hint string) error { return &hinted{err: err, hint: hint} }
+
 // exitCoder lets a command choose its exit status (verify with damage).
 type exitCoder struct {
 	code int
@@ -99,36 +110,44 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
-	code, msg := classify(err)
-	fmt.Fprintln(stderr, "art: "+msg)
+	code, msg, hint := classify(err)
+	var h *hinted
+	if errors.As(err, &h) {
+		hint = h.hint
+	}
+	line := "art: " + strings.ReplaceAll(msg, "\n", " ")
+	if hint != "" {
+		line += " (hint: " + hint + ")"
+	}
+	fmt.Fprintln(stderr, line)
 	return code
 }
 
-// classify maps an error to an exit status and a one-line message with a
+// classify maps an error to an exit status, its message and a default
 // hint the user can act on.
-func classify(err error) (int, string) {
-	msg := err.Error()
+func classify(err error) (code int, msg, hint string) {
+	msg = err.Error()
 	var ec *exitCoder
 	var ue *usageError
 	switch {
 	case errors.As(err, &ec):
-		return ec.code, msg
+		return ec.code, msg, ""
 	case errors.As(err, &ue), isFlagError(err):
-		return exitUsage, msg + " (see art help)"
+		return exitUsage, msg, "see art help"
 	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
-		return exitCorrupt, msg + "\nhint: the store is damaged; run art verify to see what is affected"
+		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
 	case errors.Is(err, migrations.ErrTooNew):
-		return exitFailure, msg
+		return exitFailure, msg, ""
 	case errors.Is(err, journal.ErrBranchNotFound):
-		return exitNotFound, msg + "\nhint: art branch lists the branches"
+		return exitNotFound, msg, "art branch lists the branches"
 	case errors.Is(err, journal.ErrRevNotFound), errors.Is(err, journal.ErrAmbiguous):
-		return exitNotFound, msg + "\nhint: art log lists snapshots; art branch lists branches"
+		return exitNotFound, msg, "art log lists snapshots, art branch lists branches"
 	case errors.Is(err, journal.ErrBadRev):
-		return exitUsage, msg
+		return exitUsage, msg, "REV is NAME, HEX, @SEQ or REV~N"
 	case errors.Is(err, fs.ErrNotExist):
-		return exitNotFound, msg
+		return exitNotFound, msg, ""
 	}
-	return exitFailure, msg
+	return exitFailure, msg, ""
 }
 
 func isFlagError(err error) bool {

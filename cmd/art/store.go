@@ -43,7 +43,7 @@ func openStore(c *cli.Context, create bool) (*journal.DB, error) {
 	}
 	db, err := journal.Open(c.Context, path, opts)
 	if errors.Is(err, fs.ErrNotExist) && !create {
-		return nil, fmt.Errorf("%w\nhint: create a store with art push -m DIR -d %s", err, path)
+		return nil, withHint(err, "create a store with: art push -m DIR -d "+path)
 	}
 	return db, err
 }
