@@ -1,0 +1,49 @@
+package cas
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels callers branch on with errors.Is.
+var (
+	// ErrNotFound reports an object id that is not in the store.
+	ErrNotFound = errors.New("object not found")
+	// ErrCorrupt reports a stored object that does not hash to its id, does
+	// not decompress within its bounds, or does not decode. Errors matching
+	// it are *CorruptError values naming the object.
+	ErrCorrupt = errors.New("corrupt object")
+	// ErrMalformed reports bytes that are not a canonical encoding
+	// (DecodeManifest, DecodeTree, ValidName) or a value that cannot be
+	// encoded (Tree.Encode, Manifest.Validate).
+	ErrMalformed = errors.New("malformed object")
+	// ErrTooLarge reports an object over its kind's size limit (MaxChunk
+	// for chunks, MaxObjectSize otherwise), for example the manifest of a
+	// file with tens of millions of chunks.
+	ErrTooLarge = errors.New("object too large")
+	// ErrInvalidID reports a string that is not 64 hex digits.
+	ErrInvalidID = errors.New("invalid object id")
+)
+
+// CorruptError names an object whose stored form is wrong. It matches
+// ErrCorrupt with errors.Is.
+type CorruptError struct {
+	ID     ID
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("corrupt object %s: %s", e.ID, e.Reason)
+}
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+func corrupt(id ID, format string, args ...any) error {
+	return &CorruptError{ID: id, Reason: fmt.Sprintf(format, args...)}
+}
+
+// malformed returns an error wrapping ErrMalformed.
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}

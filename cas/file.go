@@ -1,0 +1,652 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+)
+
+// MaxFileSize bounds a manifest's size (1 PiB).
+const MaxFileSize = 1 << 50
+
+// manifestMagic and manifestVersion start every encoded manifest.
+const (
+	manifestMagic   = "artm"
+	manifestVersion = 1
+)
+
+// Extent is a run of a file's content: Len bytes of chunk ID, or, when ID is
+// zero, a hole of Len bytes that reads as zeros.
+type Extent struct {
+	ID  ID
+	Len int64
+}
+
+// IsHole reports whether e is a hole.
+func (e Extent) IsHole() bool { return e.ID.IsZero() }
+
+// Manifest is the content of one file: its extents in order. Size is the sum
+// of the extents' lengths. A valid manifest has data extents of 1..MaxChunk
+// bytes, holes of at least one byte, no two holes in a row, and Size at most
+// MaxFileSize.
+type Manifest struct {
+	Size    int64
+	Extents []Extent
+}
+
+// Normalize drops zero-length extents and merges adjacent holes, in place.
+// It does not touch Size.
+func (m *Manifest) Normalize() {
+	out := m.Extents[:0]
+	for _, e := range m.Extents {
+		if e.Len == 0 {
+			continue
+		}
+		if e.IsHole() && len(out) > 0 && out[len(out)-1].IsHole() {
+			out[len(out)-1].Len += e.Len
+			continue
+		}
+		out = append(out, e)
+	}
+	clear(m.Extents[len(out):])
+	m.Extents = out
+}
+
+// Validate reports whether m is valid (see Manifest) after normalization,
+// with an error wrapping ErrMalformed if not.
+func (m *Manifest) Validate() error {
+	var sum int64
+	for i, e := range m.Extents {
+		if e.Len < 0 {
+			return malformed("manifest extent %d has length %d", i, e.Len)
+		}
+		if e.Len == 0 {
+			continue
+		}
+		if e.IsHole() {
+			if e.Len > MaxFileSize {
+				return malformed("manifest extent %d: hole of %d bytes exceeds MaxFileSize", i, e.Len)
+			}
+		} else if e.Len > MaxChunk {
+			return malformed("manifest extent %d: chunk of %d bytes exceeds MaxChunk", i, e.Len)
+		}
+		sum += e.Len
+		if sum > MaxFileSize {
+			return malformed("manifest exceeds MaxFileSize")
+		}
+	}
+	if sum != m.Size {
+		return malformed("manifest size %d, extents add up to %d", m.Size, sum)
+	}
+	return nil
+}
+
+// Encode returns the canonical bytes of m's normalized form without
+// modifying m. m should be valid (see Validate): the encoding of an invalid
+// manifest is rejected by DecodeManifest.
+//
+// Format: "artm" 0x01, uvarint Size, uvarint extent count, then per extent
+// uvarint(Len<<1 | hole) followed, for a data extent, by the 32-byte chunk
+// id. docs/store-format.md has the details.
+func (m *Manifest) Encode() []byte {
+	n := &Manifest{Size: m.Size, Extents: append([]Extent(nil), m.Extents...)}
+	n.Normalize()
+	b := make([]byte, 0, 5+2*binaryMaxVarint+len(n.Extents)*(3+len(ID{})))
+	b = append(b, manifestMagic...)
+	b = append(b, manifestVersion)
+	b = appendUvarint(b, uint64(n.Size))
+	b = appendUvarint(b, uint64(len(n.Extents)))
+	for _, e := range n.Extents {
+		if e.IsHole() {
+			b = appendUvarint(b, uint64(e.Len)<<1|1)
+			continue
+		}
+		b = appendUvarint(b, uint64(e.Len)<<1)
+		b = append(b, e.ID[:]...)
+	}
+	return b
+}
+
+const binaryMaxVarint = 10
+
+// minDataExtent is the encoded size of the smallest data extent.
+const minDataExtent = 1 + len(ID{})
+
+// DecodeManifest decodes b, accepting only what Encode produces for a valid
+// manifest. Any other input is an error wrapping ErrMalformed; it never
+// allocates more than a small multiple of len(b).
+func DecodeManifest(b []byte) (*Manifest, error) {
+	d := decoder{b: b}
+	d.header(manifestMagic, manifestVersion)
+	size := d.uvarint()
+	n := d.count("extents", 1)
+	if d.err != nil {
+		return nil, fmt.Errorf("decode manifest: %w", d.err)
+	}
+	if size > MaxFileSize {
+		return nil, fmt.Errorf("decode manifest: %w", malformed("size %d exceeds MaxFileSize", size))
+	}
+	// No two holes are adjacent, so n extents need about n/2 data extents'
+	// bytes; a count beyond that is refused before allocating for it.
+	if n > 1 && (n-1)/2 > len(d.b)/minDataExtent {
+		return nil, fmt.Errorf("decode manifest: %w", malformed("%d extents cannot fit in %d bytes", n, len(d.b)))
+	}
+	m := &Manifest{Size: int64(size), Extents: make([]Extent, 0, n)}
+	var sum uint64
+	for i := 0; i < n; i++ {
+		v := d.uvarint()
+		if d.err != nil {
+			break
+		}
+		l, hole := v>>1, v&1 == 1
+		var e Extent
+		if hole {
+			if l == 0 {
+				d.fail("extent %d: empty hole", i)
+				break
+			}
+			if l > MaxFileSize {
+				d.fail("extent %d: hole of %d bytes exceeds MaxFileSize", i, l)
+				break
+			}
+			if i > 0 && m.Extents[i-1].IsHole() {
+				d.fail("extent %d: adjacent holes", i)
+				break
+			}
+		} else {
+			if l == 0 || l > MaxChunk {
+				d.fail("extent %d: chunk length %d outside 1..%d", i, l, MaxChunk)
+				break
+			}
+			e.ID = d.id()
+			if d.err == nil && e.ID.IsZero() {
+				d.fail("extent %d: data extent with zero id", i)
+			}
+			if d.err != nil {
+				break
+			}
+		}
+		e.Len = int64(l)
+		sum += l
+		if sum > MaxFileSize {
+			d.fail("extents exceed MaxFileSize")
+			break
+		}
+		m.Extents = append(m.Extents, e)
+	}
+	d.end()
+	if d.err == nil && sum != size {
+		d.fail("size %d, extents add up to %d", size, sum)
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("decode manifest: %w", d.err)
+	}
+	return m, nil
+}
+
+// FileStats counts what PutFile did. Chunks and Bytes count the file's data
+// (holes excluded); NewChunks and NewBytes what was not yet stored. NewBytes
+// is what the data column grew by, after compression, including the
+// manifest.
+type FileStats struct {
+	Chunks, NewChunks int
+	Bytes, NewBytes   int64
+}
+
+// chunkBufs recycles Chunker buffers across PutFile calls: ingesting a tree
+// of small files would otherwise allocate one per file.
+var chunkBufs = sync.Pool{New: func() any {
+	b := make([]byte, chunkerBufSize)
+	return &b
+}}
+
+// PutFile chunks r, stores the chunks that are new and the manifest, and
+// returns the manifest's id. An empty r gives a manifest with no extents.
+//
+// Once a file has a second new chunk, PutFile compresses and inserts new
+// chunks on GOMAXPROCS worker goroutines while it goes on reading and
+// hashing, so s's handle sees concurrent statements (a *sql.Tx serializes
+// them; a *sql.DB spreads them over connections). All of them have
+// finished when PutFile returns; the manifest is inserted last. Nothing is
+// deleted on error: chunks already stored are simply unreferenced.
+func (s *Store) PutFile(ctx context.Context, r io.Reader) (ID, FileStats, error) {
+	var m Manifest
+	var st FileStats
+	if err := s.putData(ctx, r, &m, &st); err != nil {
+		return ID{}, st, fmt.Errorf("put file: %w", err)
+	}
+	return s.putManifest(ctx, &m, &st)
+}
+
+// chunkCopies hold new chunks on their way to the workers.
+var chunkCopies = sync.Pool{New: func() any {
+	b := make([]byte, 0, MaxChunk)
+	return &b
+}}
+
+// putData chunks r, appends its chunks to m and stores the new ones.
+func (s *Store) putData(ctx context.Context, r io.Reader, m *Manifest, st *FileStats) (err error) {
+	buf := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(buf)
+	c := newChunkerBuf(r, *buf)
+
+	// The first new chunk waits in pending: a file with only one (most
+	// small files) is stored on this goroutine without starting workers.
+	var (
+		pending   *[]byte
+		pendingID ID
+		p         *pipeline
+		sent      = make(map[ID]struct{}) // new chunks already handed on
+	)
+	defer func() {
+		if pending != nil {
+			if err == nil {
+				err = s.storeChunk(ctx, pendingID, *pending, st)
+			}
+			chunkCopies.Put(pending)
+		}
+		if p != nil {
+			chunks, bytes, perr := p.wait()
+			st.NewChunks += chunks
+			st.NewBytes += bytes
+			if err == nil {
+				err = perr
+			}
+		}
+	}()
+	for {
+		chunk, err := c.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		id := Sum(chunk)
+		m.Extents = append(m.Extents, Extent{ID: id, Len: int64(len(chunk))})
+		m.Size += int64(len(chunk))
+		st.Chunks++
+		st.Bytes += int64(len(chunk))
+		if _, ok := sent[id]; ok {
+			continue
+		}
+		if ok, err := s.has(ctx, id); err != nil {
+			return fmt.Errorf("look up chunk %s: %w", id.Short(), err)
+		} else if ok {
+			continue
+		}
+		sent[id] = struct{}{}
+		cp := chunkCopies.Get().(*[]byte)
+		*cp = append((*cp)[:0], chunk...)
+		if p == nil {
+			if pending == nil {
+				pending, pendingID = cp, id
+				continue
+			}
+			p = startPipeline(ctx, s)
+			if err := p.submit(pendingID, pending); err != nil {
+				pending = nil
+				chunkCopies.Put(cp)
+				return err
+			}
+			pending = nil
+		}
+		if err := p.submit(id, cp); err != nil {
+			return err
+		}
+	}
+}
+
+// storeChunk inserts a chunk known to be absent (a concurrent writer may
+// have added it since) and counts it in st.
+func (s *Store) storeChunk(ctx context.Context, id ID, data []byte, st *FileStats) error {
+	n, err := s.insert(ctx, id, KindChunk, data)
+	if err != nil {
+		return fmt.Errorf("put chunk %s: %w", id.Short(), err)
+	}
+	if n > 0 {
+		st.NewChunks++
+		st.NewBytes += n
+	}
+	return nil
+}
+
+// pipeline compresses and inserts chunks on worker goroutines. After the
+// first error the workers drop the remaining jobs; statements in flight are
+// not interrupted (interrupting an INSERT would roll back the caller's whole
+// transaction).
+type pipeline struct {
+	s    *Store
+	ctx  context.Context
+	jobs chan pipelineJob
+	stop chan struct{} // closed at the first error
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	err       error
+	newChunks int
+	newBytes  int64
+}
+
+type pipelineJob struct {
+	id   ID
+	data *[]byte // from chunkCopies; the worker returns it
+}
+
+func startPipeline(ctx context.Context, s *Store) *pipeline {
+	n := runtime.GOMAXPROCS(0)
+	p := &pipeline{s: s, ctx: ctx, jobs: make(chan pipelineJob, 2*n), stop: make(chan struct{})}
+	p.wg.Add(n)
+	for range n {
+		go p.work()
+	}
+	return p
+}
+
+func (p *pipeline) work() {
+	defer p.wg.Done()
+	var st FileStats
+	for j := range p.jobs {
+		select {
+		case <-p.stop:
+		default:
+			if err := p.s.storeChunk(p.ctx, j.id, *j.data, &st); err != nil {
+				p.fail(err)
+			}
+		}
+		chunkCopies.Put(j.data)
+	}
+	p.mu.Lock()
+	p.newChunks += st.NewChunks
+	p.newBytes += st.NewBytes
+	p.mu.Unlock()
+}
+
+func (p *pipeline) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+		close(p.stop)
+	}
+}
+
+// submit hands data (from chunkCopies) to a worker, which returns it to the
+// pool. After a worker's error it returns that error instead.
+func (p *pipeline) submit(id ID, data *[]byte) error {
+	select {
+	case p.jobs <- pipelineJob{id: id, data: data}:
+		return nil
+	case <-p.stop:
+		chunkCopies.Put(data)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.err
+	}
+}
+
+// wait lets the workers finish and returns what they stored.
+func (p *pipeline) wait() (int, int64, error) {
+	close(p.jobs)
+	p.wg.Wait()
+	return p.newChunks, p.newBytes, p.err
+}
+
+func (s *Store) putManifest(ctx context.Context, m *Manifest, st *FileStats) (ID, FileStats, error) {
+	if m.Size > MaxFileSize {
+		return ID{}, *st, fmt.Errorf("put file: %d bytes: %w", m.Size, ErrTooLarge)
+	}
+	m.Normalize()
+	id, n, err := s.Put(ctx, KindManifest, m.Encode())
+	if err != nil {
+		return ID{}, *st, fmt.Errorf("put file: %w", err)
+	}
+	st.NewBytes += n
+	return id, *st, nil
+}
+
+// PutSparseFile is PutFile for a regular file that keeps its holes: it
+// walks f's data regions with SEEK_DATA/SEEK_HOLE, chunks each region on its
+// own and records the gaps as hole extents. Data that happens to be zeros
+// stays data. It reads with pread, from offset 0 regardless of f's offset,
+// up to the size f had when the call began, and leaves f's offset
+// unspecified. Where the file system cannot
+// report holes (or f is not a regular file) it behaves as PutFile.
+func (s *Store) PutSparseFile(ctx context.Context, f *os.File) (ID, FileStats, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return ID{}, FileStats{}, fmt.Errorf("put file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return s.PutFile(ctx, f)
+	}
+	size := fi.Size()
+	var m Manifest
+	var st FileStats
+	for off := int64(0); off < size; {
+		data, err := seekData(f, off)
+		if errors.Is(err, syscall.ENXIO) {
+			data = size // no data after off: the rest is a hole
+		} else if err != nil {
+			if off == 0 && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP)) {
+				return s.PutFile(ctx, io.NewSectionReader(f, 0, size))
+			}
+			return ID{}, st, fmt.Errorf("put file %s: seek data: %w", f.Name(), err)
+		}
+		data = min(data, size)
+		if data > off {
+			m.Extents = append(m.Extents, Extent{Len: data - off})
+			m.Size += data - off
+		}
+		if data == size {
+			break
+		}
+		hole, err := seekHole(f, data)
+		if err != nil {
+			return ID{}, st, fmt.Errorf("put file %s: seek hole: %w", f.Name(), err)
+		}
+		hole = min(hole, size)
+		if hole <= data {
+			return ID{}, st, fmt.Errorf("put file %s: SEEK_HOLE from %d returned %d", f.Name(), data, hole)
+		}
+		before := m.Size
+		if err := s.putData(ctx, io.NewSectionReader(f, data, hole-data), &m, &st); err != nil {
+			return ID{}, st, fmt.Errorf("put file %s: %w", f.Name(), err)
+		}
+		if m.Size-before != hole-data {
+			// The file shrank under us: stop at what was read.
+			break
+		}
+		off = hole
+	}
+	return s.putManifest(ctx, &m, &st)
+}
+
+// zeros is what ReadFile writes for holes.
+var zeros [64 << 10]byte
+
+// ReadFile writes the content of the file whose manifest is id to w, holes
+// as zeros, and returns the number of bytes written. Each chunk is verified
+// before it is written, but a corrupt chunk is found only when reached: on
+// error, w may have received a prefix of the content.
+func (s *Store) ReadFile(ctx context.Context, id ID, w io.Writer) (int64, error) {
+	var written int64
+	err := s.eachExtent(ctx, id, func(e Extent, data []byte) error {
+		if data == nil {
+			for left := e.Len; left > 0; {
+				n, err := w.Write(zeros[:min(left, int64(len(zeros)))])
+				written += int64(n)
+				left -= int64(n)
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		n, err := w.Write(data)
+		written += int64(n)
+		return err
+	})
+	if err != nil {
+		return written, fmt.Errorf("read file %s: %w", id.Short(), err)
+	}
+	return written, nil
+}
+
+// WriteSparse writes the content of the file whose manifest is id into f, a
+// fresh empty file, leaving holes unwritten and setting the final size with
+// Truncate so they stay holes. On error f holds a partial content.
+func (s *Store) WriteSparse(ctx context.Context, id ID, f *os.File) error {
+	var off int64
+	err := s.eachExtent(ctx, id, func(e Extent, data []byte) error {
+		if data != nil {
+			if _, err := f.WriteAt(data, off); err != nil {
+				return err
+			}
+		}
+		off += e.Len
+		return nil
+	})
+	if err == nil {
+		err = f.Truncate(off)
+	}
+	if err != nil {
+		return fmt.Errorf("write file %s to %s: %w", id.Short(), f.Name(), err)
+	}
+	return nil
+}
+
+// eachExtent calls fn, on the calling goroutine and in order, for each
+// extent of manifest id with the verified chunk bytes, or nil for a hole.
+// A file of several chunks is read ahead by worker goroutines, which fetch,
+// inflate and verify the next chunks while fn runs.
+func (s *Store) eachExtent(ctx context.Context, id ID, fn func(e Extent, data []byte) error) error {
+	m, err := s.GetManifest(ctx, id)
+	if err != nil {
+		return err
+	}
+	data := 0
+	for _, e := range m.Extents {
+		if !e.IsHole() {
+			data++
+		}
+	}
+	var next func(i int, e Extent) ([]byte, error)
+	if data <= 1 {
+		next = func(i int, e Extent) ([]byte, error) { return s.getChunk(ctx, id, i, e) }
+	} else {
+		ra := startReadAhead(ctx, s, id, m.Extents)
+		defer ra.close()
+		next = func(int, Extent) ([]byte, error) { return ra.next() }
+	}
+	for i, e := range m.Extents {
+		if e.IsHole() {
+			if err := fn(e, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		b, err := next(i, e)
+		if err != nil {
+			return err
+		}
+		if err := fn(e, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// getChunk returns the verified bytes of extent i of manifest id.
+func (s *Store) getChunk(ctx context.Context, id ID, i int, e Extent) ([]byte, error) {
+	data, err := s.getKind(ctx, e.ID, KindChunk)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != e.Len {
+		return nil, corrupt(id, "extent %d: chunk %s has %d bytes, manifest says %d", i, e.ID.Short(), len(data), e.Len)
+	}
+	return data, nil
+}
+
+// readAhead fetches the data extents of a manifest on GOMAXPROCS workers,
+// at most a window of them ahead of the consumer, and hands them out in
+// order.
+type readAhead struct {
+	order chan chan fetched // one future per data extent, in extent order
+	done  chan struct{}     // closed by close: stop fetching
+	wg    sync.WaitGroup
+}
+
+type fetched struct {
+	data []byte
+	err  error
+}
+
+type fetchJob struct {
+	i   int
+	e   Extent
+	out chan fetched
+}
+
+func startReadAhead(ctx context.Context, s *Store, id ID, extents []Extent) *readAhead {
+	n := runtime.GOMAXPROCS(0)
+	ra := &readAhead{order: make(chan chan fetched, 4*n), done: make(chan struct{})}
+	jobs := make(chan fetchJob, 4*n)
+	ra.wg.Add(n + 1)
+	for range n {
+		go func() {
+			defer ra.wg.Done()
+			for j := range jobs {
+				select {
+				case <-ra.done:
+					j.out <- fetched{err: context.Canceled}
+				default:
+					b, err := s.getChunk(ctx, id, j.i, j.e)
+					j.out <- fetched{data: b, err: err}
+				}
+			}
+		}()
+	}
+	go func() {
+		defer ra.wg.Done()
+		defer close(jobs)
+		defer close(ra.order)
+		for i, e := range extents {
+			if e.IsHole() {
+				continue
+			}
+			out := make(chan fetched, 1)
+			select {
+			case ra.order <- out: // blocks while the window is full
+			case <-ra.done:
+				return
+			}
+			jobs <- fetchJob{i: i, e: e, out: out}
+		}
+	}()
+	return ra
+}
+
+// next returns the next data extent's bytes.
+func (ra *readAhead) next() ([]byte, error) {
+	out, ok := <-ra.order
+	if !ok {
+		return nil, errors.New("read ahead: no more extents") // not reached: the consumer counts extents
+	}
+	f := <-out
+	return f.data, f.err
+}
+
+// close stops the workers and waits for them.
+func (ra *readAhead) close() {
+	close(ra.done)
+	for range ra.order { // unblock the producer
+	}
+	ra.wg.Wait()
+}

@@ -1,0 +1,463 @@
+package cas
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Kind is an object's type. The numbers are stored in the objects table and
+// never change meaning.
+type Kind uint8
+
+const (
+	KindChunk    Kind = 1 // raw file bytes
+	KindManifest Kind = 2 // a file's extents, see Manifest
+	KindTree     Kind = 3 // a directory, see Tree
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindChunk:
+		return "chunk"
+	case KindManifest:
+		return "manifest"
+	case KindTree:
+		return "tree"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// MaxObjectSize bounds the uncompressed size of manifests and trees (chunks
+// are bounded by MaxChunk). Get refuses to inflate anything larger.
+const MaxObjectSize = 64 << 20
+
+// maxSize is the largest uncompressed object of kind k, 0 for an unknown kind.
+func (k Kind) maxSize() int64 {
+	switch k {
+	case KindChunk:
+		return MaxChunk
+	case KindManifest, KindTree:
+		return MaxObjectSize
+	}
+	return 0
+}
+
+// ObjectsSchema creates the objects table. Package migrations runs it as
+// part of the store schema; tests run it directly.
+const ObjectsSchema = `CREATE TABLE objects (id BLOB NOT NULL, kind INTEGER NOT NULL, codec INTEGER NOT NULL, size INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE UNIQUE INDEX objects_by_id ON objects(id);`
+
+// Values of the codec column.
+const (
+	codecRaw  = 0
+	codecZstd = 1
+)
+
+// minCompress is the smallest object worth trying to compress: below it a
+// zstd frame's overhead eats any saving.
+const minCompress = 64
+
+// DBTX is the part of *sql.DB, *sql.Conn and *sql.Tx a Store uses.
+type DBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Store reads and writes objects in the objects table of one database
+// handle. It is safe for concurrent use as far as its handle is (a *sql.DB
+// is; a *sql.Tx serializes its statements). Store holds no transaction of its
+// own: callers choose boundaries by passing a *sql.Tx to With.
+type Store struct {
+	db DBTX
+	c  *codecs
+}
+
+// NewStore returns a Store on db.
+func NewStore(db DBTX) *Store {
+	return &Store{db: db, c: sharedCodecs()}
+}
+
+// With returns a Store that shares s's codecs and works on db, typically a
+// transaction. It allocates one small struct.
+func (s *Store) With(db DBTX) *Store {
+	return &Store{db: db, c: s.c}
+}
+
+// zstdLevel is the encoder level; see docs/store-format.md for the
+// measurement behind it.
+const zstdLevel = zstd.SpeedFastest
+
+// codecs are the zstd encoder and decoder every Store shares. Their
+// EncodeAll and DecodeAll are safe for concurrent use.
+type codecs struct {
+	enc  *zstd.Encoder
+	dec  *zstd.Decoder
+	bufs sync.Pool // *[]byte with capacity compressBufSize
+}
+
+// compressBufSize holds the zstd frame of any chunk that is worth storing
+// compressed (smaller than the chunk).
+const compressBufSize = MaxChunk
+
+var sharedCodecs = sync.OnceValue(func() *codecs { return newCodecs(zstdLevel) })
+
+func newCodecs(level zstd.EncoderLevel) *codecs {
+	n := runtime.GOMAXPROCS(0)
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(level),
+		zstd.WithEncoderConcurrency(n),
+		zstd.WithEncoderCRC(false), // objects are verified by their BLAKE3 id
+	)
+	if err != nil {
+		panic(fmt.Sprintf("cas: zstd encoder: %v", err))
+	}
+	dec, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(n),
+		zstd.WithDecoderMaxMemory(MaxObjectSize),
+		zstd.WithDecoderMaxWindow(MaxObjectSize),
+		zstd.WithDecodeAllCapLimit(true), // never inflate past cap(dst), the stored size
+	)
+	if err != nil {
+		panic(fmt.Sprintf("cas: zstd decoder: %v", err))
+	}
+	c := &codecs{enc: enc, dec: dec}
+	c.bufs.New = func() any {
+		b := make([]byte, 0, compressBufSize)
+		return &b
+	}
+	return c
+}
+
+// compress returns the bytes to store for data and their codec: a zstd frame
+// if it is at least 5% smaller than data, else data itself. The frame may
+// live in *buf, which must not be reused until the result is no longer
+// needed.
+func (c *codecs) compress(data []byte, buf *[]byte) (int, []byte) {
+	if len(data) < minCompress {
+		return codecRaw, data
+	}
+	dst := (*buf)[:0]
+	if cap(dst) < len(data) {
+		dst = make([]byte, 0, len(data))
+	}
+	z := c.enc.EncodeAll(data, dst)
+	if cap(z) <= cap(*buf) {
+		*buf = z[:0]
+	}
+	// Saving at least 5%: len(data) - len(z) >= len(data)/20.
+	if 20*(len(data)-len(z)) >= len(data) {
+		return codecZstd, z
+	}
+	return codecRaw, data
+}
+
+// decode turns a stored row into the verified canonical bytes of id.
+func (c *codecs) decode(id ID, kind Kind, codec, size int64, stored []byte) ([]byte, error) {
+	limit := kind.maxSize()
+	if limit == 0 {
+		return nil, corrupt(id, "unknown kind %d", kind)
+	}
+	if size < 0 || size > limit {
+		return nil, corrupt(id, "%s claims %d bytes, limit %d", kind, size, limit)
+	}
+	var out []byte
+	switch codec {
+	case codecRaw:
+		if int64(len(stored)) != size {
+			return nil, corrupt(id, "stored %d raw bytes, size says %d", len(stored), size)
+		}
+		out = make([]byte, len(stored))
+		copy(out, stored)
+	case codecZstd:
+		var h zstd.Header
+		if err := h.Decode(stored); err != nil {
+			return nil, corrupt(id, "zstd header: %v", err)
+		}
+		if h.HasFCS && h.FrameContentSize != uint64(size) {
+			return nil, corrupt(id, "zstd frame holds %d bytes, size says %d", h.FrameContentSize, size)
+		}
+		// The capacity bounds the output (WithDecodeAllCapLimit): a frame
+		// that inflates past size fails after at most one more block.
+		var err error
+		out, err = c.dec.DecodeAll(stored, make([]byte, 0, size))
+		if err != nil {
+			return nil, corrupt(id, "zstd: %v", err)
+		}
+		if int64(len(out)) != size {
+			return nil, corrupt(id, "inflated to %d bytes, size says %d", len(out), size)
+		}
+	default:
+		return nil, corrupt(id, "unknown codec %d", codec)
+	}
+	if Sum(out) != id {
+		return nil, corrupt(id, "content hashes to %s", Sum(out))
+	}
+	return out, nil
+}
+
+// Put stores data as an object of kind k unless an object with its id is
+// already present; existence is checked before compressing, so storing
+// known content costs one hash and one index lookup. It returns the id and
+// the number of bytes it added to the data column (0 when the object was
+// already there, including when another writer inserted it concurrently).
+// Put is idempotent. data is not retained.
+func (s *Store) Put(ctx context.Context, k Kind, data []byte) (ID, int64, error) {
+	limit := k.maxSize()
+	if limit == 0 {
+		return ID{}, 0, fmt.Errorf("put object: invalid kind %d", k)
+	}
+	if int64(len(data)) > limit {
+		return ID{}, 0, fmt.Errorf("put %s of %d bytes: %w (limit %d)", k, len(data), ErrTooLarge, limit)
+	}
+	id := Sum(data)
+	n, err := s.put(ctx, id, k, data)
+	if err != nil {
+		return ID{}, 0, fmt.Errorf("put %s %s: %w", k, id.Short(), err)
+	}
+	return id, n, nil
+}
+
+// put stores data, whose id the caller computed, if absent.
+func (s *Store) put(ctx context.Context, id ID, k Kind, data []byte) (int64, error) {
+	if ok, err := s.has(ctx, id); err != nil || ok {
+		return 0, err
+	}
+	return s.insert(ctx, id, k, data)
+}
+
+// insert compresses data and inserts it unless a row with id exists. It
+// returns the bytes added to the data column: 0 if the row was there.
+func (s *Store) insert(ctx context.Context, id ID, k Kind, data []byte) (int64, error) {
+	buf := s.c.bufs.Get().(*[]byte)
+	defer s.c.bufs.Put(buf)
+	codec, stored := s.c.compress(data, buf)
+	if stored == nil {
+		stored = []byte{} // the data column is NOT NULL
+	}
+	res, err := s.db.ExecContext(ctx,
+		`INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?)`,
+		id[:], int64(k), codec, int64(len(data)), stored)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	if rows == 0 {
+		return 0, nil
+	}
+	return int64(len(stored)), nil
+}
+
+// Has reports whether an object with id is stored. It does not verify it.
+func (s *Store) Has(ctx context.Context, id ID) (bool, error) {
+	ok, err := s.has(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("look up object %s: %w", id.Short(), err)
+	}
+	return ok, nil
+}
+
+func (s *Store) has(ctx context.Context, id ID) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM objects WHERE id = ?`, id[:]).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Get returns the kind and the uncompressed bytes of object id, verified
+// against id; the caller owns the returned slice. A missing object is an
+// error wrapping ErrNotFound; a stored object that is wrong in any way (hash,
+// size, codec, kind, or a frame inflating past its size or past the kind's
+// limit) is a *CorruptError. Get never returns unverified bytes.
+func (s *Store) Get(ctx context.Context, id ID) (Kind, []byte, error) {
+	k, b, err := s.get(ctx, id)
+	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return 0, nil, err // names the object already
+		}
+		return 0, nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	return k, b, nil
+}
+
+func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT kind, codec, size, data FROM objects WHERE id = ?`, id[:])
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, nil, err
+		}
+		return 0, nil, ErrNotFound
+	}
+	var kind, codec, size int64
+	var stored sql.RawBytes
+	if err := rows.Scan(&kind, &codec, &size, &stored); err != nil {
+		return 0, nil, corrupt(id, "row: %v", err)
+	}
+	if kind < 0 || kind > 255 {
+		return 0, nil, corrupt(id, "unknown kind %d", kind)
+	}
+	out, err := s.c.decode(id, Kind(kind), codec, size, stored)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := rows.Close(); err != nil {
+		return 0, nil, err
+	}
+	return Kind(kind), out, nil
+}
+
+// eachBatch is how many rows Each reads before calling fn: no statement is
+// open while fn runs, so fn may use the same handle (even a single
+// connection) freely.
+const eachBatch = 1024
+
+// Each calls fn with the id and kind of every object in insertion (rowid)
+// order, without reading or verifying the data; see Verify. It stops at
+// fn's first error and returns it. Objects inserted while Each runs may or
+// may not be visited.
+func (s *Store) Each(ctx context.Context, fn func(id ID, k Kind) error) error {
+	type row struct {
+		id ID
+		k  Kind
+	}
+	batch := make([]row, 0, eachBatch)
+	var after int64 = -1 << 63
+	for {
+		batch = batch[:0]
+		rows, err := s.db.QueryContext(ctx,
+			`SELECT rowid, id, kind FROM objects WHERE rowid > ? ORDER BY rowid LIMIT ?`, after, eachBatch)
+		if err != nil {
+			return fmt.Errorf("list objects: %w", err)
+		}
+		for rows.Next() {
+			var rowid, kind int64
+			var id sql.RawBytes
+			if err := rows.Scan(&rowid, &id, &kind); err != nil {
+				rows.Close()
+				return fmt.Errorf("list objects: %w", err)
+			}
+			after = rowid
+			var r row
+			if len(id) != len(r.id) {
+				rows.Close()
+				return fmt.Errorf("list objects: row %d has a %d-byte id: %w", rowid, len(id), ErrCorrupt)
+			}
+			copy(r.id[:], id)
+			if kind < 0 || kind > 255 {
+				rows.Close()
+				return corrupt(r.id, "unknown kind %d", kind)
+			}
+			r.k = Kind(kind)
+			batch = append(batch, r)
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("list objects: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("list objects: %w", err)
+		}
+		for _, r := range batch {
+			if err := fn(r.id, r.k); err != nil {
+				return err
+			}
+		}
+		if len(batch) < eachBatch {
+			return nil
+		}
+	}
+}
+
+// Verify reads object id and checks it as Get does; manifests and trees
+// must also decode. A problem with the object is a *CorruptError, a missing
+// object wraps ErrNotFound.
+func (s *Store) Verify(ctx context.Context, id ID) error {
+	k, b, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch k {
+	case KindManifest:
+		_, err = DecodeManifest(b)
+	case KindTree:
+		_, err = DecodeTree(b)
+	}
+	if err != nil {
+		return corrupt(id, "%v", err)
+	}
+	return nil
+}
+
+// getKind is Get that also requires kind want.
+func (s *Store) getKind(ctx context.Context, id ID, want Kind) ([]byte, error) {
+	k, b, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if k != want {
+		return nil, corrupt(id, "is a %s, want a %s", k, want)
+	}
+	return b, nil
+}
+
+// GetManifest returns the decoded manifest id. A missing object wraps
+// ErrNotFound; an object that is not a valid manifest is a *CorruptError.
+func (s *Store) GetManifest(ctx context.Context, id ID) (*Manifest, error) {
+	b, err := s.getKind(ctx, id, KindManifest)
+	if err != nil {
+		return nil, err
+	}
+	m, err := DecodeManifest(b)
+	if err != nil {
+		return nil, corrupt(id, "%v", err)
+	}
+	return m, nil
+}
+
+// GetTree returns the decoded tree id. A missing object wraps ErrNotFound;
+// an object that is not a valid tree is a *CorruptError.
+func (s *Store) GetTree(ctx context.Context, id ID) (*Tree, error) {
+	b, err := s.getKind(ctx, id, KindTree)
+	if err != nil {
+		return nil, err
+	}
+	t, err := DecodeTree(b)
+	if err != nil {
+		return nil, corrupt(id, "%v", err)
+	}
+	return t, nil
+}
+
+// PutManifest validates, encodes and stores m (see Put). An invalid manifest
+// is an error wrapping ErrMalformed.
+func (s *Store) PutManifest(ctx context.Context, m *Manifest) (ID, int64, error) {
+	if err := m.Validate(); err != nil {
+		return ID{}, 0, fmt.Errorf("put manifest: %w", err)
+	}
+	return s.Put(ctx, KindManifest, m.Encode())
+}
+
+// PutTree validates, encodes and stores t (see Put). An invalid tree is an
+// error wrapping ErrMalformed.
+func (s *Store) PutTree(ctx context.Context, t *Tree) (ID, int64, error) {
+	b, err := t.Encode()
+	if err != nil {
+		return ID{}, 0, fmt.Errorf("put tree: %w", err)
+	}
+	return s.Put(ctx, KindTree, b)
+}
