@@ -1,0 +1,56 @@
+package testutil
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Require skips t unless the named capability ("fuse", "bwrap", "ptrace",
+// "minio") is usable here. When ART_TEST_REQUIRE lists the capability (CI
+// does), a missing one fails the test instead: privileged tests must not
+// silently skip where they are expected to run.
+func Require(t testing.TB, what string) {
+	t.Helper()
+	reason := probe(what)
+	if reason == "" {
+		return
+	}
+	for _, r := range strings.Split(os.Getenv("ART_TEST_REQUIRE"), ",") {
+		if strings.TrimSpace(r) == what {
+			t.Fatalf("%s is required (ART_TEST_REQUIRE) but unavailable: %s", what, reason)
+		}
+	}
+	t.Skipf("%s unavailable: %s (set ART_TEST_REQUIRE=%s to make this fail)", what, reason, what)
+}
+
+// RequireFUSE skips unless FUSE mounts work.
+func RequireFUSE(t testing.TB) { t.Helper(); Require(t, "fuse") }
+
+func probe(what string) string {
+	switch what {
+	case "fuse":
+		f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+		if err != nil {
+			return "cannot open /dev/fuse: " + err.Error()
+		}
+		f.Close()
+		if os.Geteuid() != 0 {
+			if _, err := exec.LookPath("fusermount3"); err != nil {
+				if _, err := exec.LookPath("fusermount"); err != nil {
+					return "not root and no fusermount3"
+				}
+			}
+		}
+		return ""
+	case "bwrap":
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			return "bwrap not installed"
+		}
+		return ""
+	case "ptrace":
+		return ""
+	}
+	return "unknown capability " + what
+}

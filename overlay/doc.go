@@ -1,0 +1,19 @@
+// Package overlay serves one branch of an art store as a FUSE filesystem
+// (go-fuse v2, inode-based).
+//
+// The store's projection is the whole merged view: the host workspace is
+// captured into the branch (an incremental import) before mounting, so the
+// filesystem never needs whiteouts or opaque markers, and every snapshot is
+// self-contained even if the host directory later changes or disappears.
+//
+// Nodes carry the projection's art inode numbers, so a rename moves a node
+// and open handles and cached lookups stay valid. Namespace and metadata
+// operations are one journal transaction each. File content lives in a
+// private "upper" copy while a file is open; writes go to it, and at
+// flush, fsync and release a changed file is chunked, hashed and journaled
+// in one transaction (coalesced per open file, never per write request).
+// fsync returns only once that transaction is durable.
+//
+// Lock order: node.jmu (journaling of one file) before node.mu (its
+// in-memory state). The daemon never touches its own mount.
+package overlay

@@ -1,0 +1,205 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// ensureUpperLocked gives the file a private copy of its content. The
+// caller holds n.mu.
+func (n *node) ensureUpperLocked(ctx context.Context) error {
+	if n.upper != "" {
+		return nil
+	}
+	f, err := n.fsys.newUpper()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := n.fsys.db.Objects().WriteSparse(ctx, n.attr.Content, f); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("open inode %d: %w", n.ino, err)
+	}
+	n.upper = f.Name()
+	return nil
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return n.open(ctx, flags)
+}
+
+func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.attr.Kind != cas.EntryFile {
+		return nil, 0, syscall.EINVAL
+	}
+	if err := n.ensureUpperLocked(ctx); err != nil {
+		return nil, 0, toErrno(err)
+	}
+	// The private copy is opened with the caller's flags, so O_APPEND,
+	// O_SYNC and friends behave as on the real file. O_DIRECT is dropped:
+	// the copy may live on tmpfs.
+	of := int(flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_DIRECT)
+	// A raw fd: go-fuse's loopback handle owns and closes it (an
+	// *os.File would close it a second time from its finalizer, by then
+	// possibly another file's descriptor).
+	fd, err := syscall.Open(n.upper, of|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		n.dirty.Store(true)
+		n.attr.MTime = now()
+	}
+	n.opens++
+	h := &handle{lf: fs.NewLoopbackFile(fd), n: n}
+	// The kernel's page cache stays valid across opens: every change to
+	// this file passes through it.
+	return h, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// journal records the file's current content if it changed. With durable,
+// it returns only once that (and everything before it) is on disk.
+func (n *node) journal(ctx context.Context, durable bool) error {
+	n.jmu.Lock()
+	defer n.jmu.Unlock()
+	if !n.dirty.Swap(false) {
+		if durable {
+			return n.fsys.sync()
+		}
+		return nil
+	}
+	n.mu.Lock()
+	upper, mtime := n.upper, n.attr.MTime
+	n.mu.Unlock()
+	f, err := os.Open(upper)
+	if err != nil {
+		n.dirty.Store(true)
+		return err
+	}
+	defer f.Close()
+	var jn journal.Node
+	gone := false
+	err = n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		id, _, err := tx.Objects().PutSparseFile(ctx, f)
+		if err != nil {
+			return err
+		}
+		m, err := tx.Objects().GetManifest(ctx, id)
+		if err != nil {
+			return err
+		}
+		jn, err = tx.Write(n.ino, id, m.Size, mtime, nil)
+		if errors.Is(err, syscall.ENOENT) {
+			gone, err = true, nil // unlinked while open: nothing left to record
+		}
+		return err
+	})
+	if err != nil {
+		n.dirty.Store(true)
+		return err
+	}
+	if !gone {
+		n.mu.Lock()
+		n.attr.Content, n.attr.Size, n.ctime = jn.Content, jn.Size, jn.CTime
+		n.mu.Unlock()
+	}
+	if durable {
+		return n.fsys.sync()
+	}
+	return nil
+}
+
+// handle is an open file: a real fd on the private copy, with the content
+// changes noted so they are journaled at flush, fsync and release.
+type handle struct {
+	lf fs.FileHandle
+	n  *node
+}
+
+var (
+	_ fs.FileReader    = (*handle)(nil)
+	_ fs.FileWriter    = (*handle)(nil)
+	_ fs.FileFlusher   = (*handle)(nil)
+	_ fs.FileFsyncer   = (*handle)(nil)
+	_ fs.FileReleaser  = (*handle)(nil)
+	_ fs.FileLseeker   = (*handle)(nil)
+	_ fs.FileAllocater = (*handle)(nil)
+	_ fs.FileGetlker   = (*handle)(nil)
+	_ fs.FileSetlker   = (*handle)(nil)
+	_ fs.FileSetlkwer  = (*handle)(nil)
+)
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return h.lf.(fs.FileReader).Read(ctx, dest, off)
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	w, errno := h.lf.(fs.FileWriter).Write(ctx, data, off)
+	if w > 0 {
+		h.n.changed()
+	}
+	return w, errno
+}
+
+// changed notes a content change now.
+func (n *node) changed() {
+	n.dirty.Store(true)
+	n.mu.Lock()
+	n.attr.MTime = now()
+	n.ctime = n.attr.MTime
+	n.mu.Unlock()
+}
+
+func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	errno := h.lf.(fs.FileAllocater).Allocate(ctx, off, size, mode)
+	if errno == 0 {
+		h.n.changed()
+	}
+	return errno
+}
+
+func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	return h.lf.(fs.FileLseeker).Lseek(ctx, off, whence)
+}
+
+func (h *handle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	return h.lf.(fs.FileGetlker).Getlk(ctx, owner, lk, flags, out)
+}
+
+func (h *handle) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return h.lf.(fs.FileSetlker).Setlk(ctx, owner, lk, flags)
+}
+
+func (h *handle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return h.lf.(fs.FileSetlkwer).Setlkw(ctx, owner, lk, flags)
+}
+
+func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	if errno := h.lf.(fs.FileFlusher).Flush(ctx); errno != 0 {
+		return errno
+	}
+	return toErrno(h.n.journal(ctx, false))
+}
+
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return toErrno(h.n.journal(ctx, true))
+}
+
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.lf.(fs.FileReleaser).Release(ctx)
+	err := h.n.journal(ctx, false)
+	h.n.mu.Lock()
+	h.n.opens--
+	h.n.mu.Unlock()
+	return toErrno(err)
+}

@@ -1,0 +1,568 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// node is one file, directory, symlink or fifo. Its in-memory attributes
+// are authoritative: every change goes through the node and the journal.
+type node struct {
+	fs.Inode
+	fsys *FS
+	ino  int64
+
+	jmu sync.Mutex // serializes journaling of this file's content
+
+	mu    sync.Mutex
+	attr  journal.Attr
+	ctime int64
+	nlink int
+	upper string // private copy holding the current content; "" = attr.Content
+	opens int
+
+	dirty atomic.Bool // upper differs from attr.Content
+}
+
+var (
+	_ fs.NodeLookuper      = (*node)(nil)
+	_ fs.NodeGetattrer     = (*node)(nil)
+	_ fs.NodeSetattrer     = (*node)(nil)
+	_ fs.NodeReaddirer     = (*node)(nil)
+	_ fs.NodeMkdirer       = (*node)(nil)
+	_ fs.NodeCreater       = (*node)(nil)
+	_ fs.NodeOpener        = (*node)(nil)
+	_ fs.NodeUnlinker      = (*node)(nil)
+	_ fs.NodeRmdirer       = (*node)(nil)
+	_ fs.NodeRenamer       = (*node)(nil)
+	_ fs.NodeSymlinker     = (*node)(nil)
+	_ fs.NodeReadlinker    = (*node)(nil)
+	_ fs.NodeLinker        = (*node)(nil)
+	_ fs.NodeMknoder       = (*node)(nil)
+	_ fs.NodeGetxattrer    = (*node)(nil)
+	_ fs.NodeSetxattrer    = (*node)(nil)
+	_ fs.NodeListxattrer   = (*node)(nil)
+	_ fs.NodeRemovexattrer = (*node)(nil)
+	_ fs.NodeStatfser      = (*node)(nil)
+	_ fs.NodeOnForgetter   = (*node)(nil)
+)
+
+func (f *FS) newNode(jn journal.Node) *node {
+	n := &node{fsys: f, ino: jn.Ino}
+	n.load(jn)
+	return n
+}
+
+func (n *node) load(jn journal.Node) {
+	n.attr, n.ctime, n.nlink = jn.Attr, jn.CTime, jn.Nlink
+}
+
+func typeBits(k cas.EntryKind) uint32 {
+	switch k {
+	case cas.EntryDir:
+		return syscall.S_IFDIR
+	case cas.EntrySymlink:
+		return syscall.S_IFLNK
+	case cas.EntryFifo:
+		return syscall.S_IFIFO
+	}
+	return syscall.S_IFREG
+}
+
+// child returns the live inode for a journal node, creating it if needed.
+func (n *node) child(ctx context.Context, jn journal.Node) *fs.Inode {
+	n.fsys.mu.Lock()
+	existing := n.fsys.nodes[jn.Ino]
+	n.fsys.mu.Unlock()
+	if existing != nil {
+		// We are the only writer: the live node's state is current.
+		return &existing.Inode
+	}
+	c := n.fsys.newNode(jn)
+	in := n.NewInode(ctx, c, fs.StableAttr{Mode: typeBits(jn.Kind), Ino: uint64(jn.Ino)})
+	if got, ok := in.Operations().(*node); ok && got == c {
+		n.fsys.mu.Lock()
+		n.fsys.nodes[jn.Ino] = c
+		n.fsys.mu.Unlock()
+	}
+	return in
+}
+
+func (n *node) OnForget() {
+	n.fsys.mu.Lock()
+	if n.fsys.nodes[n.ino] == n && !n.dirty.Load() {
+		delete(n.fsys.nodes, n.ino)
+	}
+	n.fsys.mu.Unlock()
+	n.mu.Lock()
+	if n.opens == 0 && n.upper != "" && !n.dirty.Load() {
+		os.Remove(n.upper)
+		n.upper = ""
+	}
+	n.mu.Unlock()
+}
+
+// fill writes the node's attributes; the caller holds n.mu.
+func (n *node) fillLocked(out *fuse.Attr) {
+	out.Ino = uint64(n.ino)
+	out.Mode = typeBits(n.attr.Kind) | n.attr.Mode
+	out.Uid, out.Gid = n.attr.UID, n.attr.GID
+	out.Nlink = uint32(n.nlink)
+	out.Size = uint64(n.attr.Size)
+	if n.attr.Kind == cas.EntrySymlink {
+		out.Size = uint64(len(n.attr.Link))
+	}
+	out.Blocks = (out.Size + 511) / 512
+	if n.upper != "" {
+		var st unix.Stat_t
+		if unix.Stat(n.upper, &st) == nil {
+			out.Size, out.Blocks = uint64(st.Size), uint64(st.Blocks)
+		}
+	}
+	if n.attr.Kind == cas.EntryDir {
+		out.Size, out.Blocks = 4096, 8
+	}
+	out.Blksize = 4096
+	out.Mtime, out.Mtimensec = uint64(n.attr.MTime/1e9), uint32(n.attr.MTime%1e9)
+	out.Atime, out.Atimensec = out.Mtime, out.Mtimensec
+	out.Ctime, out.Ctimensec = uint64(n.ctime/1e9), uint32(n.ctime%1e9)
+}
+
+func (n *node) fillEntry(out *fuse.EntryOut) {
+	n.mu.Lock()
+	n.fillLocked(&out.Attr)
+	n.mu.Unlock()
+}
+
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.mu.Lock()
+	n.fillLocked(&out.Attr)
+	n.mu.Unlock()
+	return 0
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var jn journal.Node
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		var err error
+		jn, err = tx.Lookup(n.ino, []byte(name))
+		return err
+	})
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	in := n.child(ctx, jn)
+	in.Operations().(*node).fillEntry(out)
+	return in, 0
+}
+
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	var des []journal.Dirent
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		var err error
+		des, err = tx.ReadDir(n.ino)
+		return err
+	})
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	out := make([]fuse.DirEntry, len(des))
+	for i, d := range des {
+		out[i] = fuse.DirEntry{Name: string(d.Name), Mode: typeBits(d.Node.Kind), Ino: uint64(d.Node.Ino)}
+	}
+	return fs.NewListDirStream(out), 0
+}
+
+func caller(ctx context.Context) (uint32, uint32) {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Uid, c.Gid
+	}
+	return 0, 0
+}
+
+func now() int64 { return time.Now().UnixNano() }
+
+// create makes a child in one transaction and returns its live inode.
+func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fuse.EntryOut) (*node, *fs.Inode, syscall.Errno) {
+	a.UID, a.GID = caller(ctx)
+	if n.attr.Mode&syscall.S_ISGID != 0 { // BSD group semantics under a setgid directory
+		a.GID = n.attr.GID
+		if a.Kind == cas.EntryDir {
+			a.Mode |= syscall.S_ISGID
+		}
+	}
+	a.MTime = now()
+	var jn journal.Node
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		if a.Kind == cas.EntryFile {
+			m, err := n.fsys.emptyManifest(tx, ctx)
+			if err != nil {
+				return err
+			}
+			a.Content = m
+		}
+		var err error
+		jn, err = tx.Create(n.ino, []byte(name), a)
+		return err
+	})
+	if err != nil {
+		return nil, nil, toErrno(err)
+	}
+	n.touchDir()
+	in := n.child(ctx, jn)
+	c := in.Operations().(*node)
+	c.fillEntry(out)
+	return c, in, 0
+}
+
+// touchDir records that the directory's entries changed now.
+func (n *node) touchDir() {
+	n.mu.Lock()
+	n.attr.MTime, n.ctime = now(), now()
+	n.mu.Unlock()
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryDir, Mode: mode & 0o7777}, out)
+	if errno == 0 {
+		n.mu.Lock()
+		n.nlink++
+		n.mu.Unlock()
+	}
+	return in, errno
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntrySymlink, Mode: 0o777, Link: []byte(target)}, out)
+	return in, errno
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryFifo, Mode: mode & 0o7777}, out)
+		return in, errno
+	case syscall.S_IFREG, 0:
+		_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryFile, Mode: mode & 0o7777}, out)
+		return in, errno
+	}
+	return nil, syscall.EPERM // devices and sockets have no place in a workspace
+}
+
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	c, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryFile, Mode: mode & 0o7777}, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	// The new file is empty: O_TRUNC has nothing to do, and must not bump
+	// the mtime the kernel just cached from this reply.
+	fh, fuseFlags, errno := c.open(ctx, flags&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_TRUNC))
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return in, fh, fuseFlags, 0
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	var jn journal.Node
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		var err error
+		jn, err = tx.Link(t.ino, n.ino, []byte(name))
+		return err
+	})
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	n.touchDir()
+	t.mu.Lock()
+	t.nlink, t.ctime = jn.Nlink, jn.CTime
+	t.mu.Unlock()
+	t.fillEntry(out)
+	return &t.Inode, 0
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	var ino int64
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		c, err := tx.Lookup(n.ino, []byte(name))
+		if err != nil {
+			return err
+		}
+		ino = c.Ino
+		return tx.Unlink(n.ino, []byte(name))
+	})
+	if err != nil {
+		return toErrno(err)
+	}
+	n.touchDir()
+	n.fsys.mu.Lock()
+	c := n.fsys.nodes[ino]
+	n.fsys.mu.Unlock()
+	if c != nil {
+		c.mu.Lock()
+		c.nlink--
+		c.ctime = now()
+		c.mu.Unlock()
+	}
+	return 0
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error { return tx.Rmdir(n.ino, []byte(name)) })
+	if err != nil {
+		return toErrno(err)
+	}
+	n.touchDir()
+	n.mu.Lock()
+	n.nlink--
+	n.mu.Unlock()
+	return 0
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	var moved, replaced journal.Node
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		var err error
+		if moved, err = tx.Lookup(n.ino, []byte(name)); err != nil {
+			return err
+		}
+		replaced, _ = tx.Lookup(np.ino, []byte(newName))
+		return tx.Rename(n.ino, []byte(name), np.ino, []byte(newName), flags)
+	})
+	if err != nil {
+		return toErrno(err)
+	}
+	n.touchDir()
+	np.touchDir()
+	// Refresh link counts the rename changed (directories moving between
+	// parents, a replaced target).
+	return n.refresh(ctx, n.ino, np.ino, moved.Ino, replaced.Ino)
+}
+
+// refresh reloads the in-memory state of live nodes from the journal.
+func (n *node) refresh(ctx context.Context, inos ...int64) syscall.Errno {
+	return toErrno(n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		for _, ino := range inos {
+			if ino == 0 {
+				continue
+			}
+			n.fsys.mu.Lock()
+			c := n.fsys.nodes[ino]
+			n.fsys.mu.Unlock()
+			if c == nil {
+				continue
+			}
+			jn, err := tx.Get(ino)
+			c.mu.Lock()
+			if errors.Is(err, syscall.ENOENT) {
+				c.nlink = 0
+			} else if err == nil {
+				c.nlink, c.ctime = jn.Nlink, jn.CTime
+			}
+			c.mu.Unlock()
+			if err != nil && !errors.Is(err, syscall.ENOENT) {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.attr.Kind != cas.EntrySymlink {
+		return nil, syscall.EINVAL
+	}
+	return append([]byte(nil), n.attr.Link...), 0
+}
+
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if sz, ok := in.GetSize(); ok {
+		if errno := n.truncate(ctx, int64(sz)); errno != 0 {
+			return errno
+		}
+	}
+	var mask uint32
+	var a journal.Attr
+	if m, ok := in.GetMode(); ok {
+		mask, a.Mode = mask|journal.SetMode, m&0o7777
+	}
+	if u, ok := in.GetUID(); ok {
+		mask, a.UID = mask|journal.SetUID, u
+	}
+	if g, ok := in.GetGID(); ok {
+		mask, a.GID = mask|journal.SetGID, g
+	}
+	if mt, ok := in.GetMTime(); ok {
+		mask, a.MTime = mask|journal.SetMTime, mt.UnixNano()
+	}
+	if mask&(journal.SetUID|journal.SetGID) != 0 && mask&journal.SetMode == 0 {
+		// chown clears setuid/setgid on files, as the kernel would.
+		n.mu.Lock()
+		if n.attr.Kind == cas.EntryFile && n.attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+			mask, a.Mode = mask|journal.SetMode, n.attr.Mode&^(syscall.S_ISUID|syscall.S_ISGID)
+		}
+		n.mu.Unlock()
+	}
+	if mask != 0 {
+		var jn journal.Node
+		err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+			var err error
+			jn, err = tx.SetAttr(n.ino, mask, a)
+			return err
+		})
+		if err != nil {
+			return toErrno(err)
+		}
+		n.mu.Lock()
+		n.attr.Mode, n.attr.UID, n.attr.GID, n.attr.MTime, n.ctime = jn.Mode, jn.UID, jn.GID, jn.MTime, jn.CTime
+		n.mu.Unlock()
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+// truncate sets a file's size and journals it at once.
+func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
+	n.mu.Lock()
+	if n.attr.Kind == cas.EntryDir {
+		n.mu.Unlock()
+		return syscall.EISDIR
+	}
+	if n.attr.Kind != cas.EntryFile {
+		n.mu.Unlock()
+		return syscall.EINVAL
+	}
+	if err := n.ensureUpperLocked(ctx); err != nil {
+		n.mu.Unlock()
+		return toErrno(err)
+	}
+	err := os.Truncate(n.upper, size)
+	n.attr.MTime = now()
+	n.mu.Unlock()
+	if err != nil {
+		return toErrno(err)
+	}
+	n.dirty.Store(true)
+	return toErrno(n.journal(ctx, false))
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return n.fsys.statfs(out)
+}
+
+// Extended attributes: user.* are stored; other namespaces hold nothing
+// (reads say ENODATA) and cannot be set (EOPNOTSUPP).
+
+func isUser(name string) bool { return len(name) > 5 && name[:5] == "user." }
+
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, x := range n.attr.Xattrs {
+		if x.Name == attr {
+			if len(dest) == 0 {
+				return uint32(len(x.Value)), 0
+			}
+			if len(dest) < len(x.Value) {
+				return uint32(len(x.Value)), syscall.ERANGE
+			}
+			return uint32(copy(dest, x.Value)), 0
+		}
+	}
+	return 0, syscall.ENODATA
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var b []byte
+	for _, x := range n.attr.Xattrs {
+		b = append(append(b, x.Name...), 0)
+	}
+	if len(dest) == 0 {
+		return uint32(len(b)), 0
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), syscall.ERANGE
+	}
+	return uint32(copy(dest, b)), 0
+}
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if !isUser(attr) {
+		return syscall.EOPNOTSUPP
+	}
+	n.mu.Lock()
+	exists := false
+	for _, x := range n.attr.Xattrs {
+		exists = exists || x.Name == attr
+	}
+	n.mu.Unlock()
+	switch {
+	case flags&unix.XATTR_CREATE != 0 && exists:
+		return syscall.EEXIST
+	case flags&unix.XATTR_REPLACE != 0 && !exists:
+		return syscall.ENODATA
+	}
+	if len(data) > 64<<10 {
+		return syscall.E2BIG
+	}
+	var jn journal.Node
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		if err := tx.SetXattr(n.ino, attr, data); err != nil {
+			return err
+		}
+		var err error
+		jn, err = tx.Get(n.ino)
+		return err
+	})
+	if err != nil {
+		return toErrno(err)
+	}
+	n.mu.Lock()
+	n.attr.Xattrs, n.ctime = jn.Xattrs, jn.CTime
+	n.mu.Unlock()
+	return 0
+}
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if !isUser(attr) {
+		return syscall.ENODATA
+	}
+	var jn journal.Node
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		if err := tx.RemoveXattr(n.ino, attr); err != nil {
+			return err
+		}
+		var err error
+		jn, err = tx.Get(n.ino)
+		return err
+	})
+	if err != nil {
+		return toErrno(err)
+	}
+	n.mu.Lock()
+	n.attr.Xattrs, n.ctime = jn.Xattrs, jn.CTime
+	n.mu.Unlock()
+	return 0
+}

@@ -1,0 +1,63 @@
+package overlay_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/artrt/art/internal/testutil"
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/overlay"
+	"github.com/hanwen/go-fuse/v2/posixtest"
+)
+
+// mount serves a fresh store's main branch in a temporary directory and
+// unmounts it when the test ends.
+func mount(t *testing.T) (*journal.DB, string, *overlay.FS) {
+	t.Helper()
+	testutil.RequireFUSE(t)
+	dir := t.TempDir()
+	db, err := journal.Open(context.Background(), filepath.Join(dir, "s.db"), journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := overlay.Mount(context.Background(), mnt, overlay.Options{DB: db, UpperDir: mustMkdir(t, filepath.Join(dir, "upper"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fsys.Unmount(context.Background()); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		db.Close()
+	})
+	return db, mnt, fsys
+}
+
+// posixSkips names posixtest cases art does not pass, with the reason.
+var posixSkips = map[string]string{}
+
+func TestPosix(t *testing.T) {
+	for name, fn := range posixtest.All {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := posixSkips[name]; ok {
+				t.Skip(why)
+			}
+			_, mnt, _ := mount(t)
+			fn(t, mnt)
+		})
+	}
+}
+
+func mustMkdir(t *testing.T, p string) string {
+	t.Helper()
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
