@@ -104,7 +104,8 @@ func (db *DB) Branch(ctx context.Context, name string) (Branch, error) {
 
 // Branches lists the live branches by name.
 func (db *DB) Branches(ctx context.Context) ([]Branch, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+branchCols+` FROM branches WHERE name IS NOT NULL AND deleted_ns IS NULL ORDER BY name`)
+	rows, err := db.r.QueryContext(ctx, `SELECT `+branchCols+` FROM branches WHERE name IS NOT NULL AND deleted_ns IS NULL
+		AND substr(name, 1, 1) != '`+TempPrefix+`' ORDER BY name`)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,9 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if n.attr.Kind != cas.EntryFile {
 		return nil, 0, syscall.EINVAL
 	}
+	if n.fsys.readOnly && flags&(syscall.O_ACCMODE|syscall.O_TRUNC) != syscall.O_RDONLY {
+		return nil, 0, syscall.EROFS
+	}
 	if err := n.ensureUpperLocked(ctx); err != nil {
 		return nil, 0, toErrno(err)
 	}
@@ -146,24 +149,39 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	w, errno := h.lf.(fs.FileWriter).Write(ctx, data, off)
 	if w > 0 {
-		h.n.changed()
+		h.n.changed(ctx)
 	}
 	return w, errno
 }
 
-// changed notes a content change now.
-func (n *node) changed() {
+// changed notes a content change now. Under HANDLE_KILLPRIV_V2 the
+// filesystem clears setuid/setgid when an unprivileged caller writes (the
+// kernel's rule is "lacks CAP_FSETID"; uid 0 stands in for it here).
+func (n *node) changed(ctx context.Context) {
 	n.dirty.Store(true)
 	n.mu.Lock()
 	n.attr.MTime = now()
 	n.ctime = n.attr.MTime
+	kill := n.attr.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0
+	mode := n.attr.Mode &^ (syscall.S_ISUID | syscall.S_ISGID)
 	n.mu.Unlock()
+	if uid, _ := caller(ctx); kill && uid != 0 {
+		n.fsys.tx(ctx, func(tx *journal.Tx) error {
+			jn, err := tx.SetAttr(n.ino, journal.SetMode, journal.Attr{Mode: mode})
+			if err == nil {
+				n.mu.Lock()
+				n.attr.Mode = jn.Mode
+				n.mu.Unlock()
+			}
+			return err
+		})
+	}
 }
 
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	errno := h.lf.(fs.FileAllocater).Allocate(ctx, off, size, mode)
 	if errno == 0 {
-		h.n.changed()
+		h.n.changed(ctx)
 	}
 	return errno
 }

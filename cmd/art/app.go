@@ -97,6 +97,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newLsCommand(e),
 			newCatCommand(e),
 			newVerifyCommand(e),
+			newMountCommand(e),
 		},
 	}
 	return app

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/artrt/art/overlay"
+	"github.com/artrt/art/workspace"
+	"github.com/urfave/cli/v2"
+)
+
+func newMountCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "mount",
+		Usage: "serve a branch (or, read-only, any past state) as a FUSE filesystem",
+		UsageText: "art mount -d FILE [-m DIR] [--branch B] MOUNTPOINT\n" +
+			"   art mount -d FILE --at REV --read-only MOUNTPOINT",
+		Description: `Serves the branch's /home/agent tree at MOUNTPOINT in the foreground until SIGINT
+or SIGTERM, then unmounts cleanly. Every change is journaled: file contents when a
+file is closed or fsynced, everything else as it happens. With -m DIR the host
+workspace is captured first (an incremental push), so it appears at
+MOUNTPOINT/<basename of DIR>/ and every snapshot is self-contained. A stale mount
+left at MOUNTPOINT by a killed art is cleaned first.`,
+		Flags: []cli.Flag{
+			dbFlag(), durabilityFlag(),
+			&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Usage: "host workspace `DIR` to capture as the lower layer"},
+			branchFlag("branch to serve"),
+			&cli.StringFlag{Name: "at", Usage: "serve the state at `REV` (requires --read-only)"},
+			&cli.BoolFlag{Name: "read-only", Usage: "refuse every change (EROFS)"},
+			&cli.BoolFlag{Name: "allow-other", Usage: "let other users (the sandbox's uid) use the mount"},
+			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request to stderr"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("mount takes exactly one MOUNTPOINT")
+			}
+			if c.IsSet("at") && !c.Bool("read-only") {
+				return usagef("--at serves a past state and needs --read-only (to change it, art branch NAME --from REV)")
+			}
+			if c.IsSet("at") && c.IsSet("mount") {
+				return usagef("--at and -m do not combine: a past state already holds its workspace")
+			}
+			mnt := c.Args().First()
+			db, err := openStore(c, true)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ctx := c.Context
+			branch := c.String("branch")
+			if c.IsSet("at") {
+				st, err := db.Resolve(ctx, c.String("at"), branch)
+				if err != nil {
+					return err
+				}
+				tmp, err := db.CreateTempBranch(ctx, st)
+				if err != nil {
+					return err
+				}
+				defer db.DeleteBranch(ctx, tmp.Name)
+				branch = tmp.Name
+			} else if dir := c.String("mount"); dir != "" {
+				st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: dir, Branch: branch, Warn: e.stderr,
+					Message: "capture lower layer for mount"})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files\n", dir, st.New, st.Changed, st.Deleted)
+			}
+			fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, ReadOnly: c.Bool("read-only"),
+				AllowOther: c.Bool("allow-other"), Debug: c.Bool("debug"), Description: "mount " + mnt})
+			if err != nil {
+				return err
+			}
+			what := "branch " + c.String("branch")
+			if c.IsSet("at") {
+				what = "state " + c.String("at") + " (read-only)"
+			}
+			fmt.Fprintf(e.stderr, "serving %s at %s; fast paths: %s\n", what, mnt, strings.Join(fsys.FastPaths(), ", "))
+			fmt.Fprintln(e.stderr, "press Ctrl-C (or send SIGTERM) to unmount")
+			done := make(chan struct{})
+			go func() { fsys.Wait(); close(done) }()
+			select {
+			case <-ctx.Done():
+			case <-done: // unmounted from outside (fusermount -u, umount)
+			}
+			// The signal cancelled ctx; the final journaling must still happen.
+			if err := fsys.Unmount(context.WithoutCancel(ctx)); err != nil {
+				return fmt.Errorf("unmount %s: %w", mnt, err)
+			}
+			fmt.Fprintf(e.stderr, "unmounted %s\n", mnt)
+			return nil
+		},
+	}
+}
