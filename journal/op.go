@@ -154,25 +154,34 @@ func (op *Op) Update(ctx context.Context, fn func(*Tx) error) error {
 }
 
 func (op *Op) updateTx(ctx context.Context, tx *sql.Tx, fn func(*Tx) error) error {
+	t, err := op.openTx(ctx, tx)
+	if err != nil {
+		return err
+	}
+	defer t.p.close()
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.flush(tx)
+}
+
+// openTx loads the branch's head into a new Tx on tx.
+func (op *Op) openTx(ctx context.Context, tx *sql.Tx) (*Tx, error) {
 	var headSeq, count, nextIno int64
 	var head []byte
 	var deleted sql.NullInt64
 	err := tx.QueryRowContext(ctx, `SELECT head_seq, head_hash, event_count, next_ino, deleted_ns FROM branches WHERE id = ?`, op.BranchID).
 		Scan(&headSeq, &head, &count, &nextIno, &deleted)
 	if err != nil {
-		return fmt.Errorf("branch %s: %w", op.Branch, err)
+		return nil, fmt.Errorf("branch %s: %w", op.Branch, err)
 	}
 	if deleted.Valid {
-		return fmt.Errorf("%w: %s was deleted", ErrBranchNotFound, op.Branch)
+		return nil, fmt.Errorf("%w: %s was deleted", ErrBranchNotFound, op.Branch)
 	}
 	p := newProj(ctx, tx, op.db.objs, op.BranchID, nextIno, op.db.now())
-	defer p.close()
 	t := &Tx{db: op.db, p: p, op: op, headSeq: headSeq, count: count}
 	copy(t.head[:], head)
-	if err := fn(t); err != nil {
-		return err
-	}
-	return t.flush(tx)
+	return t, nil
 }
 
 // End closes the op, recording the branch head and an optional exit status.

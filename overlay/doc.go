@@ -14,6 +14,13 @@
 // in one transaction (coalesced per open file, never per write request).
 // fsync returns only once that transaction is durable.
 //
-// Lock order: node.jmu (journaling of one file) before node.mu (its
-// in-memory state). The daemon never touches its own mount.
+// Journal access goes through one journal.Batch (group commit): changes
+// share a transaction that commits within 5 ms, and always before a
+// close, fsync or unmount returns.
+//
+// Lock order: node.jmu (journaling of one file), then node.mu (its
+// in-memory state), then the batch's lock (inside FS.tx). Code running
+// inside a journal transaction never takes a node lock; it collects what
+// it read and applies it afterwards. The daemon never touches its own
+// mount.
 package overlay

@@ -24,7 +24,11 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 		return err
 	}
 	defer f.Close()
-	if err := n.fsys.db.Objects().WriteSparse(ctx, n.attr.Content, f); err != nil {
+	// Read through the shared transaction: the content may have been
+	// journaled moments ago and not be committed yet.
+	content := n.attr.Content
+	err = n.fsys.tx(ctx, func(tx *journal.Tx) error { return tx.Objects().WriteSparse(ctx, content, f) })
+	if err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("open inode %d: %w", n.ino, err)
 	}
@@ -79,7 +83,7 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		if durable {
 			return n.fsys.sync()
 		}
-		return nil
+		return n.fsys.commit()
 	}
 	n.mu.Lock()
 	upper, mtime := n.upper, n.attr.MTime
@@ -119,7 +123,7 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	if durable {
 		return n.fsys.sync()
 	}
-	return nil
+	return n.fsys.commit()
 }
 
 // handle is an open file: a real fd on the private copy, with the content
@@ -166,15 +170,17 @@ func (n *node) changed(ctx context.Context) {
 	mode := n.attr.Mode &^ (syscall.S_ISUID | syscall.S_ISGID)
 	n.mu.Unlock()
 	if uid, _ := caller(ctx); kill && uid != 0 {
-		n.fsys.tx(ctx, func(tx *journal.Tx) error {
-			jn, err := tx.SetAttr(n.ino, journal.SetMode, journal.Attr{Mode: mode})
-			if err == nil {
-				n.mu.Lock()
-				n.attr.Mode = jn.Mode
-				n.mu.Unlock()
-			}
+		var jn journal.Node
+		err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+			var err error
+			jn, err = tx.SetAttr(n.ino, journal.SetMode, journal.Attr{Mode: mode})
 			return err
 		})
+		if err == nil {
+			n.mu.Lock()
+			n.attr.Mode = jn.Mode
+			n.mu.Unlock()
+		}
 	}
 }
 

@@ -40,6 +40,7 @@ type Options struct {
 type FS struct {
 	db       *journal.DB
 	op       *journal.Op
+	batch    *journal.Batch
 	server   *fuse.Server
 	upperDir string
 	ownUpper bool
@@ -80,6 +81,10 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	f.op = op
+	// Group commit: namespace and metadata changes share a transaction
+	// that commits within a few milliseconds, and always before a close,
+	// fsync or unmount returns.
+	f.batch = op.NewBatch(5*time.Millisecond, 1000)
 	var jn journal.Node
 	if err := f.tx(ctx, func(tx *journal.Tx) error {
 		var err error
@@ -190,12 +195,17 @@ func (f *FS) Unmount(ctx context.Context) error {
 	if f.changed.Load() && f.op != nil {
 		// The session's end state is a snapshot, so art log shows it and
 		// main~1 is the state before it.
-		serr := f.op.Update(ctx, func(tx *journal.Tx) error {
+		serr := f.batch.Update(ctx, func(tx *journal.Tx) error {
 			_, err := tx.Snapshot(f.op.Description)
 			return err
 		})
 		if err == nil {
 			err = serr
+		}
+	}
+	if f.batch != nil {
+		if cerr := f.batch.Commit(); err == nil {
+			err = cerr
 		}
 	}
 	if eerr := f.end(ctx); err == nil {
@@ -241,7 +251,7 @@ func (f *FS) journalAll(ctx context.Context) error {
 // read-only mount a transaction that would append an event fails with
 // EROFS and changes nothing (the kernel's "ro" refuses most earlier).
 func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
-	return f.op.Update(context.WithoutCancel(ctx), func(tx *journal.Tx) error {
+	return f.batch.Update(ctx, func(tx *journal.Tx) error {
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -255,8 +265,16 @@ func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
 	})
 }
 
-// sync makes every committed transaction durable.
-func (f *FS) sync() error { return f.db.Sync() }
+// commit commits every change made so far.
+func (f *FS) commit() error { return f.batch.Commit() }
+
+// sync commits every change made so far and makes it durable.
+func (f *FS) sync() error {
+	if err := f.batch.Commit(); err != nil {
+		return err
+	}
+	return f.db.Sync()
+}
 
 // emptyManifest is the id of the empty file's manifest, stored once.
 func (f *FS) emptyManifest(tx *journal.Tx, ctx context.Context) (cas.ID, error) {

@@ -360,31 +360,45 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 
 // refresh reloads the in-memory state of live nodes from the journal.
 func (n *node) refresh(ctx context.Context, inos ...int64) syscall.Errno {
-	return toErrno(n.fsys.tx(ctx, func(tx *journal.Tx) error {
-		for _, ino := range inos {
-			if ino == 0 {
-				continue
-			}
-			n.fsys.mu.Lock()
-			c := n.fsys.nodes[ino]
-			n.fsys.mu.Unlock()
-			if c == nil {
-				continue
-			}
-			jn, err := tx.Get(ino)
-			c.mu.Lock()
-			if errors.Is(err, syscall.ENOENT) {
-				c.nlink = 0
-			} else if err == nil {
-				c.nlink, c.ctime = jn.Nlink, jn.CTime
-			}
-			c.mu.Unlock()
-			if err != nil && !errors.Is(err, syscall.ENOENT) {
+	type state struct {
+		c     *node
+		jn    journal.Node
+		found bool
+	}
+	var states []state
+	for _, ino := range inos {
+		n.fsys.mu.Lock()
+		c := n.fsys.nodes[ino]
+		n.fsys.mu.Unlock()
+		if ino != 0 && c != nil {
+			states = append(states, state{c: c})
+		}
+	}
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		for i := range states {
+			jn, err := tx.Get(states[i].c.ino)
+			switch {
+			case err == nil:
+				states[i].jn, states[i].found = jn, true
+			case !errors.Is(err, syscall.ENOENT):
 				return err
 			}
 		}
 		return nil
-	}))
+	})
+	if err != nil {
+		return toErrno(err)
+	}
+	for _, s := range states { // node locks only outside the journal lock
+		s.c.mu.Lock()
+		if s.found {
+			s.c.nlink, s.c.ctime = s.jn.Nlink, s.jn.CTime
+		} else {
+			s.c.nlink = 0
+		}
+		s.c.mu.Unlock()
+	}
+	return 0
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {

@@ -1,0 +1,159 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Batch shares one write transaction among many small updates of an op's
+// branch (group commit). Each Update runs inside a SAVEPOINT, so an update
+// that fails leaves no trace while the others stand; the transaction
+// commits when Commit is called, MaxOps updates have accumulated, or
+// MaxDelay after the first uncommitted update.
+//
+// A Batch holds the store's write lock while it has uncommitted updates,
+// and its process's writer connection: every write of this process must go
+// through it (or follow Commit). Other processes wait at most MaxDelay plus
+// one update. Use from any goroutine; updates are serialized.
+type Batch struct {
+	op       *Op
+	maxDelay time.Duration
+	maxOps   int
+
+	mu      sync.Mutex
+	tx      *sql.Tx
+	t       *Tx
+	pending int
+	timer   *time.Timer
+	err     error // a failed background commit, reported by the next call
+}
+
+// NewBatch returns a Batch for op's branch.
+func (op *Op) NewBatch(maxDelay time.Duration, maxOps int) *Batch {
+	if maxOps <= 0 {
+		maxOps = 1000
+	}
+	return &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps}
+}
+
+// txState is what a rolled-back update must restore in memory.
+type txState struct {
+	head           [32]byte
+	headSeq, count int64
+	next, nextIno  int64
+	appended       int
+}
+
+func (t *Tx) save() txState {
+	return txState{head: t.head, headSeq: t.headSeq, count: t.count, next: t.next, nextIno: t.p.nextIno, appended: t.appended}
+}
+
+func (t *Tx) restore(s txState) {
+	t.head, t.headSeq, t.count, t.next, t.p.nextIno, t.appended = s.head, s.headSeq, s.count, s.next, s.nextIno, s.appended
+	clear(t.p.paths)
+}
+
+// Update runs fn against the shared transaction.
+func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.err; err != nil {
+		b.err = nil
+		return err
+	}
+	if b.tx == nil {
+		// The transaction outlives any one request: never tie it to a
+		// request's context (cancelling would roll everything back).
+		bg := context.Background()
+		tx, err := b.op.db.w.BeginTx(bg, nil)
+		if err != nil {
+			return fmt.Errorf("begin write: %w", err)
+		}
+		t, err := b.op.openTx(bg, tx)
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		b.tx, b.t = tx, t
+	}
+	b.t.p.now = b.op.db.now()
+	saved := b.t.save()
+	if _, err := b.tx.Exec(`SAVEPOINT u`); err != nil {
+		return b.abortLocked(err)
+	}
+	if err := fn(b.t); err != nil {
+		if _, rerr := b.tx.Exec(`ROLLBACK TO u; RELEASE u`); rerr != nil {
+			return b.abortLocked(rerr)
+		}
+		b.t.restore(saved)
+		return err
+	}
+	if _, err := b.tx.Exec(`RELEASE u`); err != nil {
+		return b.abortLocked(err)
+	}
+	b.pending++
+	if b.pending >= b.maxOps {
+		return b.commitLocked()
+	}
+	if b.timer == nil && b.maxDelay > 0 {
+		b.timer = time.AfterFunc(b.maxDelay, func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.timer = nil
+			if err := b.commitLocked(); err != nil && b.err == nil {
+				b.err = err
+			}
+		})
+	}
+	return nil
+}
+
+// Commit commits the shared transaction now (a no-op when nothing is
+// pending). After it returns, every earlier Update is committed.
+func (b *Batch) Commit() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.err; err != nil {
+		b.err = nil
+		return err
+	}
+	return b.commitLocked()
+}
+
+func (b *Batch) commitLocked() error {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	if b.tx == nil {
+		return nil
+	}
+	tx, t := b.tx, b.t
+	b.tx, b.t, b.pending = nil, nil, 0
+	defer t.p.close()
+	if err := t.flush(tx); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("commit batch: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit batch: %w", err)
+	}
+	return nil
+}
+
+// abortLocked rolls the whole transaction back after SQLite itself failed.
+func (b *Batch) abortLocked(err error) error {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	if b.tx != nil {
+		b.t.p.close()
+		b.tx.Rollback()
+	}
+	b.tx, b.t, b.pending = nil, nil, 0
+	return fmt.Errorf("batch: %w (uncommitted updates lost)", err)
+}
