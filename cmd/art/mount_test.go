@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/artrt/art/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// buildArt builds cmd/art once per test binary.
+var builtArt string
+
+func artBinary(t *testing.T) string {
+	t.Helper()
+	if builtArt != "" {
+		return builtArt
+	}
+	dir, err := os.MkdirTemp("", "art-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "art")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	builtArt = bin
+	return bin
+}
+
+// startMount runs `art mount` in the background and waits until it serves.
+func startMount(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(artBinary(t), append([]string{"mount"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var all strings.Builder
+		for sc.Scan() {
+			all.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "serving ") {
+				ready <- ""
+			}
+		}
+		ready <- all.String()
+	}()
+	select {
+	case out := <-ready:
+		if out != "" {
+			t.Fatalf("art mount exited before serving:\n%s", out)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("art mount did not start serving")
+	}
+	return cmd
+}
+
+func TestMountSurvivesKill9(t *testing.T) {
+	testutil.RequireFUSE(t)
+	base := t.TempDir()
+	ws, db := filepath.Join(base, "ws"), filepath.Join(base, "ws.db")
+	writeFile(t, filepath.Join(ws, "lower.txt"), "from the host\n")
+	mnt := filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) }) // if the test fails midway
+
+	cmd := startMount(t, "-d", db, "-m", ws, mnt)
+	// The lower layer is visible, and a file written and closed...
+	if b, err := os.ReadFile(filepath.Join(mnt, "ws", "lower.txt")); err != nil || string(b) != "from the host\n" {
+		t.Fatalf("lower file through the mount: %q %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "ws", "agent.txt"), []byte("written by the agent\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(mnt, "ws", "newdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(mnt, "ws", "newdir", "synced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("fsynced\n")
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// ...survives kill -9 of the daemon, even with this one still open.
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	f.Close()
+	if got := mustArt(t, "cat", "-d", db, "main:ws/agent.txt"); got != "written by the agent\n" {
+		t.Fatalf("closed file after kill -9: %q", got)
+	}
+	if got := mustArt(t, "cat", "-d", db, "main:ws/newdir/synced"); got != "fsynced\n" {
+		t.Fatalf("fsynced file after kill -9: %q", got)
+	}
+	// The next mount finds the stale mount and takes its place.
+	cmd = startMount(t, "-d", db, mnt)
+	if b, err := os.ReadFile(filepath.Join(mnt, "ws", "agent.txt")); err != nil || string(b) != "written by the agent\n" {
+		t.Fatalf("after remount: %q %v", b, err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("art mount after SIGINT: %v", err)
+	}
+	if out := mustArt(t, "verify", "-d", db, "--rebuild"); !strings.HasSuffix(out, "ok\n") {
+		t.Fatalf("verify:\n%s", out)
+	}
+}
+
+func TestMountReadOnlyPastState(t *testing.T) {
+	testutil.RequireFUSE(t)
+	ws, db := newWorkspace(t)
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	writeFile(t, filepath.Join(ws, "main.py"), "print('v2')\n")
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	os.Mkdir(mnt, 0o755)
+	cmd := startMount(t, "-d", db, "--at", "main~1", "--read-only", mnt)
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if got := mustArt(t, "branch", "-d", db); strings.Contains(got, "tmp") {
+			t.Errorf("temporary branch left behind:\n%s", got)
+		}
+	}()
+	if b, err := os.ReadFile(filepath.Join(mnt, "ws", "main.py")); err != nil || string(b) != "print('hello')\n" {
+		t.Fatalf("main~1:ws/main.py through a read-only mount: %q %v", b, err)
+	}
+	err := os.WriteFile(filepath.Join(mnt, "ws", "x"), []byte("no"), 0o644)
+	if !errorsIsErrno(err, syscall.EROFS) {
+		t.Fatalf("write to a read-only mount: %v, want EROFS", err)
+	}
+}
+
+func errorsIsErrno(err error, want syscall.Errno) bool {
+	var pe *os.PathError
+	if e, ok := err.(*os.PathError); ok {
+		pe = e
+	}
+	return pe != nil && pe.Err == want
+}
