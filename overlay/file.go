@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/artrt/art/cas"
@@ -33,6 +35,7 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 		return fmt.Errorf("open inode %d: %w", n.ino, err)
 	}
 	n.upper = f.Name()
+	n.fsys.stats.copies.Add(1)
 	return nil
 }
 
@@ -48,6 +51,17 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if n.fsys.readOnly && flags&(syscall.O_ACCMODE|syscall.O_TRUNC) != syscall.O_RDONLY {
 		return nil, 0, syscall.EROFS
+	}
+	if flags&(syscall.O_ACCMODE|syscall.O_TRUNC) == syscall.O_RDONLY && n.upper == "" {
+		if fd := n.openLowerLocked(ctx); fd >= 0 {
+			n.opens++
+			n.fsys.stats.lowerOpens.Add(1)
+			// A plain loopback handle: go-fuse may register it as the
+			// inode's passthrough backing file. Only lower files ever are:
+			// a backing file stays with the inode, and an upper copy may
+			// be replaced.
+			return &lowerHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), n: n}, fuse.FOPEN_KEEP_CACHE, 0
+		}
 	}
 	if err := n.ensureUpperLocked(ctx); err != nil {
 		return nil, 0, toErrno(err)
@@ -72,6 +86,58 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// The kernel's page cache stays valid across opens: every change to
 	// this file passes through it.
 	return h, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// openLowerLocked opens the host file this node was imported from, if the
+// node still holds exactly what the import recorded and the host file is
+// unchanged since; otherwise it returns -1. The caller holds n.mu.
+func (n *node) openLowerLocked(ctx context.Context) int {
+	f := n.fsys
+	if f.lower == "" {
+		return -1
+	}
+	p := n.Path(nil)
+	if !strings.HasPrefix(p, f.lowerPfx) {
+		return -1
+	}
+	host := filepath.Join(f.lower, p[len(f.lowerPfx):])
+	content := n.attr.Content
+	var c journal.StatCache
+	var ok bool
+	err := f.tx(ctx, func(tx *journal.Tx) error {
+		var err error
+		c, ok, err = tx.StatCache("/" + p)
+		return err
+	})
+	if err != nil || !ok || c.Manifest != content {
+		return -1
+	}
+	fd, err := syscall.Open(host, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size != c.Size ||
+		st.Mtim.Nano() != c.MTime || st.Ctim.Nano() != c.CTime || st.Ino != c.Ino {
+		syscall.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// lowerHandle reads an unmodified host file. It never writes (the open
+// was read-only), so nothing is journaled.
+type lowerHandle struct {
+	*fs.LoopbackFile
+	n *node
+}
+
+func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
+	errno := h.LoopbackFile.Release(ctx)
+	h.n.mu.Lock()
+	h.n.opens--
+	h.n.mu.Unlock()
+	return errno
 }
 
 // journal records the file's current content if it changed. With durable,

@@ -30,6 +30,12 @@ type Options struct {
 	// AllowOther lets users other than the mounting one use the mount
 	// (the sandbox runs as another uid).
 	AllowOther bool
+	// Lower is the host workspace captured into the branch under
+	// /<base name of Lower>/ before mounting. Files still equal to what
+	// that import recorded are read from it directly (with FUSE
+	// passthrough where the kernel and privileges allow) instead of being
+	// copied out of the store.
+	Lower string
 	// ReadOnly serves the branch without allowing changes (EROFS).
 	ReadOnly bool
 	// Debug logs every FUSE request.
@@ -46,11 +52,14 @@ type FS struct {
 	ownUpper bool
 	statDir  string
 	readOnly bool
+	lower    string // host workspace, "" for none
+	lowerPfx string // its path in the store, "ws/"
 
 	emptyOnce sync.Once
 	empty     cas.ID
 
 	changed atomic.Bool // some transaction appended events
+	stats   struct{ lowerOpens, copies atomic.Int64 }
 
 	mu    sync.Mutex
 	nodes map[int64]*node // live nodes by art inode, for journaling at unmount
@@ -68,6 +77,13 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	f := &FS{db: opts.DB, nodes: map[int64]*node{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly}
+	if opts.Lower != "" {
+		abs, err := filepath.Abs(opts.Lower)
+		if err != nil {
+			return nil, err
+		}
+		f.lower, f.lowerPfx = abs, filepath.Base(abs)+"/"
+	}
 	if f.upperDir == "" {
 		d, err := os.MkdirTemp("", "art-upper-")
 		if err != nil {
@@ -150,6 +166,17 @@ func CleanStale(mountpoint string) error {
 	return nil
 }
 
+// Stats counts how file opens were served.
+type Stats struct {
+	LowerOpens int64 // read-only opens served from the host file
+	Copies     int64 // files copied out of the store into a private copy
+}
+
+// Stats reports counters since the mount.
+func (f *FS) Stats() Stats {
+	return Stats{LowerOpens: f.stats.lowerOpens.Load(), Copies: f.stats.copies.Load()}
+}
+
 // FastPaths describes the performance features in force on this mount.
 func (f *FS) FastPaths() []string {
 	in := f.server.KernelSettings()
@@ -169,7 +196,9 @@ func (f *FS) FastPaths() []string {
 			out = append(out, c.name)
 		}
 	}
-	out = append(out, "passthrough=off (not yet used: writes must be seen to be journaled)")
+	if f.lower != "" {
+		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it)")
+	}
 	return out
 }
 

@@ -68,7 +68,7 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 				}
 				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files\n", dir, st.New, st.Changed, st.Deleted)
 			}
-			fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, ReadOnly: c.Bool("read-only"),
+			fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: c.String("mount"), ReadOnly: c.Bool("read-only"),
 				AllowOther: c.Bool("allow-other"), Debug: c.Bool("debug"), Description: "mount " + mnt})
 			if err != nil {
 				return err

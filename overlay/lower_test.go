@@ -1,0 +1,160 @@
+package overlay_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/artrt/art/internal/testutil"
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/overlay"
+	"github.com/artrt/art/workspace"
+)
+
+// mountLower captures host dir ws into a store and mounts it with ws as
+// the lower layer; remount reuses the store.
+type lowerSetup struct {
+	t      *testing.T
+	dbPath string
+	ws     string
+	mnt    string
+	db     *journal.DB
+	fsys   *overlay.FS
+}
+
+func newLower(t *testing.T, files map[string]string) *lowerSetup {
+	testutil.RequireFUSE(t)
+	base := t.TempDir()
+	s := &lowerSetup{t: t, dbPath: filepath.Join(base, "s.db"), ws: filepath.Join(base, "ws"), mnt: filepath.Join(base, "mnt")}
+	for p, c := range files {
+		full := filepath.Join(s.ws, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Old mtimes: outside import's racy-clean window, so the stat cache
+	// (and with it lower reads) applies.
+	filepath.Walk(s.ws, func(p string, _ os.FileInfo, _ error) error {
+		return os.Chtimes(p, testTime, testTime)
+	})
+	os.Mkdir(s.mnt, 0o755)
+	s.mount(true)
+	t.Cleanup(func() { s.unmount() })
+	return s
+}
+
+func (s *lowerSetup) mount(capture bool) {
+	ctx := context.Background()
+	db, err := journal.Open(ctx, s.dbPath, journal.Options{Create: true})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if capture {
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: s.ws}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	fsys, err := overlay.Mount(ctx, s.mnt, overlay.Options{DB: db, Lower: s.ws})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.db, s.fsys = db, fsys
+}
+
+func (s *lowerSetup) unmount() {
+	if s.fsys == nil {
+		return
+	}
+	if err := s.fsys.Unmount(context.Background()); err != nil {
+		s.t.Errorf("unmount: %v", err)
+	}
+	s.db.Close()
+	s.fsys = nil
+}
+
+func (s *lowerSetup) remount() { s.unmount(); s.mount(false) }
+
+func (s *lowerSetup) read(p string) string {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.mnt, "ws", p))
+	if err != nil {
+		s.t.Fatalf("read %s: %v", p, err)
+	}
+	return string(b)
+}
+
+func TestLowerLayer(t *testing.T) {
+	s := newLower(t, map[string]string{
+		"a.txt": "lower a\n", "b.txt": "lower b\n", "dir/x": "x\n", "dir/sub/y": "y\n", "gone/z": "z\n", "empty/.keep": "",
+	})
+	if got := s.read("a.txt"); got != "lower a\n" {
+		t.Fatalf("a.txt = %q", got)
+	}
+	if st := s.fsys.Stats(); st.LowerOpens != 1 || st.Copies != 0 {
+		t.Fatalf("reading an unmodified lower file: %+v, want 1 lower open and no copy", st)
+	}
+	// The host changes a file after the capture: the mount keeps serving
+	// the captured bytes (every snapshot is self-contained).
+	if err := os.WriteFile(filepath.Join(s.ws, "b.txt"), []byte("host changed b after capture\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.read("b.txt"); got != "lower b\n" {
+		t.Fatalf("b.txt after a host change = %q, want the captured content", got)
+	}
+	if st := s.fsys.Stats(); st.LowerOpens != 1 || st.Copies != 1 {
+		t.Fatalf("reading a lower file changed on the host: %+v, want it copied from the store", st)
+	}
+	m := func(p string) string { return filepath.Join(s.mnt, "ws", p) }
+	// Edit a lower file, rename and remove lower files and directories.
+	if err := os.WriteFile(m("a.txt"), []byte("edited in the mount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m("dir"), m("moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(m("gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m("empty/.keep")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m("empty")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(m("gone"), 0o755); err != nil { // re-created name: no old content
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if got := s.read("a.txt"); got != "edited in the mount\n" {
+			t.Fatalf("%s: a.txt = %q", when, got)
+		}
+		if got := s.read("moved/sub/y"); got != "y\n" {
+			t.Fatalf("%s: moved/sub/y = %q", when, got)
+		}
+		for _, p := range []string{"dir", "empty", "gone/z"} {
+			if _, err := os.Lstat(m(p)); !os.IsNotExist(err) {
+				t.Fatalf("%s: %s exists (%v)", when, p, err)
+			}
+		}
+		if ents, err := os.ReadDir(m("gone")); err != nil || len(ents) != 0 {
+			t.Fatalf("%s: re-created gone/ = %v %v, want empty", when, ents, err)
+		}
+	}
+	check("mounted")
+	// The host workspace is untouched.
+	if b, _ := os.ReadFile(filepath.Join(s.ws, "a.txt")); string(b) != "lower a\n" {
+		t.Fatalf("host a.txt changed: %q", b)
+	}
+	s.remount()
+	check("after remount")
+	if rep, err := s.db.Verify(context.Background(), journal.VerifyOptions{Rebuild: true}); err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+}
+
+// testTime is well outside import's racy-clean window.
+var testTime = time.Now().Add(-time.Hour)
