@@ -196,6 +196,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 type FileStats struct {
 	Chunks, NewChunks int
 	Bytes, NewBytes   int64
+	Size              int64 // the file's length, holes included (the manifest's Size)
 }
 
 // chunkBufs recycles Chunker buffers across PutFile calls: ingesting a tree
@@ -407,6 +408,7 @@ func (s *Store) putManifest(ctx context.Context, m *Manifest, st *FileStats) (ID
 		return ID{}, *st, fmt.Errorf("put file: %w", err)
 	}
 	st.NewBytes += n
+	st.Size = m.Size
 	return id, *st, nil
 }
 

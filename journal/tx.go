@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"database/sql"
 	"fmt"
 	"syscall"
@@ -402,6 +403,38 @@ func (t *Tx) StatCache(path string) (StatCache, bool, error) {
 	}
 	copy(c.Manifest[:], m)
 	return c, true, nil
+}
+
+// StatCacheDir returns the cached host stats of the direct children of
+// store directory dir ("/ws/src"), by name: one range query instead of one
+// per file.
+func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
+	lo := []byte(dir + "/")
+	hi := []byte(dir + "0") // '0' follows '/'
+	s, err := t.p.stmt(`SELECT path, size, mtime_ns, ctime_ns, host_ino, manifest FROM import_cache WHERE branch = ? AND path >= ? AND path < ?`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.QueryContext(t.p.ctx, t.op.BranchID, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]StatCache{}
+	for rows.Next() {
+		var path, m []byte
+		var c StatCache
+		if err := rows.Scan(&path, &c.Size, &c.MTime, &c.CTime, &c.Ino, &m); err != nil {
+			return nil, err
+		}
+		name := path[len(lo):]
+		if bytes.IndexByte(name, '/') >= 0 {
+			continue // deeper down
+		}
+		copy(c.Manifest[:], m)
+		out[string(name)] = c
+	}
+	return out, rows.Err()
 }
 
 // SetStatCache records the host stat of a store path.

@@ -68,6 +68,7 @@ type importer struct {
 	ctx   context.Context
 	db    *journal.DB
 	op    *journal.Op
+	batch *journal.Batch
 	opts  ImportOptions
 	name  string
 	stats ImportStats
@@ -104,8 +105,15 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		return ImportStats{}, err
 	}
 	im := &importer{ctx: ctx, db: db, op: op, opts: opts, name: name, links: map[[2]uint64]int64{},
-		start: time.Now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn)}
+		start: time.Now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn),
+		// Directories share transactions, 64 at a time: statements stay
+		// prepared and commits are amortized, while other writers of the
+		// store wait at most one group.
+		batch: op.NewBatch(0, 64)}
 	err = im.run(abs)
+	if cerr := im.batch.Commit(); err == nil {
+		err = cerr
+	}
 	status := 0
 	if err != nil {
 		status = 1
@@ -125,7 +133,7 @@ func orDiscard(w io.Writer) io.Writer {
 
 func (im *importer) run(abs string) error {
 	var wsIno int64
-	err := im.op.Update(im.ctx, func(tx *journal.Tx) error {
+	err := im.batch.Update(im.ctx, func(tx *journal.Tx) error {
 		if err := tx.Record(journal.Event{Kind: journal.EvBegin, Text: "push " + abs}); err != nil {
 			return err
 		}
@@ -158,7 +166,7 @@ func (im *importer) run(abs string) error {
 	if err := im.dir(abs, "/"+im.name, wsIno); err != nil {
 		return err
 	}
-	return im.op.Update(im.ctx, func(tx *journal.Tx) error {
+	return im.batch.Update(im.ctx, func(tx *journal.Tx) error {
 		// The workspace directory's own attributes last: importing its
 		// children does not touch them.
 		a, err := hostAttr(abs, nil)
@@ -311,7 +319,7 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 		attr        journal.Attr
 	}
 	var subs []sub
-	err = im.op.Update(im.ctx, func(tx *journal.Tx) error {
+	err = im.batch.Update(im.ctx, func(tx *journal.Tx) error {
 		subs = subs[:0]
 		have, err := tx.ReadDir(dirIno)
 		if err != nil {
@@ -320,6 +328,10 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 		byName := make(map[string]journal.Node, len(have))
 		for _, d := range have {
 			byName[string(d.Name)] = d.Node
+		}
+		cache, err := tx.StatCacheDir(storePath)
+		if err != nil {
+			return err
 		}
 		seen := make(map[string]bool, len(host))
 		for i := range host {
@@ -378,13 +390,14 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 					if n, err = tx.Create(dirIno, e.name, a); err != nil {
 						return err
 					}
-				} else if err := im.syncAttr(tx, n.Ino, a); err != nil {
+				} else if err := im.syncNode(tx, &n, a); err != nil {
 					return err
 				}
 				fmt.Fprintf(im.out, "LINK %s -> %s (ino %d)\n", sp, target, n.Ino)
 			case cas.EntryFile:
 				im.stats.Files++
-				ino, err := im.file(tx, dirIno, e, hp, sp, a, old, exists)
+				c, cached := cache[string(e.name)]
+				ino, err := im.file(tx, dirIno, e, hp, sp, a, old, exists, c, cached)
 				if err != nil {
 					return err
 				}
@@ -416,7 +429,7 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 		if err != nil {
 			return err
 		}
-		if err := im.op.Update(im.ctx, func(tx *journal.Tx) error { return im.syncAttr(tx, s.ino, a) }); err != nil {
+		if err := im.batch.Update(im.ctx, func(tx *journal.Tx) error { return im.syncAttr(tx, s.ino, a) }); err != nil {
 			return err
 		}
 	}
@@ -458,7 +471,8 @@ func (im *importer) remove(tx *journal.Tx, dir int64, name []byte, n *journal.No
 }
 
 // file imports one regular file, returning its art inode.
-func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool) (int64, error) {
+func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool,
+	c journal.StatCache, cached bool) (int64, error) {
 	key := [2]uint64{e.st.Dev, e.st.Ino}
 	if e.st.Nlink > 1 {
 		if ino, ok := im.links[key]; ok {
@@ -480,7 +494,7 @@ func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string,
 			return n.Ino, nil
 		}
 	}
-	ino, err := im.content(tx, dir, e, hp, sp, a, old, exists)
+	ino, err := im.content(tx, dir, e, hp, sp, a, old, exists, c, cached)
 	if err != nil {
 		return 0, err
 	}
@@ -490,17 +504,12 @@ func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string,
 	return ino, nil
 }
 
-func (im *importer) content(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool) (int64, error) {
+func (im *importer) content(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool,
+	c journal.StatCache, cached bool) (int64, error) {
 	ctime := e.st.Ctim.Sec*1e9 + e.st.Ctim.Nsec
-	if exists {
-		c, ok, err := tx.StatCache(sp)
-		if err != nil {
-			return 0, err
-		}
-		if ok && c.Size == e.st.Size && c.MTime == a.MTime && c.CTime == ctime && c.Ino == e.st.Ino && c.Manifest == old.Content {
-			im.stats.Unchanged++
-			return old.Ino, im.syncAttr(tx, old.Ino, a)
-		}
+	if exists && cached && c.Size == e.st.Size && c.MTime == a.MTime && c.CTime == ctime && c.Ino == e.st.Ino && c.Manifest == old.Content {
+		im.stats.Unchanged++
+		return old.Ino, im.syncNode(tx, &old, a)
 	}
 	// O_NOFOLLOW and O_NONBLOCK: if the name was swapped for a symlink or
 	// a fifo since lstat, fail or return at once instead of following or
@@ -524,13 +533,9 @@ func (im *importer) content(tx *journal.Tx, dir int64, e *hostEntry, hp, sp stri
 	if err != nil {
 		return 0, fmt.Errorf("import %s: %w", hp, err)
 	}
-	m, err := tx.Objects().GetManifest(im.ctx, id)
-	if err != nil {
-		return 0, err
-	}
 	im.stats.BytesRead += fs.Bytes
 	im.stats.BytesStored += fs.NewBytes
-	a.Kind, a.Content, a.Size = cas.EntryFile, id, m.Size
+	a.Kind, a.Content, a.Size = cas.EntryFile, id, fs.Size
 	var n journal.Node
 	if exists {
 		if old.Content != id || old.Size != a.Size {
@@ -542,7 +547,7 @@ func (im *importer) content(tx *journal.Tx, dir int64, e *hostEntry, hp, sp stri
 			im.stats.Unchanged++
 			n = old
 		}
-		if err := im.syncAttr(tx, old.Ino, a); err != nil {
+		if err := im.syncNode(tx, &n, a); err != nil {
 			return 0, err
 		}
 	} else {
@@ -569,6 +574,11 @@ func (im *importer) syncAttr(tx *journal.Tx, ino int64, a journal.Attr) error {
 	if err != nil {
 		return err
 	}
+	return im.syncNode(tx, &n, a)
+}
+
+// syncNode is syncAttr for a node the caller has just read.
+func (im *importer) syncNode(tx *journal.Tx, n *journal.Node, a journal.Attr) error {
 	var mask uint32
 	if n.Mode != a.Mode && n.Kind != cas.EntrySymlink {
 		mask |= journal.SetMode
@@ -588,7 +598,7 @@ func (im *importer) syncAttr(tx *journal.Tx, ino int64, a journal.Attr) error {
 	if mask == 0 {
 		return nil
 	}
-	_, err = tx.SetAttr(ino, mask, a)
+	_, err := tx.SetAttr(n.Ino, mask, a)
 	return err
 }
 
