@@ -61,8 +61,9 @@ type FS struct {
 	changed atomic.Bool // some transaction appended events
 	stats   struct{ lowerOpens, copies atomic.Int64 }
 
-	mu    sync.Mutex
-	nodes map[int64]*node // live nodes by art inode, for journaling at unmount
+	mu      sync.Mutex
+	nodes   map[int64]*node    // live nodes by art inode, for journaling at unmount
+	touched map[*node]struct{} // directories whose entries changed (mtime to journal)
 }
 
 // Mount serves opts.Branch at mountpoint until Unmount.
@@ -76,7 +77,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	if err := CleanStale(mountpoint); err != nil {
 		return nil, err
 	}
-	f := &FS{db: opts.DB, nodes: map[int64]*node{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly}
+	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly}
 	if opts.Lower != "" {
 		abs, err := filepath.Abs(opts.Lower)
 		if err != nil {
@@ -259,17 +260,39 @@ func (f *FS) cleanup() {
 	}
 }
 
-// journalAll journals every dirty file (at unmount).
+// journalAll journals every dirty file and the mtimes of directories
+// whose entries changed (at unmount). Directory mtimes are recorded once
+// here rather than as an extra event on every create and unlink.
 func (f *FS) journalAll(ctx context.Context) error {
 	f.mu.Lock()
 	nodes := make([]*node, 0, len(f.nodes))
 	for _, n := range f.nodes {
 		nodes = append(nodes, n)
 	}
+	dirs := make([]*node, 0, len(f.touched))
+	for d := range f.touched {
+		dirs = append(dirs, d)
+	}
+	clear(f.touched)
 	f.mu.Unlock()
 	var errs []error
 	for _, n := range nodes {
 		if err := n.journal(ctx, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range dirs {
+		d.mu.Lock()
+		mtime := d.attr.MTime
+		d.mu.Unlock()
+		err := f.tx(ctx, func(tx *journal.Tx) error {
+			_, err := tx.SetAttr(d.ino, journal.SetMTime, journal.Attr{MTime: mtime})
+			if errors.Is(err, syscall.ENOENT) {
+				return nil // removed since
+			}
+			return err
+		})
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

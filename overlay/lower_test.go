@@ -145,12 +145,20 @@ func TestLowerLayer(t *testing.T) {
 		}
 	}
 	check("mounted")
+	fi, err := os.Stat(m("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirMTime := fi.ModTime()
 	// The host workspace is untouched.
 	if b, _ := os.ReadFile(filepath.Join(s.ws, "a.txt")); string(b) != "lower a\n" {
 		t.Fatalf("host a.txt changed: %q", b)
 	}
 	s.remount()
 	check("after remount")
+	if fi, err := os.Stat(m(".")); err != nil || !fi.ModTime().Equal(dirMTime) {
+		t.Fatalf("directory mtime after remount: %v, want %v (%v)", fi.ModTime(), dirMTime, err)
+	}
 	if rep, err := s.db.Verify(context.Background(), journal.VerifyOptions{Rebuild: true}); err != nil || !rep.OK() {
 		t.Fatalf("verify: %v %+v", err, rep)
 	}

@@ -231,6 +231,9 @@ func (n *node) touchDir() {
 	n.mu.Lock()
 	n.attr.MTime, n.ctime = now(), now()
 	n.mu.Unlock()
+	n.fsys.mu.Lock()
+	n.fsys.touched[n] = struct{}{}
+	n.fsys.mu.Unlock()
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
