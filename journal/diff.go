@@ -40,6 +40,10 @@ func (c *Change) ContentChanged() bool {
 // path order (a directory before its contents). Subtrees with equal ids are
 // skipped without being read, so the cost is proportional to what changed.
 // Everything below an added or deleted directory is reported too.
+// Hard-link group numbers are labels local to each root and are not
+// compared: a file whose content and metadata are unchanged is not reported
+// because it gained, lost or changed the other names it shares a node with
+// (those names are reported themselves).
 func Diff(ctx context.Context, objs *cas.Store, a, b cas.ID, fn func(Change) error) error {
 	if a == b {
 		return nil
@@ -147,7 +151,7 @@ func diffTrees(ctx context.Context, objs *cas.Store, prefix []byte, a, b cas.ID,
 
 func sameEntryMeta(a, b *cas.Entry) bool {
 	if a.Mode != b.Mode || a.UID != b.UID || a.GID != b.GID || !bytes.Equal(a.Link, b.Link) ||
-		a.LinkGroup != b.LinkGroup || len(a.Xattrs) != len(b.Xattrs) {
+		len(a.Xattrs) != len(b.Xattrs) {
 		return false
 	}
 	if a.Kind != cas.EntryDir && (a.MTime != b.MTime || a.Size != b.Size) {

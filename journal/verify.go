@@ -149,7 +149,7 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 		}
 		roots[st.Root] = "branch " + b.name
 		if opts.Rebuild {
-			if err := db.rebuild(ctx, b.id, b.name, b.headSeq, st.Root, rep); err != nil {
+			if err := db.rebuild(ctx, b.id, b.name, b.headSeq, rep); err != nil {
 				return nil, err
 			}
 		}
@@ -237,27 +237,42 @@ func (db *DB) verifyChain(ctx context.Context, branch int64, label string, head 
 	return int(n), nil
 }
 
-// rebuild replays branch's whole chain and compares with the live root.
-func (db *DB) rebuild(ctx context.Context, branch int64, name string, headSeq int64, live cas.ID, rep *VerifyReport) error {
+// rebuild replays branch's whole chain and compares the result with the
+// live projection, re-encoded from its rows: the tree ids cached in clean
+// directories are not trusted, or damage below them would go unseen.
+func (db *DB) rebuild(ctx context.Context, branch int64, name string, headSeq int64, rep *VerifyReport) error {
 	return db.writeTx(ctx, func(tx *sql.Tx) error {
 		root, err := db.materializeTx(ctx, tx, branch, headSeq, true)
 		if err != nil {
 			rep.Problems = append(rep.Problems, Problem{What: "chain", Branch: name, Detail: "replay: " + err.Error()})
 			return nil
 		}
-		if root == live {
-			return nil
-		}
-		rep.Problems = append(rep.Problems, Problem{What: "projection", Branch: name,
-			Detail: fmt.Sprintf("live tree %s differs from the journal's replay %s; projection rebuilt from the journal", live.Short(), root.Short())})
-		rep.Rebuilt = append(rep.Rebuilt, name)
 		var next int64
 		if err := tx.QueryRowContext(ctx, `SELECT next_ino FROM branches WHERE id = ?`, branch).Scan(&next); err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET state = ? WHERE branch = ? AND state = ?`, dirDirty, branch, dirClean); err != nil {
+			return err
+		}
 		p := newProj(ctx, tx, db.objs, branch, next, db.now())
 		defer p.close()
-		return p.reset(root)
+		live, err := p.computeRoot()
+		if err == nil && live == root {
+			return nil
+		}
+		detail := fmt.Sprintf("live tree %s differs from the journal's replay %s", live.Short(), root.Short())
+		if err != nil {
+			detail = fmt.Sprintf("live tree unreadable (%v)", err)
+		}
+		rep.Problems = append(rep.Problems, Problem{What: "projection", Branch: name,
+			Detail: detail + "; projection rebuilt from the journal"})
+		rep.Rebuilt = append(rep.Rebuilt, name)
+		if err := p.reset(root); err != nil {
+			return err
+		}
+		// reset loads the directories of hard-linked files, allocating inodes.
+		_, err = tx.ExecContext(ctx, `UPDATE branches SET next_ino = ? WHERE id = ?`, p.nextIno, branch)
+		return err
 	})
 }
 
