@@ -309,30 +309,33 @@ func (db *DB) Checkout(ctx context.Context, branch string, to State) (*Op, error
 // and ops already undone are skipped, so repeated undo walks further back.
 // It returns the op that was undone.
 func (db *DB) Undo(ctx context.Context, branch string) (undone OpInfo, err error) {
-	b, err := db.Branch(ctx, branch)
-	if err != nil {
-		return OpInfo{}, err
-	}
-	row := db.r.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops o WHERE o.branch = ? AND o.kind NOT IN ('undo', 'snapshot')
-		AND o.end_seq IS NOT NULL AND o.end_seq > o.before_seq
-		AND NOT EXISTS (SELECT 1 FROM ops u WHERE u.undoes = o.id) ORDER BY o.id DESC LIMIT 1`, b.ID)
-	undone, err = scanOp(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return OpInfo{}, fmt.Errorf("%w on branch %s", ErrNothingToUndo, branch)
-	}
-	if err != nil {
-		return OpInfo{}, err
-	}
-	if undone.Kind == "branch" || undone.BeforeSeq == 0 {
-		return OpInfo{}, fmt.Errorf("%w on branch %s: its last operation created it", ErrNothingToUndo, branch)
-	}
-	root, err := db.Materialize(ctx, b.ID, undone.BeforeSeq)
-	if err != nil {
-		return OpInfo{}, err
-	}
-	to := State{BranchID: b.ID, Branch: b.Name, Seq: undone.BeforeSeq, Root: root}
-	desc := fmt.Sprintf("undo op %d (%s)", undone.ID, undone.Description)
+	// One write transaction from choosing the op to recording the undo, so
+	// a concurrent write to the branch cannot slip in between and be
+	// silently reverted with it.
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		b, err := branchByName(ctx, tx, branch)
+		if err != nil {
+			return err
+		}
+		row := tx.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops o WHERE o.branch = ? AND o.kind NOT IN ('undo', 'snapshot')
+			AND o.end_seq IS NOT NULL AND o.end_seq > o.before_seq
+			AND NOT EXISTS (SELECT 1 FROM ops u WHERE u.undoes = o.id) ORDER BY o.id DESC LIMIT 1`, b.ID)
+		undone, err = scanOp(row)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w on branch %s", ErrNothingToUndo, branch)
+		}
+		if err != nil {
+			return err
+		}
+		if undone.Kind == "branch" || undone.BeforeSeq == 0 {
+			return fmt.Errorf("%w on branch %s: its last operation created it", ErrNothingToUndo, branch)
+		}
+		root, err := db.materializeTx(ctx, tx, b.ID, undone.BeforeSeq, false)
+		if err != nil {
+			return err
+		}
+		to := State{BranchID: b.ID, Branch: b.Name, Seq: undone.BeforeSeq, Root: root}
+		desc := fmt.Sprintf("undo op %d (%s)", undone.ID, undone.Description)
 		op, err := db.beginOpTx(ctx, tx, branch, "undo", desc)
 		if err != nil {
 			return err
@@ -345,5 +348,8 @@ func (db *DB) Undo(ctx context.Context, branch string) (undone OpInfo, err error
 		}
 		return op.endTx(ctx, tx, nil)
 	})
-	return undone, err
+	if err != nil {
+		return OpInfo{}, err
+	}
+	return undone, nil
 }

@@ -42,6 +42,9 @@ func (t *Tx) Get(ino int64) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
+	if err := t.p.fixNlink(n); err != nil {
+		return Node{}, err
+	}
 	return *n, nil
 }
 
@@ -49,6 +52,9 @@ func (t *Tx) Get(ino int64) (Node, error) {
 func (t *Tx) Lookup(parent int64, name []byte) (Node, error) {
 	n, err := t.p.child(parent, name)
 	if err != nil {
+		return Node{}, err
+	}
+	if err := t.p.fixNlink(n); err != nil {
 		return Node{}, err
 	}
 	return *n, nil
@@ -60,6 +66,26 @@ func (t *Tx) ReadDir(dir int64) ([]Dirent, error) {
 		return nil, err
 	}
 	return t.p.children(dir)
+}
+
+// fixNlink gives a directory that is not loaded yet its true link count
+// (2 + subdirectories, read from its tree): tools such as find may rely on
+// it to skip leaf directories. Loaded directories keep theirs up to date.
+func (p *proj) fixNlink(n *Node) error {
+	if !n.IsDir() || n.state != dirCollapsed {
+		return nil
+	}
+	t, err := p.objs.GetTree(p.ctx, n.Content)
+	if err != nil {
+		return err
+	}
+	n.Nlink = 2
+	for i := range t.Entries {
+		if t.Entries[i].Kind == cas.EntryDir {
+			n.Nlink++
+		}
+	}
+	return nil
 }
 
 // Resolve returns the node at path ("" is the root).
