@@ -31,7 +31,8 @@ const (
 	EvEnd         EventKind = 16 // an operation ends with Status
 	EvExec        EventKind = 17 // a process ran Text (argv, NUL-separated); PID, Value = cwd
 	EvSyscall     EventKind = 18 // a traced system call; Text = name, Value = decoded record
-	evKindMax               = EvSyscall
+	EvWriteData   EventKind = 19 // forensic: one write request to Path, Ranges[0], bytes in Attr.Content (a manifest); changes no state
+	evKindMax               = EvWriteData
 )
 
 var eventKindNames = [...]string{
@@ -39,6 +40,7 @@ var eventKindNames = [...]string{
 	EvMkdir: "mkdir", EvSymlink: "symlink", EvLink: "link", EvUnlink: "unlink", EvRmdir: "rmdir",
 	EvRename: "rename", EvSetattr: "setattr", EvWrite: "write", EvSetxattr: "setxattr",
 	EvRemovexattr: "removexattr", EvBegin: "begin", EvEnd: "end", EvExec: "exec", EvSyscall: "syscall",
+	EvWriteData: "writedata",
 }
 
 func (k EventKind) String() string {

@@ -321,10 +321,10 @@ func (t *Tx) RemoveXattr(ino int64, name string) error {
 }
 
 // Record appends an event that does not change the tree (EvBegin, EvEnd,
-// EvExec, EvSyscall).
+// EvExec, EvSyscall, EvWriteData).
 func (t *Tx) Record(ev Event) error {
 	switch ev.Kind {
-	case EvBegin, EvEnd, EvExec, EvSyscall:
+	case EvBegin, EvEnd, EvExec, EvSyscall, EvWriteData:
 	default:
 		return fmt.Errorf("record: %s events change the tree; use the Tx method", ev.Kind)
 	}
@@ -396,7 +396,7 @@ func (t *Tx) append(ev *Event) error {
 	return nil
 }
 
-func isPathEvent(k EventKind) bool { return k >= EvCreate && k <= EvRemovexattr }
+func isPathEvent(k EventKind) bool { return (k >= EvCreate && k <= EvRemovexattr) || k == EvWriteData }
 
 // flush writes the branch head and inode counter back.
 func (t *Tx) flush(tx *sql.Tx) error {

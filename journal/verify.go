@@ -221,7 +221,7 @@ func (db *DB) verifyChain(ctx context.Context, branch int64, label string, head 
 				roots[ev.Root] = fmt.Sprintf("%s@%d", label, seq)
 			}
 		}
-		if ev.Kind == EvWrite || (ev.Kind == EvCreate && ev.Attr.Kind == cas.EntryFile) {
+		if ev.Kind == EvWrite || ev.Kind == EvWriteData || (ev.Kind == EvCreate && ev.Attr.Kind == cas.EntryFile) {
 			manifests[ev.Attr.Content] = fmt.Sprintf("%s@%d:%s", label, seq, ev.Path)
 		}
 	}

@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -220,8 +221,35 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	w, errno := h.lf.(fs.FileWriter).Write(ctx, data, off)
 	if w > 0 {
 		h.n.changed(ctx)
+		if h.n.fsys.journalWrites {
+			if err := h.n.recordWrite(ctx, data[:w], off); err != nil {
+				return w, toErrno(err)
+			}
+		}
 	}
 	return w, errno
+}
+
+// recordWrite journals one write request (forensic mode). With O_APPEND
+// the kernel's offset may not be where the bytes landed; the range is the
+// request as the kernel sent it.
+func (n *node) recordWrite(ctx context.Context, data []byte, off int64) error {
+	pid := int64(0)
+	if c, ok := fuse.FromContext(ctx); ok {
+		pid = int64(c.Pid)
+	}
+	return n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		path, err := tx.Path(n.ino)
+		if err != nil {
+			return nil // unlinked: the write has no name to record
+		}
+		m, _, err := tx.Objects().PutFile(ctx, bytes.NewReader(data))
+		if err != nil {
+			return err
+		}
+		return tx.Record(journal.Event{Kind: journal.EvWriteData, PID: pid, Path: path,
+			Ranges: []journal.Range{{Off: off, Len: int64(len(data))}}, Attr: journal.Attr{Kind: cas.EntryFile, Content: m, Size: int64(len(data))}})
+	})
 }
 
 // changed notes a content change now. Under HANDLE_KILLPRIV_V2 the

@@ -38,22 +38,28 @@ type Options struct {
 	Lower string
 	// ReadOnly serves the branch without allowing changes (EROFS).
 	ReadOnly bool
+	// JournalWrites also records every write request - its range and
+	// bytes - as it happens (forensic mode). File contents are journaled
+	// at close either way; this adds one event and one stored manifest
+	// per write request.
+	JournalWrites bool
 	// Debug logs every FUSE request.
 	Debug bool
 }
 
 // FS is a mounted branch.
 type FS struct {
-	db       *journal.DB
-	op       *journal.Op
-	batch    *journal.Batch
-	server   *fuse.Server
-	upperDir string
-	ownUpper bool
-	statDir  string
-	readOnly bool
-	lower    string // host workspace, "" for none
-	lowerPfx string // its path in the store, "ws/"
+	db            *journal.DB
+	op            *journal.Op
+	batch         *journal.Batch
+	server        *fuse.Server
+	upperDir      string
+	ownUpper      bool
+	statDir       string
+	readOnly      bool
+	journalWrites bool
+	lower         string // host workspace, "" for none
+	lowerPfx      string // its path in the store, "ws/"
 
 	emptyOnce sync.Once
 	empty     cas.ID
@@ -77,7 +83,8 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	if err := CleanStale(mountpoint); err != nil {
 		return nil, err
 	}
-	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly}
+	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
+		journalWrites: opts.JournalWrites}
 	if opts.Lower != "" {
 		abs, err := filepath.Abs(opts.Lower)
 		if err != nil {
@@ -196,6 +203,9 @@ func (f *FS) FastPaths() []string {
 		if flags&c.flag != 0 {
 			out = append(out, c.name)
 		}
+	}
+	if f.journalWrites {
+		out = append(out, "forensic mode: every write request journaled (slower)")
 	}
 	if f.lower != "" {
 		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it)")

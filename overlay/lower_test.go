@@ -1,9 +1,12 @@
 package overlay_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,3 +169,48 @@ func TestLowerLayer(t *testing.T) {
 
 // testTime is well outside import's racy-clean window.
 var testTime = time.Now().Add(-time.Hour)
+
+func TestJournalWrites(t *testing.T) {
+	testutil.RequireFUSE(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := journal.Open(ctx, filepath.Join(dir, "s.db"), journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, JournalWrites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(mnt, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("hello "), 0)
+	f.WriteAt([]byte("world"), 6)
+	f.Close()
+	if err := fsys.Unmount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := db.Events(ctx, journal.EventQuery{Branch: "main", Path: []byte("log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if e.Kind != journal.EvWriteData {
+			continue
+		}
+		var b bytes.Buffer
+		if _, err := db.Objects().ReadFile(ctx, e.Attr.Content, &b); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d+%d:%s", e.Ranges[0].Off, e.Ranges[0].Len, b.String()))
+	}
+	if want := "0+6:hello ,6+5:world"; strings.Join(got, ",") != want {
+		t.Fatalf("write records %q, want %q", got, want)
+	}
+}

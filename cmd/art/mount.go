@@ -28,6 +28,7 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 			branchFlag("branch to serve"),
 			&cli.StringFlag{Name: "at", Usage: "serve the state at `REV` (requires --read-only)"},
 			&cli.BoolFlag{Name: "read-only", Usage: "refuse every change (EROFS)"},
+			&cli.BoolFlag{Name: "journal-writes", Usage: "forensic mode: also journal every write request with its range and bytes (slower; see docs/benchmarks.md)"},
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users (the sandbox's uid) use the mount"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request to stderr"},
 		},
@@ -68,7 +69,7 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 				}
 				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files\n", dir, st.New, st.Changed, st.Deleted)
 			}
-			fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: c.String("mount"), ReadOnly: c.Bool("read-only"),
+			fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: c.String("mount"), ReadOnly: c.Bool("read-only"), JournalWrites: c.Bool("journal-writes"),
 				AllowOther: c.Bool("allow-other"), Debug: c.Bool("debug"), Description: "mount " + mnt})
 			if err != nil {
 				return err
