@@ -1,0 +1,258 @@
+// Command bench measures art's store on this machine next to native tools
+// doing the same job in the same run, and prints the results as one markdown
+// table (make bench):
+//
+//	go run ./bench [-quick] [-out docs/benchmarks.md] [-run SECTIONS] [-cpuprofile FILE]
+//
+// Sections (-run takes a comma-separated subset):
+//
+//	ingest       art push of a copy of $GOROOT/src into a fresh store, next to
+//	             cat of the same tree (page cache warm) and git add+commit
+//	incremental  a no-op push and pushes after editing 1% of the files,
+//	             next to git status and git add+commit of the same edits
+//	snapshot     TakeSnapshot after changing one file, at 1k, 10k and 100k files
+//	diff         journal.Diff and DB.Checkout with 1..1000 of 10k files
+//	             changed, next to git diff and git reset
+//
+// The machine bench was written for is a shared 2-core VM, so absolute times
+// drift from run to run; the ratios against peers measured in the same run
+// are the numbers to compare across runs. Every timing is the median of
+// several repetitions unless the table says otherwise.
+//
+// -quick shrinks every size and skips git, for a smoke run under a minute.
+// -out replaces only the part of the file between the markers
+// <!-- bench:store:begin --> and <!-- bench:store:end -->, so hand-written
+// sections around it survive.
+//
+// -cpuprofile writes a CPU profile of the harness process. The ingest section
+// then also runs one in-process push (workspace.Import, the code behind art
+// push) and the incremental section one no-op push, so that they appear in
+// it; the library sections run in process anyway. Every timed phase carries
+// the pprof labels bench=PHASE and n=SIZE (go tool pprof -tags lists them):
+//
+//	go run ./bench -run ingest -cpuprofile /tmp/push.prof
+//	go tool pprof -top -cum -tagfocus bench=push /tmp/push.prof
+//
+// Everything happens in a temporary directory under /tmp that is removed at
+// the end (-keep leaves it for inspection). Progress goes to stderr; stdout
+// carries only the table.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// sections in the order they run and appear in the table.
+var sections = []string{"ingest", "incremental", "snapshot", "diff"}
+
+type config struct {
+	quick      bool
+	out        string
+	src        string
+	reps       int
+	seed       uint64
+	run        map[string]bool
+	cpuprofile string
+	keep       bool
+	args       []string // as given, for the report
+}
+
+// bench is one run of the harness.
+type bench struct {
+	cfg    config
+	ctx    context.Context
+	log    io.Writer // progress
+	module string    // module root, where go build runs
+	goroot string
+	tmp    string
+	art    string // the art binary built for this run
+	git    bool   // run the git peers
+	rep    report
+
+	load string // load average when the measurements began
+
+	tree *tree // the ingest tree, shared by ingest and incremental
+	// Left by ingest for incremental (which makes them itself when run
+	// alone): a store and a git repository holding tree.
+	store, gitDir string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, ctx: ctx, log: stderr, git: !cfg.quick}
+	if b.git {
+		if _, err := exec.LookPath("git"); err != nil {
+			return errors.New("git not found in PATH (needed for the git peers; -quick skips them)")
+		}
+	}
+	if b.module, err = moduleRoot(ctx); err != nil {
+		return err
+	}
+	if b.goroot, err = goEnv(ctx, "GOROOT"); err != nil {
+		return err
+	}
+	if b.cfg.src == "" {
+		b.cfg.src = filepath.Join(b.goroot, "src")
+	}
+	if b.tmp, err = os.MkdirTemp("", "art-bench-"); err != nil {
+		return err
+	}
+	if cfg.keep {
+		defer fmt.Fprintf(stderr, "bench: kept %s\n", b.tmp)
+	} else {
+		defer os.RemoveAll(b.tmp)
+	}
+	if cfg.cpuprofile != "" {
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := b.buildArt(); err != nil {
+		return err
+	}
+	b.load = loadAvg()
+	start := time.Now()
+	for _, s := range sections {
+		if !cfg.run[s] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.progress("== %s", s)
+		var err error
+		switch s {
+		case "ingest":
+			err = b.ingest()
+		case "incremental":
+			err = b.incremental()
+		case "snapshot":
+			err = b.snapshotLatency()
+		case "diff":
+			err = b.diffCheckout()
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	b.progress("done in %s", time.Since(start).Round(time.Second))
+	md := b.markdown(time.Since(start))
+	fmt.Fprint(stdout, md)
+	if cfg.out != "" {
+		if err := writeSection(cfg.out, md); err != nil {
+			return err
+		}
+		b.progress("wrote %s", cfg.out)
+	}
+	return nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := config{args: args}
+	fs.BoolVar(&cfg.quick, "quick", false, "small sizes and no git peers: a smoke run under a minute")
+	fs.StringVar(&cfg.out, "out", "", "write the table into this markdown `FILE` between the bench:store markers")
+	fs.StringVar(&cfg.src, "src", "", "`DIR` to copy as the ingest tree (default $GOROOT/src)")
+	fs.IntVar(&cfg.reps, "reps", 3, "repetitions of each art push / git measurement (library timings use max(reps, 5))")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed for choosing which files to edit")
+	runList := fs.String("run", strings.Join(sections, ","), "comma-separated `SECTIONS` to run")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile to `FILE` (see the package doc)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.reps < 1 {
+		return cfg, fmt.Errorf("-reps %d: want at least 1", cfg.reps)
+	}
+	cfg.run = map[string]bool{}
+	for _, s := range strings.Split(*runList, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(sections, s) {
+			return cfg, fmt.Errorf("-run: unknown section %q (have %s)", s, strings.Join(sections, ", "))
+		}
+		cfg.run[s] = true
+	}
+	return cfg, nil
+}
+
+func goEnv(ctx context.Context, name string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", name).Output()
+	if err != nil {
+		return "", fmt.Errorf("go env %s: %w", name, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// moduleRoot is the directory of the go.mod that go run found.
+func moduleRoot(ctx context.Context) (string, error) {
+	mod, err := goEnv(ctx, "GOMOD")
+	if err != nil {
+		return "", err
+	}
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the art module: run bench from the repository (go run ./bench)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func (b *bench) buildArt() error {
+	b.art = filepath.Join(b.tmp, "art")
+	b.progress("building %s", b.art)
+	cmd := exec.CommandContext(b.ctx, "go", "build", "-o", b.art, "./cmd/art")
+	cmd.Dir = b.module
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/art: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// srcLabel names the ingest tree for the report.
+func (b *bench) srcLabel() string {
+	if b.cfg.src == filepath.Join(b.goroot, "src") {
+		return "$GOROOT/src"
+	}
+	return b.cfg.src
+}
+
+// libReps is how many times the cheap in-process measurements repeat.
+func (b *bench) libReps() int { return max(b.cfg.reps, 5) }
+
+func (b *bench) progress(format string, a ...any) {
+	fmt.Fprintf(b.log, "bench: "+format+"\n", a...)
+}
