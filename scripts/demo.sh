@@ -26,6 +26,22 @@ say "$art" checkout -d ws.db main~1
 say "$art" pull -m ws -d ws.db -q
 say cat ws/main.py
 say "$art" undo -d ws.db
+
+# A session through the FUSE overlay: the branch as a filesystem, every
+# change journaled. (Needs /dev/fuse; the sandbox around it comes next.)
+if [ -w /dev/fuse ]; then
+	mkdir -p mnt
+	echo
+	printf '\033[1m$ %s\033[0m\n' "$art mount -d ws.db -m ws mnt &"
+	"$art" mount -d ws.db -m ws mnt 2>mount.log &
+	mpid=$!
+	for _ in $(seq 50); do grep -q '^serving' mount.log 2>/dev/null && break; sleep 0.1; done
+	say sh -c 'cd mnt/ws && echo "print(add(2, 3))" >> main.py && mkdir -p tests && echo "assert True" > tests/test_calc.py && ls -la'
+	kill -INT "$mpid"; wait "$mpid" || true
+	cat mount.log
+	say "$art" log -d ws.db -n 3
+	say "$art" diff -d ws.db main~1 main --stat
+fi
 say "$art" verify -d ws.db
 echo
 echo "demo done: the store was $dir/ws.db (removed now)"
