@@ -9,6 +9,14 @@ import (
 	"github.com/artrt/art/cas"
 )
 
+// uninterruptible detaches a request's context from FUSE interrupts. The
+// kernel interrupts a request whenever the calling thread gets a signal -
+// Go programs get SIGURG preemption signals constantly - and a journal
+// transaction cancelled half-way would answer EINTR for a create or rename
+// that may already have happened. Nothing art does in a request blocks
+// indefinitely, so it always finishes what it started.
+func uninterruptible(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // toErrno is the one translation from art errors to what the kernel gets.
 // go-fuse's own conversion does not unwrap, so a wrapped ENOENT would reach
 // the caller as ENOSYS; errors.As finds the errno at any depth. Anything

@@ -41,6 +41,7 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	return n.open(ctx, flags)
 }
 
@@ -134,6 +135,7 @@ type lowerHandle struct {
 }
 
 func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	errno := h.LoopbackFile.Release(ctx)
 	h.n.mu.Lock()
 	h.n.opens--
@@ -214,10 +216,12 @@ var (
 )
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	return h.lf.(fs.FileReader).Read(ctx, dest, off)
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	w, errno := h.lf.(fs.FileWriter).Write(ctx, data, off)
 	if w > 0 {
 		h.n.changed(ctx)
@@ -257,6 +261,7 @@ func (n *node) recordWrite(ctx context.Context, data []byte, off int64) error {
 // kernel's rule is "lacks CAP_FSETID"; uid 0 stands in for it here).
 func (n *node) changed(ctx context.Context) {
 	n.dirty.Store(true)
+	n.fsys.gen.Add(1)
 	n.mu.Lock()
 	n.attr.MTime = now()
 	n.ctime = n.attr.MTime
@@ -279,6 +284,7 @@ func (n *node) changed(ctx context.Context) {
 }
 
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	errno := h.lf.(fs.FileAllocater).Allocate(ctx, off, size, mode)
 	if errno == 0 {
 		h.n.changed(ctx)
@@ -287,22 +293,27 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 }
 
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	return h.lf.(fs.FileLseeker).Lseek(ctx, off, whence)
 }
 
 func (h *handle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	return h.lf.(fs.FileGetlker).Getlk(ctx, owner, lk, flags, out)
 }
 
 func (h *handle) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	return h.lf.(fs.FileSetlker).Setlk(ctx, owner, lk, flags)
 }
 
 func (h *handle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	return h.lf.(fs.FileSetlkwer).Setlkw(ctx, owner, lk, flags)
 }
 
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	if errno := h.lf.(fs.FileFlusher).Flush(ctx); errno != 0 {
 		return errno
 	}
@@ -310,10 +321,12 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	return toErrno(h.n.journal(ctx, true))
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	h.lf.(fs.FileReleaser).Release(ctx)
 	err := h.n.journal(ctx, false)
 	h.n.mu.Lock()

@@ -64,7 +64,8 @@ type FS struct {
 	emptyOnce sync.Once
 	empty     cas.ID
 
-	changed atomic.Bool // some transaction appended events
+	changed atomic.Bool   // some transaction appended events
+	gen     atomic.Uint64 // bumped by every change; directory listings older than it are stale
 	stats   struct{ lowerOpens, copies atomic.Int64 }
 
 	mu      sync.Mutex
@@ -322,6 +323,7 @@ func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
 				return syscall.EROFS
 			}
 			f.changed.Store(true)
+			f.gen.Add(1)
 		}
 		return nil
 	})

@@ -32,6 +32,13 @@ type node struct {
 	upper string // private copy holding the current content; "" = attr.Content
 	opens int
 
+	// listing is the directory's last Readdir, by name (nil entries are
+	// subdirectories, whose link counts it does not hold). Lookup answers
+	// from it - readdirplus looks up every entry - while no change at all
+	// has happened in the filesystem since (listingGen == fsys.gen).
+	listing    map[string]*journal.Node
+	listingGen uint64
+
 	dirty atomic.Bool // upper differs from attr.Content
 }
 
@@ -146,6 +153,7 @@ func (n *node) fillEntry(out *fuse.EntryOut) {
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	n.mu.Lock()
 	n.fillLocked(&out.Attr)
 	n.mu.Unlock()
@@ -153,14 +161,29 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterruptible(ctx)
+	n.mu.Lock()
+	cached, listed := (*journal.Node)(nil), false
+	if n.listing != nil && n.listingGen == n.fsys.gen.Load() {
+		cached, listed = n.listing[name]
+		if !listed {
+			n.mu.Unlock()
+			return nil, syscall.ENOENT
+		}
+	}
+	n.mu.Unlock()
 	var jn journal.Node
-	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
-		var err error
-		jn, err = tx.Lookup(n.ino, []byte(name))
-		return err
-	})
-	if err != nil {
-		return nil, toErrno(err)
+	if cached != nil {
+		jn = *cached
+	} else {
+		err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+			var err error
+			jn, err = tx.Lookup(n.ino, []byte(name))
+			return err
+		})
+		if err != nil {
+			return nil, toErrno(err)
+		}
 	}
 	in := n.child(ctx, jn)
 	in.Operations().(*node).fillEntry(out)
@@ -168,6 +191,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ctx = uninterruptible(ctx)
+	gen := n.fsys.gen.Load() // before reading: a change during the read invalidates
 	var des []journal.Dirent
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
@@ -178,9 +203,19 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		return nil, toErrno(err)
 	}
 	out := make([]fuse.DirEntry, len(des))
-	for i, d := range des {
+	listing := make(map[string]*journal.Node, len(des))
+	for i := range des {
+		d := &des[i]
 		out[i] = fuse.DirEntry{Name: string(d.Name), Mode: typeBits(d.Node.Kind), Ino: uint64(d.Node.Ino)}
+		if d.Node.IsDir() {
+			listing[string(d.Name)] = nil
+		} else {
+			listing[string(d.Name)] = &d.Node
+		}
 	}
+	n.mu.Lock()
+	n.listing, n.listingGen = listing, gen
+	n.mu.Unlock()
 	return fs.NewListDirStream(out), 0
 }
 
@@ -228,6 +263,7 @@ func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fus
 
 // touchDir records that the directory's entries changed now.
 func (n *node) touchDir() {
+	n.fsys.gen.Add(1)
 	n.mu.Lock()
 	n.attr.MTime, n.ctime = now(), now()
 	n.mu.Unlock()
@@ -237,6 +273,7 @@ func (n *node) touchDir() {
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryDir, Mode: mode & 0o7777}, out)
 	if errno == 0 {
 		n.mu.Lock()
@@ -247,11 +284,13 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntrySymlink, Mode: 0o777, Link: []byte(target)}, out)
 	return in, errno
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFIFO:
 		_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryFifo, Mode: mode & 0o7777}, out)
@@ -264,6 +303,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	c, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryFile, Mode: mode & 0o7777}, out)
 	if errno != 0 {
 		return nil, nil, 0, errno
@@ -278,6 +318,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	t, ok := target.(*node)
 	if !ok {
 		return nil, syscall.EXDEV
@@ -300,6 +341,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	var ino int64
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		c, err := tx.Lookup(n.ino, []byte(name))
@@ -326,6 +368,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error { return tx.Rmdir(n.ino, []byte(name)) })
 	if err != nil {
 		return toErrno(err)
@@ -338,6 +381,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	np, ok := newParent.(*node)
 	if !ok {
 		return syscall.EXDEV
@@ -405,6 +449,7 @@ func (n *node) refresh(ctx context.Context, inos ...int64) syscall.Errno {
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.attr.Kind != cas.EntrySymlink {
@@ -414,6 +459,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	if sz, ok := in.GetSize(); ok {
 		if errno := n.truncate(ctx, int64(sz)); errno != 0 {
 			return errno
@@ -484,6 +530,7 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	return n.fsys.statfs(out)
 }
 
@@ -493,6 +540,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 func isUser(name string) bool { return len(name) > 5 && name[:5] == "user." }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, x := range n.attr.Xattrs {
@@ -510,6 +558,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	ctx = uninterruptible(ctx)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var b []byte
@@ -526,6 +575,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 }
 
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	if !isUser(attr) {
 		return syscall.EOPNOTSUPP
 	}
@@ -563,6 +613,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 }
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	ctx = uninterruptible(ctx)
 	if !isUser(attr) {
 		return syscall.ENODATA
 	}
