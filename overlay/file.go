@@ -210,9 +210,6 @@ var (
 	_ fs.FileReleaser  = (*handle)(nil)
 	_ fs.FileLseeker   = (*handle)(nil)
 	_ fs.FileAllocater = (*handle)(nil)
-	_ fs.FileGetlker   = (*handle)(nil)
-	_ fs.FileSetlker   = (*handle)(nil)
-	_ fs.FileSetlkwer  = (*handle)(nil)
 )
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -295,21 +292,6 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
 	ctx = uninterruptible(ctx)
 	return h.lf.(fs.FileLseeker).Lseek(ctx, off, whence)
-}
-
-func (h *handle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
-	ctx = uninterruptible(ctx)
-	return h.lf.(fs.FileGetlker).Getlk(ctx, owner, lk, flags, out)
-}
-
-func (h *handle) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	ctx = uninterruptible(ctx)
-	return h.lf.(fs.FileSetlker).Setlk(ctx, owner, lk, flags)
-}
-
-func (h *handle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	ctx = uninterruptible(ctx)
-	return h.lf.(fs.FileSetlkwer).Setlkw(ctx, owner, lk, flags)
 }
 
 func (h *handle) Flush(ctx context.Context) syscall.Errno {

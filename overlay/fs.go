@@ -120,7 +120,8 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	root := f.newNode(jn)
-	long := time.Hour // art is the only writer of its upper: the kernel's caches stay true
+	f.nodes[jn.Ino] = root // so link-count refreshes reach it like any node
+	long := time.Hour      // art is the only writer of its upper: the kernel's caches stay true
 	negative := time.Hour
 	server, err := fs.Mount(mountpoint, root, &fs.Options{
 		MountOptions: fuse.MountOptions{
@@ -129,9 +130,13 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 			AllowOther:    opts.AllowOther,
 			MaxWrite:      1 << 20,
 			MaxBackground: 64,
-			EnableLocks:   true,
-			DirectMount:   true,
-			Debug:         opts.Debug,
+			// No EnableLocks: without FUSE's lock capabilities the kernel
+			// keeps POSIX and flock locks itself, with exact per-process
+			// semantics - right here, since every user of the mount is on
+			// this machine. (Forwarded, they landed on per-open upper fds
+			// as OFD locks, so two fds of one process conflicted.)
+			DirectMount: true,
+			Debug:       opts.Debug,
 			// The kernel checks permissions against the modes we report.
 			Options: mountOptions(opts.ReadOnly),
 			// With HANDLE_KILLPRIV_V2 the kernel stops asking for

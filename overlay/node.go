@@ -31,6 +31,7 @@ type node struct {
 	nlink int
 	upper string // private copy holding the current content; "" = attr.Content
 	opens int
+	atime int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
 
 	// listing is the directory's last Readdir, by name (nil entries are
 	// subdirectories, whose link counts it does not hold). Lookup answers
@@ -143,6 +144,9 @@ func (n *node) fillLocked(out *fuse.Attr) {
 	out.Blksize = 4096
 	out.Mtime, out.Mtimensec = uint64(n.attr.MTime/1e9), uint32(n.attr.MTime%1e9)
 	out.Atime, out.Atimensec = out.Mtime, out.Mtimensec
+	if n.atime != 0 {
+		out.Atime, out.Atimensec = uint64(n.atime/1e9), uint32(n.atime%1e9)
+	}
 	out.Ctime, out.Ctimensec = uint64(n.ctime/1e9), uint32(n.ctime%1e9)
 }
 
@@ -162,6 +166,9 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterruptible(ctx)
+	if len(name) > 255 { // FUSE passes names up to 1024 bytes; NAME_MAX is ours to enforce
+		return nil, syscall.ENAMETOOLONG
+	}
 	n.mu.Lock()
 	cached, listed := (*journal.Node)(nil), false
 	if n.listing != nil && n.listingGen == n.fsys.gen.Load() {
@@ -369,7 +376,15 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = uninterruptible(ctx)
-	err := n.fsys.tx(ctx, func(tx *journal.Tx) error { return tx.Rmdir(n.ino, []byte(name)) })
+	var ino int64
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		c, err := tx.Lookup(n.ino, []byte(name))
+		if err != nil {
+			return err
+		}
+		ino = c.Ino
+		return tx.Rmdir(n.ino, []byte(name))
+	})
 	if err != nil {
 		return toErrno(err)
 	}
@@ -377,6 +392,14 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	n.mu.Lock()
 	n.nlink--
 	n.mu.Unlock()
+	n.fsys.mu.Lock()
+	c := n.fsys.nodes[ino]
+	n.fsys.mu.Unlock()
+	if c != nil { // still open somewhere: fstat must say it is gone
+		c.mu.Lock()
+		c.nlink, c.ctime = 0, now()
+		c.mu.Unlock()
+	}
 	return 0
 }
 
@@ -479,6 +502,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if mt, ok := in.GetMTime(); ok {
 		mask, a.MTime = mask|journal.SetMTime, mt.UnixNano()
 	}
+	if at, ok := in.GetATime(); ok {
+		n.mu.Lock()
+		n.atime = at.UnixNano()
+		n.mu.Unlock()
+	}
 	if mask&(journal.SetUID|journal.SetGID) != 0 && mask&journal.SetMode == 0 {
 		// chown clears setuid/setgid on files, as the kernel would.
 		n.mu.Lock()
@@ -528,6 +556,17 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 	n.dirty.Store(true)
 	return toErrno(n.journal(ctx, false))
 }
+
+// Fsync of a directory (FSYNCDIR, and fsync on a node without a handle)
+// makes every change so far durable.
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(fs.FileFsyncer); ok {
+		return h.Fsync(ctx, flags)
+	}
+	return toErrno(n.fsys.sync())
+}
+
+var _ fs.NodeFsyncer = (*node)(nil)
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	ctx = uninterruptible(ctx)
