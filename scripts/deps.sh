@@ -7,6 +7,7 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v git >/dev/null 2>&1 || need+=(git)
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3) # overlay tests run a real WAL database
 command -v make >/dev/null 2>&1 || need+=(make)
 
 if ! command -v go >/dev/null 2>&1; then
