@@ -307,6 +307,11 @@ func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
 	var kind, codec, size int64
 	var stored sql.RawBytes
 	if err := rows.Scan(&kind, &codec, &size, &stored); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			// Cancelled while reading: not damage. Reported as corruption,
+			// a Ctrl-C would make art say the store is corrupt.
+			return 0, nil, cerr
+		}
 		return 0, nil, corrupt(id, "row: %v", err)
 	}
 	if kind < 0 || kind > 255 {

@@ -867,6 +867,34 @@ var diffCases = []diffCase{
 		r.advanced("ctime after setxattr", f5.Ctim, f6.Ctim)
 	}},
 
+	{name: "chmod of a directory keeps its mtime", fn: func(r *rec) {
+		r.mkdir("d", 0o755)
+		d0 := r.lstatRaw("d")
+		tick()
+		r.write("d/f", "")
+		d1 := r.lstatRaw("d")
+		r.advanced("dir mtime after create", d0.Mtim, d1.Mtim)
+		r.do("chmod d", unix.Chmod(r.p("d"), 0o700))
+		d2 := r.lstatRaw("d")
+		r.note("dir mtime kept by chmod", strconv.FormatBool(d2.Mtim == d1.Mtim), nil)
+		r.do("chown d", unix.Chown(r.p("d"), 5, 5))
+		d3 := r.lstatRaw("d")
+		r.note("dir mtime kept by chown", strconv.FormatBool(d3.Mtim == d1.Mtim), nil)
+	}},
+	{name: "fchmod of a file being written keeps the write's mtime", fn: func(r *rec) {
+		r.write("f", "a")
+		f0 := r.lstatRaw("f")
+		tick()
+		fd := r.open("f", unix.O_WRONLY, 0)
+		r.pwrite(fd, "b", 1)
+		f1 := r.lstatRaw("f")
+		r.advanced("mtime after write", f0.Mtim, f1.Mtim)
+		r.do("fchmod", unix.Fchmod(fd, 0o600))
+		r.close(fd)
+		f2 := r.lstatRaw("f")
+		r.note("mtime kept by fchmod and close", strconv.FormatBool(f2.Mtim == f1.Mtim), nil)
+	}},
+
 	// Content.
 	{name: "truncate grow and shrink", fn: func(r *rec) {
 		r.write("f", "hello world")

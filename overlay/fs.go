@@ -136,7 +136,10 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 			// this machine. (Forwarded, they landed on per-open upper fds
 			// as OFD locks, so two fds of one process conflicted.)
 			DirectMount: true,
-			Debug:       opts.Debug,
+			// As root, mount and unmount with the syscalls only: the
+			// fusermount fallback hides EBUSY behind "not found".
+			DirectMountStrict: os.Geteuid() == 0,
+			Debug:             opts.Debug,
 			// The kernel checks permissions against the modes we report.
 			Options: mountOptions(opts.ReadOnly),
 			// With HANDLE_KILLPRIV_V2 the kernel stops asking for
@@ -228,10 +231,16 @@ func (f *FS) Unmount(ctx context.Context) error {
 	var err error
 	if f.server != nil {
 		for i := 0; i < 50; i++ {
-			if err = f.server.Unmount(); err == nil || !errors.Is(err, syscall.EBUSY) {
+			if err = f.server.Unmount(); err == nil {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			// Still in use: leave everything as it is (mounted, op open)
+			// so the caller can retry, rather than journal behind a live
+			// mount.
+			return fmt.Errorf("unmount: %w", err)
 		}
 		f.server = nil
 	}
@@ -298,17 +307,7 @@ func (f *FS) journalAll(ctx context.Context) error {
 		}
 	}
 	for _, d := range dirs {
-		d.mu.Lock()
-		mtime := d.attr.MTime
-		d.mu.Unlock()
-		err := f.tx(ctx, func(tx *journal.Tx) error {
-			_, err := tx.SetAttr(d.ino, journal.SetMTime, journal.Attr{MTime: mtime})
-			if errors.Is(err, syscall.ENOENT) {
-				return nil // removed since
-			}
-			return err
-		})
-		if err != nil {
+		if err := d.journalMTime(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

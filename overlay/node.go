@@ -109,10 +109,17 @@ func (n *node) child(ctx context.Context, jn journal.Node) *fs.Inode {
 
 func (n *node) OnForget() {
 	n.fsys.mu.Lock()
+	_, touched := n.fsys.touched[n]
+	delete(n.fsys.touched, n)
 	if n.fsys.nodes[n.ino] == n && !n.dirty.Load() {
 		delete(n.fsys.nodes, n.ino)
 	}
 	n.fsys.mu.Unlock()
+	if touched {
+		// Its mtime lives only in this node: record it before the node
+		// goes, or the next lookup would rebuild the old one.
+		n.journalMTime(context.Background())
+	}
 	n.mu.Lock()
 	if n.opens == 0 && n.upper != "" && !n.dirty.Load() {
 		os.Remove(n.upper)
@@ -266,6 +273,20 @@ func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fus
 	c := in.Operations().(*node)
 	c.fillEntry(out)
 	return c, in, 0
+}
+
+// journalMTime records a directory's in-memory mtime.
+func (n *node) journalMTime(ctx context.Context) error {
+	n.mu.Lock()
+	mtime := n.attr.MTime
+	n.mu.Unlock()
+	return n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		_, err := tx.SetAttr(n.ino, journal.SetMTime, journal.Attr{MTime: mtime})
+		if errors.Is(err, syscall.ENOENT) {
+			return nil // removed since
+		}
+		return err
+	})
 }
 
 // touchDir records that the directory's entries changed now.
@@ -525,8 +546,22 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if err != nil {
 			return toErrno(err)
 		}
+		// Only what was set: a directory's mtime and a file being
+		// written live in memory ahead of the journal.
 		n.mu.Lock()
-		n.attr.Mode, n.attr.UID, n.attr.GID, n.attr.MTime, n.ctime = jn.Mode, jn.UID, jn.GID, jn.MTime, jn.CTime
+		if mask&journal.SetMode != 0 {
+			n.attr.Mode = jn.Mode
+		}
+		if mask&journal.SetUID != 0 {
+			n.attr.UID = jn.UID
+		}
+		if mask&journal.SetGID != 0 {
+			n.attr.GID = jn.GID
+		}
+		if mask&journal.SetMTime != 0 {
+			n.attr.MTime = jn.MTime
+		}
+		n.ctime = jn.CTime
 		n.mu.Unlock()
 	}
 	return n.Getattr(ctx, f, out)

@@ -40,7 +40,14 @@ func mount(t *testing.T) (*journal.DB, string, *overlay.FS) {
 }
 
 // posixSkips names posixtest cases art does not pass, with the reason.
-var posixSkips = map[string]string{}
+var posixSkips = map[string]string{
+	// It asserts that F_SETLK through a second fd of the same process
+	// conflicts (EAGAIN): go-fuse loopback's OFD-lock behaviour. POSIX
+	// record locks belong to the process, so ext4 grants it (checked with
+	// the same calls on ext4 on 2026-11-22), and so does art, which leaves
+	// locks to the kernel; TestDifferential holds art to ext4 here.
+	"FcntlFlockLocksFile": "contradicts POSIX per-process record locks (ext4 grants the lock too); see TestDifferential",
+}
 
 func TestPosix(t *testing.T) {
 	for name, fn := range posixtest.All {
