@@ -2,7 +2,7 @@
 // doing the same job in the same run, and prints the results as one markdown
 // table (make bench):
 //
-//	go run ./bench [-quick] [-out docs/benchmarks.md] [-run SECTIONS] [-cpuprofile FILE]
+//	go run ./bench [-quick] [-out docs/benchmarks.md] [-run SECTIONS] [-cpuprofile FILE] [-perf FILE]
 //
 // Sections (-run takes a comma-separated subset):
 //
@@ -13,16 +13,25 @@
 //	snapshot     TakeSnapshot after changing one file, at 1k, 10k and 100k files
 //	diff         journal.Diff and DB.Checkout with 1..1000 of 10k files
 //	             changed, next to git diff and git reset
+//	overlay      art mount (FUSE) against ext4 on the same disk and go-fuse's
+//	             loopback example: sequential and 4 KiB I/O, passthrough
+//	             reads of lower files, create and stat rates, tar x, rm -rf,
+//	             git status, make -j2, and the cost of --journal-writes.
+//	             Needs root and /dev/fuse; when not selected with -run it
+//	             is skipped, with the reason, where it cannot run
 //
 // The machine bench was written for is a shared 2-core VM, so absolute times
 // drift from run to run; the ratios against peers measured in the same run
 // are the numbers to compare across runs. Every timing is the median of
 // several repetitions unless the table says otherwise.
 //
-// -quick shrinks every size and skips git, for a smoke run under a minute.
-// -out replaces only the part of the file between the markers
-// <!-- bench:store:begin --> and <!-- bench:store:end -->, so hand-written
-// sections around it survive.
+// -quick shrinks every size and skips git (and the overlay section's git
+// and build rows), for a smoke run under a minute per section.
+// -out replaces only the parts of the file between the markers
+// <!-- bench:store:begin --> and <!-- bench:store:end --> (the store
+// sections) and <!-- bench:overlay:begin --> and <!-- bench:overlay:end -->,
+// each only when one of its sections ran, so hand-written text around them
+// survives.
 //
 // -cpuprofile writes a CPU profile of the harness process. The ingest section
 // then also runs one in-process push (workspace.Import, the code behind art
@@ -32,6 +41,12 @@
 //
 //	go run ./bench -run ingest -cpuprofile /tmp/push.prof
 //	go tool pprof -top -cum -tagfocus bench=push /tmp/push.prof
+//
+// -perf FILE records art's mount daemon with perf record -g during one
+// extra, untimed tar x in the overlay section:
+//
+//	go run ./bench -run overlay -perf /tmp/untar.perf
+//	perf report -i /tmp/untar.perf --no-children --sort symbol
 //
 // Everything happens in a temporary directory under /tmp that is removed at
 // the end (-keep leaves it for inspection). Progress goes to stderr; stdout
@@ -56,7 +71,11 @@ import (
 )
 
 // sections in the order they run and appear in the table.
-var sections = []string{"ingest", "incremental", "snapshot", "diff"}
+var sections = []string{"ingest", "incremental", "snapshot", "diff", "overlay"}
+
+// storeSections are the sections of the store table; the rest have their
+// own tables.
+var storeSections = []string{"ingest", "incremental", "snapshot", "diff"}
 
 type config struct {
 	quick      bool
@@ -66,7 +85,9 @@ type config struct {
 	seed       uint64
 	run        map[string]bool
 	cpuprofile string
+	perf       string
 	keep       bool
+	runSet     bool     // -run was given: a section that cannot run is an error
 	args       []string // as given, for the report
 }
 
@@ -79,6 +100,7 @@ type bench struct {
 	goroot string
 	tmp    string
 	art    string // the art binary built for this run
+	rev    string // the commit it was built from, for the report
 	git    bool   // run the git peers
 	rep    report
 
@@ -142,8 +164,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.buildArt(); err != nil {
 		return err
 	}
+	if cfg.run["overlay"] {
+		if why := fuseProbe(); why != "" {
+			if cfg.runSet {
+				return fmt.Errorf("overlay: %s", why)
+			}
+			b.progress("skipping the overlay section: %s", why)
+			delete(cfg.run, "overlay")
+		}
+	}
 	b.load = loadAvg()
 	start := time.Now()
+	var storeTook, overlayTook time.Duration
 	for _, s := range sections {
 		if !cfg.run[s] {
 			continue
@@ -153,6 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		b.progress("== %s", s)
 		var err error
+		began := time.Now()
 		switch s {
 		case "ingest":
 			err = b.ingest()
@@ -162,18 +195,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			err = b.snapshotLatency()
 		case "diff":
 			err = b.diffCheckout()
+		case "overlay":
+			err = b.overlay()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}
+		if slices.Contains(storeSections, s) {
+			storeTook += time.Since(began)
+		} else {
+			overlayTook += time.Since(began)
+		}
 	}
 	b.progress("done in %s", time.Since(start).Round(time.Second))
-	md := b.markdown(time.Since(start))
-	fmt.Fprint(stdout, md)
-	if cfg.out != "" {
-		if err := writeSection(cfg.out, md); err != nil {
-			return err
+	// Each table goes between its own markers, and only if one of its
+	// sections ran: -run overlay leaves the store table alone.
+	type part struct {
+		m  markers
+		md string
+	}
+	var parts []part
+	if slices.ContainsFunc(storeSections, func(s string) bool { return cfg.run[s] }) {
+		parts = append(parts, part{storeMarkers, b.markdown(storeTook)})
+	}
+	if cfg.run["overlay"] {
+		parts = append(parts, part{overlayMarkers, b.overlayMarkdown(overlayTook)})
+	}
+	for i, p := range parts {
+		if i > 0 {
+			fmt.Fprintln(stdout)
 		}
+		fmt.Fprint(stdout, p.md)
+		if cfg.out != "" {
+			if err := writeSection(cfg.out, p.m, p.md); err != nil {
+				return err
+			}
+		}
+	}
+	if cfg.out != "" && len(parts) > 0 {
 		b.progress("wrote %s", cfg.out)
 	}
 	return nil
@@ -184,16 +243,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	cfg := config{args: args}
 	fs.BoolVar(&cfg.quick, "quick", false, "small sizes and no git peers: a smoke run under a minute")
-	fs.StringVar(&cfg.out, "out", "", "write the table into this markdown `FILE` between the bench:store markers")
+	fs.StringVar(&cfg.out, "out", "", "write the tables into this markdown `FILE` between the bench:store and bench:overlay markers")
 	fs.StringVar(&cfg.src, "src", "", "`DIR` to copy as the ingest tree (default $GOROOT/src)")
 	fs.IntVar(&cfg.reps, "reps", 3, "repetitions of each art push / git measurement (library timings use max(reps, 5))")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed for choosing which files to edit")
 	runList := fs.String("run", strings.Join(sections, ","), "comma-separated `SECTIONS` to run")
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile to `FILE` (see the package doc)")
+	fs.StringVar(&cfg.perf, "perf", "", "record art's mount daemon with perf during an extra tar x into `FILE` (overlay section)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	fs.Visit(func(f *flag.Flag) { cfg.runSet = cfg.runSet || f.Name == "run" })
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -239,6 +300,7 @@ func (b *bench) buildArt() error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./cmd/art: %w\n%s", err, out)
 	}
+	b.rev = b.revision()
 	return nil
 }
 
