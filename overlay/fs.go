@@ -314,6 +314,13 @@ func (f *FS) journalAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// live returns the node for ino if the kernel still holds it, else nil.
+func (f *FS) live(ino int64) *node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes[ino]
+}
+
 // tx runs fn in one journal transaction of the mount's operation. On a
 // read-only mount a transaction that would append an event fails with
 // EROFS and changes nothing (the kernel's "ro" refuses most earlier).

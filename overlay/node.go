@@ -368,8 +368,10 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	return &t.Inode, 0
 }
 
-func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	ctx = uninterruptible(ctx)
+// removeChild looks name up and removes it with remove, in one
+// transaction, and returns the removed node if it is still live (open
+// somewhere) so the caller can correct its link count.
+func (n *node) removeChild(ctx context.Context, name string, remove func(tx *journal.Tx, parent int64, name []byte) error) (*node, syscall.Errno) {
 	var ino int64
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		c, err := tx.Lookup(n.ino, []byte(name))
@@ -377,45 +379,36 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 			return err
 		}
 		ino = c.Ino
-		return tx.Unlink(n.ino, []byte(name))
+		return remove(tx, n.ino, []byte(name))
 	})
 	if err != nil {
-		return toErrno(err)
+		return nil, toErrno(err)
 	}
 	n.touchDir()
-	n.fsys.mu.Lock()
-	c := n.fsys.nodes[ino]
-	n.fsys.mu.Unlock()
+	return n.fsys.live(ino), 0
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = uninterruptible(ctx)
+	c, errno := n.removeChild(ctx, name, (*journal.Tx).Unlink)
 	if c != nil {
 		c.mu.Lock()
 		c.nlink--
 		c.ctime = now()
 		c.mu.Unlock()
 	}
-	return 0
+	return errno
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = uninterruptible(ctx)
-	var ino int64
-	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
-		c, err := tx.Lookup(n.ino, []byte(name))
-		if err != nil {
-			return err
-		}
-		ino = c.Ino
-		return tx.Rmdir(n.ino, []byte(name))
-	})
-	if err != nil {
-		return toErrno(err)
+	c, errno := n.removeChild(ctx, name, (*journal.Tx).Rmdir)
+	if errno != 0 {
+		return errno
 	}
-	n.touchDir()
 	n.mu.Lock()
 	n.nlink--
 	n.mu.Unlock()
-	n.fsys.mu.Lock()
-	c := n.fsys.nodes[ino]
-	n.fsys.mu.Unlock()
 	if c != nil { // still open somewhere: fstat must say it is gone
 		c.mu.Lock()
 		c.nlink, c.ctime = 0, now()
