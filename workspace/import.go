@@ -78,6 +78,7 @@ type importer struct {
 	start time.Time
 	out   io.Writer
 	warn  io.Writer
+	skip  map[string]bool // host paths never captured: the store's own files
 }
 
 // Import captures opts.Dir into the branch under /<name>/ and ends with a
@@ -105,11 +106,14 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		return ImportStats{}, err
 	}
 	im := &importer{ctx: ctx, db: db, op: op, opts: opts, name: name, links: map[[2]uint64]int64{},
-		start: time.Now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn),
+		start: time.Now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn), skip: map[string]bool{},
 		// Directories share transactions, 64 at a time: statements stay
 		// prepared and commits are amortized, while other writers of the
 		// store wait at most one group.
 		batch: op.NewBatch(0, 64)}
+	for _, f := range StoreFiles(db.Path()) {
+		im.skip[f] = true
+	}
 	err = im.run(abs)
 	if cerr := im.batch.Commit(); err == nil {
 		err = cerr
@@ -340,6 +344,9 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 			sp := storePath + "/" + string(e.name)
 			if storePath == "/"+im.name && strings.HasPrefix(string(e.name), stagingPrefix) {
 				continue // an interrupted pull's staging area
+			}
+			if im.skip[hp] {
+				continue // the store itself, kept inside the workspace
 			}
 			if e.kind == 0 {
 				fmt.Fprintf(im.warn, "warning: skipping %s: %s (only files, directories and symlinks are captured)\n", hp, fileType(e.st.Mode))
