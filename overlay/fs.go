@@ -270,7 +270,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 	if jerr := f.journalAll(ctx); err == nil {
 		err = jerr
 	}
-	if f.changed.Load() && f.op != nil {
+	if f.changed.Load() && f.op != nil && f.ownOp { // a caller's op snapshots itself
 		// The session's end state is a snapshot, so art log shows it and
 		// main~1 is the state before it.
 		serr := f.batch.Update(ctx, func(tx *journal.Tx) error {
