@@ -78,10 +78,10 @@ type FS struct {
 	emptyOnce sync.Once
 	empty     cas.ID
 
-	owner   *Owner
-	quota   int64
-	used    atomic.Int64 // bytes written, against quota
-	ownOp   bool         // Mount began the op; Unmount ends it
+	owner *Owner
+	quota int64
+	used  atomic.Int64 // bytes written, against quota
+	ownOp bool         // Mount began the op; Unmount ends it
 
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by every change; directory listings older than it are stale
