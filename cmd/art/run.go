@@ -19,6 +19,7 @@ import (
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
+	"github.com/artrt/art/seccomp"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -393,6 +394,10 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 		Binds:     append(fileBinds, o.binds...), Net: o.net,
 		UID: o.uid, GID: o.gid, TmpSize: o.tmpSize, Limits: o.limits,
 		OwnsTTY: o.interactive && isTerminal(os.Stdin) && e.stdin == os.Stdin,
+	}
+	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always.
+	if cfg.Seccomp, err = (seccomp.Policy{}).Program(); err != nil {
+		return 0, err
 	}
 	if o.db == "" {
 		return runDirect(ctx, e, o, cfg)
