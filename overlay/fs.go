@@ -52,6 +52,10 @@ type Options struct {
 	// Owner, when set, is reported as the owner of every file: the
 	// sandbox's user owns its home, whoever owned the host files.
 	Owner *Owner
+	// RecordOwner, when set, is the owner recorded for new files instead
+	// of the caller's ids: the host workspace's owner, so a pull writes
+	// the agent's files as the user's, not as the sandbox's uid.
+	RecordOwner *Owner
 	// Quota caps the bytes written through the mount (write requests,
 	// fallocate, truncate growth); past it writes fail with ENOSPC and
 	// statfs reports the remainder. 0 = no cap.
@@ -78,10 +82,11 @@ type FS struct {
 	emptyOnce sync.Once
 	empty     cas.ID
 
-	owner *Owner
-	quota int64
-	used  atomic.Int64 // bytes written, against quota
-	ownOp bool         // Mount began the op; Unmount ends it
+	owner       *Owner
+	recordOwner *Owner
+	quota       int64
+	used        atomic.Int64 // bytes written, against quota
+	ownOp       bool         // Mount began the op; Unmount ends it
 
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by every change; directory listings older than it are stale
@@ -104,7 +109,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
-		journalWrites: opts.JournalWrites, owner: opts.Owner, quota: opts.Quota}
+		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, quota: opts.Quota}
 	if opts.Lower != "" {
 		abs, err := filepath.Abs(opts.Lower)
 		if err != nil {

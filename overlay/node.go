@@ -248,6 +248,9 @@ func now() int64 { return time.Now().UnixNano() }
 // create makes a child in one transaction and returns its live inode.
 func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fuse.EntryOut) (*node, *fs.Inode, syscall.Errno) {
 	a.UID, a.GID = caller(ctx)
+	if o := n.fsys.recordOwner; o != nil {
+		a.UID, a.GID = o.UID, o.GID
+	}
 	if n.attr.Mode&syscall.S_ISGID != 0 { // BSD group semantics under a setgid directory
 		a.GID = n.attr.GID
 		if a.Kind == cas.EntryDir {

@@ -440,7 +440,7 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 	defer lock.Close()
 
 	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: o.dir, Branch: branch, Warn: e.stderr,
-		Message: "capture workspace for run"})
+		Message: "capture workspace for run", Capture: true})
 	if err != nil {
 		return 0, err
 	}
@@ -477,9 +477,14 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 	}); err != nil {
 		return 0, err
 	}
+	var wst unix.Stat_t
+	if err := unix.Stat(o.dir, &wst); err != nil {
+		return 0, fmt.Errorf("workspace: %w", err)
+	}
 	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: o.dir, Op: op,
 		UpperDir: upper, AllowOther: os.Geteuid() == 0, Owner: &overlay.Owner{UID: uint32(o.uid), GID: uint32(o.gid)},
-		Quota: o.diskQuota, JournalWrites: o.journalWrites, Description: "run " + desc})
+		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
+		Quota:       o.diskQuota, JournalWrites: o.journalWrites, Description: "run " + desc})
 	if err != nil {
 		return 0, err
 	}
@@ -537,6 +542,9 @@ func prepareBranch(ctx context.Context, e *env, db *journal.DB, o runOptions) (s
 		if _, err := db.CreateBranch(ctx, name, st); err != nil {
 			return "", err
 		}
+		if err := db.InheritImportCache(ctx, name, st.Branch); err != nil {
+			return "", err
+		}
 		fmt.Fprintf(e.stderr, "art: new branch %s from %s\n", name, o.at)
 		return name, nil
 	}
@@ -549,6 +557,9 @@ func prepareBranch(ctx context.Context, e *env, db *journal.DB, o runOptions) (s
 			return "", err
 		}
 		if _, err := db.CreateBranch(ctx, o.branch, head); err != nil {
+			return "", err
+		}
+		if err := db.InheritImportCache(ctx, o.branch, journal.DefaultBranch); err != nil {
 			return "", err
 		}
 		fmt.Fprintf(e.stderr, "art: new branch %s from %s\n", o.branch, journal.DefaultBranch)
