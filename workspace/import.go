@@ -576,6 +576,9 @@ func (im *importer) content(tx *journal.Tx, dir int64, e *hostEntry, hp, sp stri
 		im.stats.Unchanged++
 		n = old
 	} else if exists {
+		if im.opts.Capture && cached && old.Content != c.Manifest && old.Content != id {
+			fmt.Fprintf(im.warn, "warning: %s changed on the host and in the branch since the last capture; taking the host's version (the branch's is in its history)\n", sp)
+		}
 		if old.Content != id || old.Size != a.Size {
 			im.stats.Changed++
 			if n, err = tx.Write(old.Ino, id, a.Size, a.MTime, nil); err != nil {
@@ -667,9 +670,6 @@ func (im *importer) captureSkips(tx *journal.Tx, e *hostEntry, sp string, old jo
 			im.stats.Files++
 			im.stats.Unchanged++
 			return true, nil
-		}
-		if cached && exists && (old.Kind != cas.EntryFile || old.Content != c.Manifest) {
-			fmt.Fprintf(im.warn, "warning: %s changed on the host and in the branch since the last capture; taking the host's version (the branch's is in its history)\n", sp)
 		}
 		return false, nil
 	case cas.EntryDir:
