@@ -445,12 +445,23 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 		return 0, err
 	}
 	before := st.Snapshot
+	cleanStaleSessions(e, base)
 	session, err := os.MkdirTemp(base, "session-")
 	if err != nil {
 		return 0, fmt.Errorf("session dir: %w", err)
 	}
 	defer os.RemoveAll(session)
 	if err := os.Chmod(session, 0o711); err != nil {
+		return 0, err
+	}
+	// Held while this run lives: a later run that can take it knows the
+	// session's art is gone (cleanStaleSessions).
+	alive, err := os.OpenFile(filepath.Join(session, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer alive.Close()
+	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
 		return 0, err
 	}
 	mnt, upper := filepath.Join(session, "home"), filepath.Join(session, "upper")
@@ -624,4 +635,28 @@ func describeExit(r sandbox.Result) string {
 		return fmt.Sprintf("killed by %s (exit %d)", unix.SignalName(r.Signal), r.ExitCode)
 	}
 	return fmt.Sprintf("exit %d", r.ExitCode)
+}
+
+// cleanStaleSessions removes what runs killed with SIGKILL left in the
+// state dir: their FUSE mounts (detached) and session directories. A
+// session is stale when nobody holds its lock.
+func cleanStaleSessions(e *env, base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, "session-*"))
+	for _, d := range dirs {
+		f, err := os.Open(filepath.Join(d, "lock"))
+		if err != nil {
+			continue // being created, or not ours
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			f.Close()
+			continue // alive
+		}
+		if err := overlay.CleanStale(filepath.Join(d, "home")); err != nil {
+			fmt.Fprintf(e.stderr, "art: warning: %v\n", err)
+		} else {
+			fmt.Fprintf(e.stderr, "art: cleaned up after a killed session (%s)\n", filepath.Base(d))
+			os.RemoveAll(d)
+		}
+		f.Close()
+	}
 }
