@@ -17,8 +17,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ensureUpperLocked gives the file a private copy of its content. The
-// caller holds n.mu.
+// memMax bounds a file's content held in memory (node.mem): a new or
+// truncated file stays there until it grows past it, so the common small
+// file never costs a private copy on disk (whose inode allocation was a
+// fifth of tar x's daemon CPU).
+const memMax = 128 << 10
+
+// ensureUpperLocked gives the file a private copy of its content on disk:
+// its in-memory content, or else a copy out of the store. The caller
+// holds n.mu.
 func (n *node) ensureUpperLocked(ctx context.Context) error {
 	if n.upper != "" {
 		return nil
@@ -28,6 +35,16 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 		return err
 	}
 	defer f.Close()
+	if n.inMem {
+		// Written contiguously from offset 0 (see handle.Write), so it is
+		// all data on ext4 too: no holes to preserve.
+		if _, err := f.Write(n.mem); err != nil {
+			os.Remove(f.Name())
+			return fmt.Errorf("spill inode %d: %w", n.ino, err)
+		}
+		n.upper, n.inMem, n.mem = f.Name(), false, nil
+		return nil
+	}
 	// Read through the shared transaction: the content may have been
 	// journaled moments ago and not be committed yet.
 	content := n.attr.Content
@@ -38,6 +55,16 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 	}
 	n.upper = f.Name()
 	n.fsys.stats.copies.Add(1)
+	return nil
+}
+
+// emptyLocked makes the file's content empty, in memory when it is not on
+// disk already. The caller holds n.mu.
+func (n *node) emptyLocked() error {
+	if n.upper != "" {
+		return os.Truncate(n.upper, 0)
+	}
+	n.inMem, n.mem = true, n.mem[:0]
 	return nil
 }
 
@@ -55,7 +82,7 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if n.fsys.readOnly && flags&(syscall.O_ACCMODE|syscall.O_TRUNC) != syscall.O_RDONLY {
 		return nil, 0, syscall.EROFS
 	}
-	if flags&(syscall.O_ACCMODE|syscall.O_TRUNC) == syscall.O_RDONLY && n.upper == "" {
+	if flags&(syscall.O_ACCMODE|syscall.O_TRUNC) == syscall.O_RDONLY && n.upper == "" && !n.inMem {
 		if fd := n.openLowerLocked(ctx); fd >= 0 {
 			n.opens++
 			n.fsys.stats.lowerOpens.Add(1)
@@ -66,26 +93,17 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 			return &lowerHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), n: n}, fuse.FOPEN_KEEP_CACHE, 0
 		}
 	}
-	if err := n.ensureUpperLocked(ctx); err != nil {
-		return nil, 0, toErrno(err)
-	}
-	// The private copy is opened with the caller's flags, so O_APPEND,
-	// O_SYNC and friends behave as on the real file. O_DIRECT is dropped:
-	// the copy may live on tmpfs.
-	of := int(flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_DIRECT)
-	// A raw fd: go-fuse's loopback handle owns and closes it (an
-	// *os.File would close it a second time from its finalizer, by then
-	// possibly another file's descriptor).
-	fd, err := syscall.Open(n.upper, of|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, 0, toErrno(err)
-	}
 	if flags&syscall.O_TRUNC != 0 {
+		if err := n.emptyLocked(); err != nil {
+			return nil, 0, toErrno(err)
+		}
 		n.dirty.Store(true)
 		n.attr.MTime = now()
 	}
 	n.opens++
-	h := &handle{lf: fs.NewLoopbackFile(fd), n: n}
+	// The content is fetched at the handle's first read or write (a new
+	// or truncated file lives in memory until it grows).
+	h := &handle{n: n, flags: flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_DIRECT | syscall.O_TRUNC)}
 	// The kernel's page cache stays valid across opens: every change to
 	// this file passes through it.
 	return h, fuse.FOPEN_KEEP_CACHE, 0
@@ -156,26 +174,36 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		return n.fsys.commit()
 	}
 	n.mu.Lock()
-	upper, mtime := n.upper, n.attr.MTime
-	n.mu.Unlock()
-	f, err := os.Open(upper)
-	if err != nil {
-		n.dirty.Store(true)
-		return err
+	upper, mtime, inMem := n.upper, n.attr.MTime, n.inMem
+	var data []byte
+	if inMem {
+		data = bytes.Clone(n.mem) // writes may go on while it is stored
 	}
-	defer f.Close()
+	n.mu.Unlock()
+	var f *os.File
+	if !inMem {
+		var err error
+		if f, err = os.Open(upper); err != nil {
+			n.dirty.Store(true)
+			return err
+		}
+		defer f.Close()
+	}
 	var jn journal.Node
 	gone := false
-	err = n.fsys.tx(ctx, func(tx *journal.Tx) error {
-		id, _, err := tx.Objects().PutSparseFile(ctx, f)
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		var id cas.ID
+		var st cas.FileStats
+		var err error
+		if inMem {
+			id, st, err = tx.Objects().PutFile(ctx, bytes.NewReader(data))
+		} else {
+			id, st, err = tx.Objects().PutSparseFile(ctx, f)
+		}
 		if err != nil {
 			return err
 		}
-		m, err := tx.Objects().GetManifest(ctx, id)
-		if err != nil {
-			return err
-		}
-		jn, err = tx.Write(n.ino, id, m.Size, mtime, nil)
+		jn, err = tx.Write(n.ino, id, st.Size, mtime, nil)
 		if errors.Is(err, syscall.ENOENT) {
 			gone, err = true, nil // unlinked while open: nothing left to record
 		}
@@ -196,11 +224,15 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	return n.fsys.commit()
 }
 
-// handle is an open file: a real fd on the private copy, with the content
-// changes noted so they are journaled at flush, fsync and release.
+// handle is an open file. Its content is the node's: in memory (a new or
+// truncated small file), or a private copy on disk that the handle opens
+// with its own flags (O_APPEND, O_SYNC...) at the first request that needs
+// it. Content changes are journaled at flush, fsync and release.
 type handle struct {
-	lf fs.FileHandle
-	n  *node
+	n     *node
+	flags uint32 // open flags for the private copy
+
+	lf fs.FileHandle // on the private copy; nil until needed. Guarded by n.mu
 }
 
 var (
@@ -213,9 +245,53 @@ var (
 	_ fs.FileAllocater = (*handle)(nil)
 )
 
+// lockContent locks n.mu and returns the handle's file on the private
+// copy, or nil when the content is in n.mem; disk, when set, spills
+// in-memory content to a private copy first. On error n.mu is not held.
+func (h *handle) lockContent(ctx context.Context, disk bool) (fs.FileHandle, syscall.Errno) {
+	n := h.n
+	n.mu.Lock()
+	if !disk && n.upper == "" && !n.inMem && n.attr.Size == 0 {
+		n.inMem = true // empty: nothing to fetch
+	}
+	if n.inMem && !disk {
+		return nil, 0
+	}
+	if h.lf != nil {
+		return h.lf, 0
+	}
+	if err := n.ensureUpperLocked(ctx); err != nil {
+		n.mu.Unlock()
+		return nil, toErrno(err)
+	}
+	// A raw fd: go-fuse's loopback handle owns and closes it (an
+	// *os.File would close it a second time from its finalizer, by then
+	// possibly another file's descriptor).
+	fd, err := syscall.Open(n.upper, int(h.flags)|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		n.mu.Unlock()
+		return nil, toErrno(err)
+	}
+	h.lf = fs.NewLoopbackFile(fd)
+	return h.lf, 0
+}
+
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	ctx = uninterruptible(ctx)
-	return h.lf.(fs.FileReader).Read(ctx, dest, off)
+	lf, errno := h.lockContent(ctx, false)
+	if errno != 0 {
+		return nil, errno
+	}
+	if lf == nil {
+		n := 0
+		if off < int64(len(h.n.mem)) {
+			n = copy(dest, h.n.mem[off:])
+		}
+		h.n.mu.Unlock()
+		return fuse.ReadResultData(dest[:n]), 0
+	}
+	h.n.mu.Unlock()
+	return lf.(fs.FileReader).Read(ctx, dest, off)
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
@@ -226,16 +302,47 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		}
 		data = data[:fit] // a short write; the next one gets ENOSPC
 	}
-	w, errno := h.lf.(fs.FileWriter).Write(ctx, data, off)
-	if w > 0 {
-		h.n.changed(ctx)
-		if h.n.fsys.journalWrites {
-			if err := h.n.recordWrite(ctx, data[:w], off); err != nil {
-				return w, toErrno(err)
+	lf, errno := h.lockContent(ctx, false)
+	if errno != 0 {
+		return 0, errno
+	}
+	if lf == nil {
+		n := h.n
+		if h.flags&syscall.O_APPEND != 0 {
+			off = int64(len(n.mem))
+		}
+		// Only contiguous writes stay in memory: a write past the end
+		// leaves a gap that ext4 would keep as a hole.
+		if end := off + int64(len(data)); off <= int64(len(n.mem)) && end <= memMax {
+			if end > int64(len(n.mem)) {
+				n.mem = append(n.mem, make([]byte, end-int64(len(n.mem)))...)
 			}
+			copy(n.mem[off:], data)
+			n.mu.Unlock()
+			return uint32(len(data)), toErrno(h.wrote(ctx, data, off))
+		}
+		n.mu.Unlock()
+		if lf, errno = h.lockContent(ctx, true); errno != 0 {
+			return 0, errno
+		}
+	}
+	h.n.mu.Unlock()
+	w, errno := lf.(fs.FileWriter).Write(ctx, data, off)
+	if w > 0 {
+		if err := h.wrote(ctx, data[:w], off); err != nil {
+			return w, toErrno(err)
 		}
 	}
 	return w, errno
+}
+
+// wrote notes that data was written at off.
+func (h *handle) wrote(ctx context.Context, data []byte, off int64) error {
+	h.n.changed(ctx)
+	if h.n.fsys.journalWrites {
+		return h.n.recordWrite(ctx, data, off)
+	}
+	return nil
 }
 
 // recordWrite journals one write request (forensic mode). With O_APPEND
@@ -292,22 +399,39 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	if h.n.fsys.quota > 0 && mode&unix.FALLOC_FL_PUNCH_HOLE == 0 && h.n.fsys.reserve(int64(size)) < int64(size) {
 		return syscall.ENOSPC
 	}
-	errno := h.lf.(fs.FileAllocater).Allocate(ctx, off, size, mode)
+	lf, errno := h.lockContent(ctx, true)
+	if errno != 0 {
+		return errno
+	}
+	h.n.mu.Unlock()
+	errno = lf.(fs.FileAllocater).Allocate(ctx, off, size, mode)
 	if errno == 0 {
 		h.n.changed(ctx)
 	}
 	return errno
 }
 
+// Lseek answers SEEK_DATA and SEEK_HOLE (the kernel handles the others)
+// from the private copy, whose holes are the file's.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
 	ctx = uninterruptible(ctx)
-	return h.lf.(fs.FileLseeker).Lseek(ctx, off, whence)
+	lf, errno := h.lockContent(ctx, true)
+	if errno != 0 {
+		return 0, errno
+	}
+	h.n.mu.Unlock()
+	return lf.(fs.FileLseeker).Lseek(ctx, off, whence)
 }
 
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	ctx = uninterruptible(ctx)
-	if errno := h.lf.(fs.FileFlusher).Flush(ctx); errno != 0 {
-		return errno
+	h.n.mu.Lock()
+	lf := h.lf
+	h.n.mu.Unlock()
+	if lf != nil {
+		if errno := lf.(fs.FileFlusher).Flush(ctx); errno != 0 {
+			return errno
+		}
 	}
 	return toErrno(h.n.journal(ctx, false))
 }
@@ -319,10 +443,18 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	ctx = uninterruptible(ctx)
-	h.lf.(fs.FileReleaser).Release(ctx)
-	err := h.n.journal(ctx, false)
-	h.n.mu.Lock()
-	h.n.opens--
-	h.n.mu.Unlock()
+	n := h.n
+	n.mu.Lock()
+	lf := h.lf
+	h.lf = nil
+	n.mu.Unlock()
+	if lf != nil {
+		lf.(fs.FileReleaser).Release(ctx)
+	}
+	err := n.journal(ctx, false)
+	n.mu.Lock()
+	n.opens--
+	n.dropMemLocked()
+	n.mu.Unlock()
 	return toErrno(err)
 }

@@ -29,7 +29,10 @@ type node struct {
 	attr  journal.Attr
 	ctime int64
 	nlink int
-	upper string // private copy holding the current content; "" = attr.Content
+	upper string // private copy holding the current content
+	inMem bool   // else the current content is mem (no private copy yet)
+	mem   []byte // contiguous from offset 0, at most memMax bytes
+	// Neither upper nor inMem: the content is attr.Content.
 	opens int
 	atime int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
 
@@ -40,7 +43,7 @@ type node struct {
 	listing    map[string]*journal.Node
 	listingGen uint64
 
-	dirty atomic.Bool // upper differs from attr.Content
+	dirty atomic.Bool // upper or mem differs from attr.Content
 }
 
 var (
@@ -125,6 +128,7 @@ func (n *node) OnForget() {
 		os.Remove(n.upper)
 		n.upper = ""
 	}
+	n.dropMemLocked()
 	n.mu.Unlock()
 }
 
@@ -142,11 +146,14 @@ func (n *node) fillLocked(out *fuse.Attr) {
 		out.Size = uint64(len(n.attr.Link))
 	}
 	out.Blocks = (out.Size + 511) / 512
-	if n.upper != "" {
+	switch {
+	case n.upper != "":
 		var st unix.Stat_t
 		if unix.Stat(n.upper, &st) == nil {
 			out.Size, out.Blocks = uint64(st.Size), uint64(st.Blocks)
 		}
+	case n.inMem: // as ext4 would count it: 4 KiB blocks
+		out.Size, out.Blocks = uint64(len(n.mem)), uint64((len(n.mem)+4095)/4096*8)
 	}
 	if n.attr.Kind == cas.EntryDir {
 		out.Size, out.Blocks = 4096, 8
@@ -577,25 +584,49 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 		n.mu.Unlock()
 		return syscall.EINVAL
 	}
-	if err := n.ensureUpperLocked(ctx); err != nil {
-		n.mu.Unlock()
-		return toErrno(err)
+	var err error
+	switch {
+	case size == 0:
+		err = n.emptyLocked()
+	case n.inMem && size <= int64(len(n.mem)):
+		n.mem = n.mem[:size] // shrinking leaves no hole
+	default:
+		err = n.truncateUpperLocked(ctx, size)
 	}
-	if n.fsys.quota > 0 {
-		var st unix.Stat_t
-		if unix.Stat(n.upper, &st) == nil && size > st.Size && n.fsys.reserve(size-st.Size) < size-st.Size {
-			n.mu.Unlock()
-			return syscall.ENOSPC
-		}
-	}
-	err := os.Truncate(n.upper, size)
 	n.attr.MTime = now()
 	n.mu.Unlock()
 	if err != nil {
 		return toErrno(err)
 	}
 	n.dirty.Store(true)
-	return toErrno(n.journal(ctx, false))
+	err = n.journal(ctx, false)
+	n.mu.Lock()
+	n.dropMemLocked()
+	n.mu.Unlock()
+	return toErrno(err)
+}
+
+// dropMemLocked lets go of in-memory content the store holds now (no
+// handle open, journaled). The caller holds n.mu.
+func (n *node) dropMemLocked() {
+	if n.opens == 0 && n.inMem && !n.dirty.Load() {
+		n.inMem, n.mem = false, nil
+	}
+}
+
+// truncateUpperLocked sets the size of the private copy, making one if
+// needed. The caller holds n.mu.
+func (n *node) truncateUpperLocked(ctx context.Context, size int64) error {
+	if err := n.ensureUpperLocked(ctx); err != nil {
+		return err
+	}
+	if n.fsys.quota > 0 {
+		var st unix.Stat_t
+		if unix.Stat(n.upper, &st) == nil && size > st.Size && n.fsys.reserve(size-st.Size) < size-st.Size {
+			return syscall.ENOSPC
+		}
+	}
+	return os.Truncate(n.upper, size)
 }
 
 // Fsync of a directory (FSYNCDIR, and fsync on a node without a handle)

@@ -14,7 +14,7 @@ import (
 
 // mount serves a fresh store's main branch in a temporary directory and
 // unmounts it when the test ends.
-func mount(t *testing.T) (*journal.DB, string, *overlay.FS) {
+func mount(t testing.TB) (*journal.DB, string, *overlay.FS) {
 	t.Helper()
 	testutil.RequireFUSE(t)
 	dir := t.TempDir()
@@ -61,7 +61,7 @@ func TestPosix(t *testing.T) {
 	}
 }
 
-func mustMkdir(t *testing.T, p string) string {
+func mustMkdir(t testing.TB, p string) string {
 	t.Helper()
 	if err := os.MkdirAll(p, 0o700); err != nil {
 		t.Fatal(err)
