@@ -58,41 +58,46 @@ type proj struct {
 	branch  int64
 	now     int64
 	nextIno int64
-	stmts   map[string]*sql.Stmt
 	paths   map[int64][]byte // directory path cache; cleared on any directory move
 }
 
 func newProj(ctx context.Context, tx *sql.Tx, objs *cas.Store, branch, nextIno, now int64) *proj {
 	return &proj{ctx: ctx, tx: tx, objs: objs.With(tx), branch: branch, nextIno: nextIno, now: now,
-		stmts: map[string]*sql.Stmt{}, paths: map[int64][]byte{}}
+		paths: map[int64][]byte{}}
 }
 
-func (p *proj) stmt(q string) (*sql.Stmt, error) {
-	if s, ok := p.stmts[q]; ok {
-		return s, nil
-	}
-	s, err := p.tx.PrepareContext(p.ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("prepare: %w", err)
-	}
-	p.stmts[q] = s
-	return s, nil
+// stmt returns q bound to the transaction. It is not prepared here: a
+// statement prepared through database/sql is parsed again in every
+// transaction and finalized at its end, while running q directly reuses
+// the connection's prepared copy from the driver's statement cache
+// (_stmt_cache_size), which outlives transactions (measured: parsing was
+// 18% of the mount daemon's CPU in a tar x).
+func (p *proj) stmt(q string) (txStmt, error) { return txStmt{p.tx, q}, nil }
+
+// txStmt is a statement text run on a transaction.
+type txStmt struct {
+	tx *sql.Tx
+	q  string
+}
+
+func (s txStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return s.tx.QueryRowContext(ctx, s.q, args...)
+}
+
+func (s txStmt) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	return s.tx.QueryContext(ctx, s.q, args...)
+}
+
+func (s txStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return s.tx.ExecContext(ctx, s.q, args...)
 }
 
 func (p *proj) exec(q string, args ...any) error {
-	s, err := p.stmt(q)
-	if err != nil {
-		return err
-	}
-	_, err = s.ExecContext(p.ctx, args...)
+	_, err := p.tx.ExecContext(p.ctx, q, args...)
 	return err
 }
 
-func (p *proj) close() {
-	for _, s := range p.stmts {
-		s.Close()
-	}
-}
+func (p *proj) close() {}
 
 const nodeCols = `kind, mode, uid, gid, mtime_ns, ctime_ns, size, target, xattrs, nlink, link_group, parent, state`
 
