@@ -175,6 +175,8 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	}
 	n.mu.Lock()
 	upper, mtime, inMem := n.upper, n.attr.MTime, n.inMem
+	pending, attr := n.pending, n.attr
+	n.pending = 0
 	var data []byte
 	if inMem {
 		data = bytes.Clone(n.mem) // writes may go on while it is stored
@@ -184,7 +186,7 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	if !inMem {
 		var err error
 		if f, err = os.Open(upper); err != nil {
-			n.dirty.Store(true)
+			n.failed(pending)
 			return err
 		}
 		defer f.Close()
@@ -203,14 +205,19 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		if err != nil {
 			return err
 		}
-		jn, err = tx.Write(n.ino, id, st.Size, mtime, nil)
+		if pending != 0 {
+			_, err = tx.SetAttr(n.ino, pending, attr)
+		}
+		if err == nil {
+			jn, err = tx.Write(n.ino, id, st.Size, mtime, nil)
+		}
 		if errors.Is(err, syscall.ENOENT) {
 			gone, err = true, nil // unlinked while open: nothing left to record
 		}
 		return err
 	})
 	if err != nil {
-		n.dirty.Store(true)
+		n.failed(pending)
 		return err
 	}
 	if !gone {
@@ -222,6 +229,15 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		return n.fsys.sync()
 	}
 	return n.fsys.commit()
+}
+
+// failed puts back what a journal that failed took: the content is still
+// dirty, the attributes still pending.
+func (n *node) failed(pending uint32) {
+	n.mu.Lock()
+	n.pending |= pending
+	n.mu.Unlock()
+	n.dirty.Store(true)
 }
 
 // handle is an open file. Its content is the node's: in memory (a new or

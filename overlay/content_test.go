@@ -1,0 +1,93 @@
+package overlay_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSmallFilesInMemory pins the metadata fast path of tar x: a small new
+// file lives in memory until close (no private copy on disk), and the
+// mtime, owner and mode set while it is open are journaled with its
+// content. A file that outgrows the buffer moves to a private copy
+// without losing a byte. Both survive a remount, and replay equals live.
+func TestSmallFilesInMemory(t *testing.T) {
+	s := newStore(t)
+	small := bytes.Repeat([]byte("package main\n"), 200)
+	mtime := time.Date(2024, 1, 2, 3, 4, 5, 6, time.UTC)
+	p := filepath.Join(s.mnt, "small.go")
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fd, small); err != nil {
+		t.Fatal(err)
+	}
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime.UnixNano())}
+	if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fchmod(fd, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.Mode&0o7777, uint32(0o640); got != want {
+		t.Fatalf("mode while open = %o, want %o", got, want)
+	}
+	if err := unix.Close(fd); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := os.ReadDir(filepath.Join(s.dir, "upper1")); err != nil || len(ents) != 0 {
+		t.Fatalf("private copies after writing a small file: %v (%v), want none", ents, err)
+	}
+
+	// A file written past the buffer spills to a private copy.
+	big := make([]byte, 300<<10)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	f, err := os.Create(filepath.Join(s.mnt, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(big); off += 4096 {
+		if _, err := f.Write(big[off:min(off+4096, len(big))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(when string) {
+		t.Helper()
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, small) {
+			t.Fatalf("%s: small.go = %d bytes (%v), want %d", when, len(got), err, len(small))
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fi.Mode().Perm(), os.FileMode(0o640); got != want {
+			t.Fatalf("%s: small.go mode = %v, want %v", when, got, want)
+		}
+		if got := fi.ModTime(); !got.Equal(mtime) {
+			t.Fatalf("%s: small.go mtime = %v, want %v", when, got, mtime)
+		}
+		if got, err := os.ReadFile(filepath.Join(s.mnt, "big")); err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("%s: big = %d bytes (%v), want %d", when, len(got), err, len(big))
+		}
+	}
+	check("mounted")
+	s.remount()
+	check("after remount")
+	s.unmount()
+	s.verify()
+}
