@@ -60,6 +60,43 @@ func BenchmarkNamespace(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*dirs*perDir), "ns/file")
 	})
+	b.Run("walk", func(b *testing.B) {
+		// What git status does to the work tree: list every directory and
+		// lstat every entry, again and again.
+		root := next("w")
+		for d := 0; d < dirs; d++ {
+			dir := filepath.Join(root, fmt.Sprintf("d%d", d))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			for f := 0; f < perDir; f++ {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(f)), nil, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			err := filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				var st unix.Stat_t
+				return unix.Lstat(p, &st)
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// A change elsewhere, as git status's index.lock is.
+			if err := os.WriteFile(filepath.Join(mnt, "lock"), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(mnt, "lock")); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*dirs*perDir), "ns/file")
+	})
 	b.Run("rm", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()

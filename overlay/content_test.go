@@ -2,6 +2,7 @@ package overlay_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,4 +91,55 @@ func TestSmallFilesInMemory(t *testing.T) {
 	check("after remount")
 	s.unmount()
 	s.verify()
+}
+
+// TestListingCacheSeesChanges: directory listings are cached by the kernel
+// (FOPEN_CACHE_DIR) and must still show every change made through the
+// mount: create, mkdir, rename in and out, unlink, rmdir, hard link.
+func TestListingCacheSeesChanges(t *testing.T) {
+	s := newStore(t)
+	a, b := filepath.Join(s.mnt, "a"), filepath.Join(s.mnt, "b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls := func(dir string) string {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return fmt.Sprint(names)
+	}
+	steps := []struct {
+		what string
+		do   func() error
+		a, b string
+	}{
+		{"start", func() error { return nil }, "[]", "[]"},
+		{"create a/x", func() error { return os.WriteFile(filepath.Join(a, "x"), []byte("x"), 0o644) }, "[x]", "[]"},
+		{"mkdir a/d", func() error { return os.Mkdir(filepath.Join(a, "d"), 0o755) }, "[d x]", "[]"},
+		{"rename a/x b/y", func() error { return os.Rename(filepath.Join(a, "x"), filepath.Join(b, "y")) }, "[d]", "[y]"},
+		{"link b/y a/z", func() error { return os.Link(filepath.Join(b, "y"), filepath.Join(a, "z")) }, "[d z]", "[y]"},
+		{"unlink b/y", func() error { return os.Remove(filepath.Join(b, "y")) }, "[d z]", "[]"},
+		{"rename a/d b/d", func() error { return os.Rename(filepath.Join(a, "d"), filepath.Join(b, "d")) }, "[z]", "[d]"},
+		{"rmdir b/d", func() error { return os.Remove(filepath.Join(b, "d")) }, "[z]", "[]"},
+		{"symlink b/l", func() error { return os.Symlink("z", filepath.Join(b, "l")) }, "[z]", "[l]"},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.what, err)
+		}
+		if got := ls(a); got != st.a {
+			t.Fatalf("after %s: a lists %s, want %s", st.what, got, st.a)
+		}
+		if got := ls(b); got != st.b {
+			t.Fatalf("after %s: b lists %s, want %s", st.what, got, st.b)
+		}
+	}
 }
