@@ -17,7 +17,9 @@ import (
 // A Batch holds the store's write lock while it has uncommitted updates,
 // and its process's writer connection: every write of this process must go
 // through it (or follow Commit). Other processes wait at most MaxDelay plus
-// one update. Use from any goroutine; updates are serialized.
+// one update, and must not change the op's branch while the Batch is in
+// use (it caches directory paths across its transactions). Use from any
+// goroutine; updates are serialized.
 type Batch struct {
 	op       *Op
 	maxDelay time.Duration
@@ -29,6 +31,12 @@ type Batch struct {
 	pending int
 	timer   *time.Timer
 	err     error // a failed background commit, reported by the next call
+
+	// paths caches directory paths across the batch's transactions
+	// (each close commits one). The projection clears it whenever a
+	// directory moves or goes, and a rollback does too; the branch has
+	// no other writer while it is batched (see Batch).
+	paths map[int64][]byte
 }
 
 // NewBatch returns a Batch for op's branch.
@@ -36,7 +44,7 @@ func (op *Op) NewBatch(maxDelay time.Duration, maxOps int) *Batch {
 	if maxOps <= 0 {
 		maxOps = 1000
 	}
-	return &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps}
+	return &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps, paths: map[int64][]byte{}}
 }
 
 // txState is what a rolled-back update must restore in memory.
@@ -77,6 +85,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 			tx.Rollback()
 			return err
 		}
+		t.p.paths = b.paths
 		b.tx, b.t = tx, t
 	}
 	b.t.p.now = b.op.db.now()
@@ -136,9 +145,11 @@ func (b *Batch) commitLocked() error {
 	defer t.p.close()
 	if err := t.flush(tx); err != nil {
 		tx.Rollback()
+		clear(b.paths) // inos of rolled-back directories will be allocated again
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
+		clear(b.paths)
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	return nil
@@ -154,6 +165,7 @@ func (b *Batch) abortLocked(err error) error {
 		b.t.p.close()
 		b.tx.Rollback()
 	}
+	clear(b.paths)
 	b.tx, b.t, b.pending = nil, nil, 0
 	return fmt.Errorf("batch: %w (uncommitted updates lost)", err)
 }
