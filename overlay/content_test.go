@@ -143,3 +143,99 @@ func TestListingCacheSeesChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestListingAfterForget: a listing caches the nodes it read, and a node
+// the kernel forgot is rebuilt from it. Changes made since - content,
+// mode, a second name, a rename - must show after the kernel forgets
+// everything (drop_caches), not what the listing read before them.
+func TestListingAfterForget(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("drop_caches needs root")
+	}
+	s := newStore(t)
+	d, e := filepath.Join(s.mnt, "d"), filepath.Join(s.mnt, "e")
+	for _, dir := range []string{d, e} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"f", "g", "h"} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte("abc"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	forget := func() {
+		t.Helper()
+		unix.Sync()
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func() {
+		t.Helper()
+		for _, dir := range []string{d, e} {
+			if _, err := os.ReadDir(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Open directories stay in the kernel's cache, and their nodes with
+	// their listings in art; their entries are forgotten.
+	for _, dir := range []string{d, e} {
+		f, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	list()
+	appendTo := func(p, s string) {
+		t.Helper()
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(path string, size int64, mode os.FileMode, nlink uint64) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(s.mnt, path), &st); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if st.Size != size || os.FileMode(st.Mode&0o777) != mode || st.Nlink != nlink {
+			t.Errorf("%s after forget: size %d mode %o nlink %d, want %d %o %d", path, st.Size, st.Mode&0o777, st.Nlink, size, mode, nlink)
+		}
+	}
+	// Files with one name: their parent's listing entry is voided.
+	appendTo(filepath.Join(d, "f"), "def")
+	if err := os.Chmod(filepath.Join(d, "g"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(e, "f"), filepath.Join(d, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	forget()
+	check("d/f", 6, 0o644, 1)
+	check("d/g", 3, 0o600, 1)
+	check("d/moved", 3, 0o644, 1)
+	check("e/g", 3, 0o644, 1)
+	// A file with two names: a change through one shows through the other.
+	if err := os.Link(filepath.Join(d, "h"), filepath.Join(e, "h2")); err != nil {
+		t.Fatal(err)
+	}
+	list()
+	forget()
+	appendTo(filepath.Join(d, "h"), "xyz")
+	forget()
+	check("e/h2", 6, 0o644, 2)
+	check("d/h", 6, 0o644, 2)
+	if _, err := os.Lstat(filepath.Join(e, "f")); !os.IsNotExist(err) {
+		t.Errorf("e/f after its rename: %v, want ENOENT", err)
+	}
+}

@@ -224,6 +224,7 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		n.mu.Lock()
 		n.attr.Content, n.attr.Size, n.ctime = jn.Content, jn.Size, jn.CTime
 		n.mu.Unlock()
+		n.stale()
 	}
 	if durable {
 		return n.fsys.sync()
@@ -388,7 +389,7 @@ func (n *node) recordWrite(ctx context.Context, data []byte, off int64) error {
 // kernel's rule is "lacks CAP_FSETID"; uid 0 stands in for it here).
 func (n *node) changed(ctx context.Context) {
 	n.dirty.Store(true)
-	n.fsys.gen.Add(1)
+	defer n.stale() // after the mode change below
 	n.mu.Lock()
 	n.attr.MTime = now()
 	n.ctime = n.attr.MTime

@@ -89,7 +89,7 @@ type FS struct {
 	ownOp       bool         // Mount began the op; Unmount ends it
 
 	changed atomic.Bool   // some transaction appended events
-	gen     atomic.Uint64 // bumped by every change; directory listings older than it are stale
+	gen     atomic.Uint64 // bumped by a change whose listing entries are unknown; voids every listing (listing.go)
 	stats   struct{ lowerOpens, copies atomic.Int64 }
 
 	mu      sync.Mutex
@@ -362,7 +362,6 @@ func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
 				return syscall.EROFS
 			}
 			f.changed.Store(true)
-			f.gen.Add(1)
 		}
 		return nil
 	})

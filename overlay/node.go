@@ -36,12 +36,15 @@ type node struct {
 	opens int
 	atime int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
 
-	// listing is the directory's last Readdir, by name (nil entries are
-	// subdirectories, whose link counts it does not hold). Lookup answers
-	// from it - readdirplus looks up every entry - while no change at all
-	// has happened in the filesystem since (listingGen == fsys.gen).
+	// Where the node's one name is, for stale (parent 0: unknown).
+	parent int64
+	name   string
+
+	// The directory's listing (listing.go): valid while listingGen ==
+	// fsys.gen; listVer counts its edits.
 	listing    map[string]*journal.Node
 	listingGen uint64
+	listVer    uint64
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content
 	pending uint32      // attributes (journal.SetMode...) changed in attr since the last journal; only while dirty
@@ -92,8 +95,9 @@ func typeBits(k cas.EntryKind) uint32 {
 	return syscall.S_IFREG
 }
 
-// child returns the live inode for a journal node, creating it if needed.
-func (n *node) child(ctx context.Context, jn journal.Node) *fs.Inode {
+// child returns the live inode for journal node jn, called name in n,
+// creating it if needed.
+func (n *node) child(ctx context.Context, name string, jn journal.Node) *fs.Inode {
 	n.fsys.mu.Lock()
 	existing := n.fsys.nodes[jn.Ino]
 	n.fsys.mu.Unlock()
@@ -102,6 +106,9 @@ func (n *node) child(ctx context.Context, jn journal.Node) *fs.Inode {
 		return &existing.Inode
 	}
 	c := n.fsys.newNode(jn)
+	if jn.Nlink == 1 {
+		c.parent, c.name = n.ino, name
+	}
 	in := n.NewInode(ctx, c, fs.StableAttr{Mode: typeBits(jn.Kind), Ino: uint64(jn.Ino)})
 	if got, ok := in.Operations().(*node); ok && got == c {
 		n.fsys.mu.Lock()
@@ -189,8 +196,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	n.mu.Lock()
 	cached, listed := (*journal.Node)(nil), false
-	if n.listing != nil && n.listingGen == n.fsys.gen.Load() {
-		cached, listed = n.listing[name]
+	if l := n.listingLocked(); l != nil {
+		cached, listed = l[name]
 		if !listed {
 			n.mu.Unlock()
 			return nil, syscall.ENOENT
@@ -210,14 +217,18 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return nil, toErrno(err)
 		}
 	}
-	in := n.child(ctx, jn)
+	in := n.child(ctx, name, jn)
 	in.Operations().(*node).fillEntry(out)
 	return in, 0
 }
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx = uninterruptible(ctx)
-	gen := n.fsys.gen.Load() // before reading: a change during the read invalidates
+	// Before reading: an edit during the read keeps what it read out.
+	gen := n.fsys.gen.Load()
+	n.mu.Lock()
+	ver := n.listVer
+	n.mu.Unlock()
 	var des []journal.Dirent
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
@@ -232,14 +243,16 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	for i := range des {
 		d := &des[i]
 		out[i] = fuse.DirEntry{Name: string(d.Name), Mode: typeBits(d.Node.Kind), Ino: uint64(d.Node.Ino)}
-		if d.Node.IsDir() {
+		if d.Node.IsDir() || d.Node.Nlink != 1 {
 			listing[string(d.Name)] = nil
 		} else {
 			listing[string(d.Name)] = &d.Node
 		}
 	}
 	n.mu.Lock()
-	n.listing, n.listingGen = listing, gen
+	if n.listVer == ver {
+		n.listing, n.listingGen = listing, gen
+	}
 	n.mu.Unlock()
 	return fs.NewListDirStream(out), 0
 }
@@ -283,8 +296,16 @@ func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fus
 		return nil, nil, toErrno(err)
 	}
 	n.touchDir()
-	in := n.child(ctx, jn)
+	n.listSet(name, &jn)
+	in := n.child(ctx, name, jn)
 	c := in.Operations().(*node)
+	if a.Kind == cas.EntryDir {
+		c.mu.Lock()
+		if c.listing == nil && c.listVer == 0 { // new and empty
+			c.listing, c.listingGen = map[string]*journal.Node{}, c.fsys.gen.Load()
+		}
+		c.mu.Unlock()
+	}
 	c.fillEntry(out)
 	return c, in, 0
 }
@@ -305,7 +326,6 @@ func (n *node) journalMTime(ctx context.Context) error {
 
 // touchDir records that the directory's entries changed now.
 func (n *node) touchDir() {
-	n.fsys.gen.Add(1)
 	n.mu.Lock()
 	n.attr.MTime, n.ctime = now(), now()
 	n.mu.Unlock()
@@ -375,9 +395,12 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, toErrno(err)
 	}
 	n.touchDir()
+	n.listSet(name, nil)
 	t.mu.Lock()
 	t.nlink, t.ctime = jn.Nlink, jn.CTime
+	t.parent, t.name = 0, "" // several names now
 	t.mu.Unlock()
+	t.stale()
 	t.fillEntry(out)
 	return &t.Inode, 0
 }
@@ -387,18 +410,23 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // somewhere) so the caller can correct its link count.
 func (n *node) removeChild(ctx context.Context, name string, remove func(tx *journal.Tx, parent int64, name []byte) error) (*node, syscall.Errno) {
 	var ino int64
+	nlink := 0
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		c, err := tx.Lookup(n.ino, []byte(name))
 		if err != nil {
 			return err
 		}
-		ino = c.Ino
+		ino, nlink = c.Ino, c.Nlink
 		return remove(tx, n.ino, []byte(name))
 	})
 	if err != nil {
 		return nil, toErrno(err)
 	}
 	n.touchDir()
+	n.listDel(name)
+	if nlink > 1 {
+		n.fsys.gen.Add(1) // its other entries hold the old link count
+	}
 	return n.fsys.live(ino), 0
 }
 
@@ -451,6 +479,21 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	n.touchDir()
 	np.touchDir()
+	if flags&journal.RenameExchange != 0 {
+		n.listSet(name, nil)
+		if c := n.fsys.live(replaced.Ino); c != nil && replaced.Nlink == 1 {
+			c.setName(n.ino, name)
+		}
+	} else {
+		n.listDel(name)
+	}
+	np.listSet(newName, nil)
+	if c := n.fsys.live(moved.Ino); c != nil && moved.Nlink == 1 {
+		c.setName(np.ino, newName)
+	}
+	if replaced.Nlink > 1 {
+		n.fsys.gen.Add(1) // its other entries hold the old link count
+	}
 	// Refresh link counts the rename changed (directories moving between
 	// parents, a replaced target).
 	return n.refresh(ctx, n.ino, np.ino, moved.Ino, replaced.Ino)
@@ -574,6 +617,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		n.ctime = jn.CTime
 		n.mu.Unlock()
 	}
+	n.stale()
 	return n.Getattr(ctx, f, out)
 }
 
@@ -755,6 +799,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	n.mu.Lock()
 	n.attr.Xattrs, n.ctime = jn.Xattrs, jn.CTime
 	n.mu.Unlock()
+	n.stale()
 	return 0
 }
 
@@ -778,6 +823,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	n.mu.Lock()
 	n.attr.Xattrs, n.ctime = jn.Xattrs, jn.CTime
 	n.mu.Unlock()
+	n.stale()
 	return 0
 }
 

@@ -1,0 +1,93 @@
+package overlay
+
+import (
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+)
+
+// Directory listings in memory.
+//
+// A directory's listing (node.listing) maps every name in it to the node
+// as last read, or to nil when the entry must be read again (directories,
+// whose link counts it does not track; hard-linked files; anything changed
+// since). Lookup answers from it without SQL: a name it lacks is ENOENT
+// (tar x looks up every name before creating it), and a cached node
+// builds the inode readdirplus asks for. Readdir fills it, a new directory
+// starts with an empty one, and every change through the mount updates
+// the one listing it touches:
+//
+//   - create, mkdir, symlink, link, unlink, rmdir and rename edit their
+//     directories' listings;
+//   - a change to a file's attributes or content (stale) voids its entry
+//     in its parent's listing: a file with one name knows where that is
+//     (node.parent, node.name);
+//   - a change to a file with several names, whose other entries it
+//     cannot find, voids every listing (FS.gen).
+//
+// listVer counts a directory's listing edits, so a Readdir racing with
+// one does not install what it read before it.
+
+// listingLocked returns the directory's valid listing or nil. The caller
+// holds d.mu.
+func (d *node) listingLocked() map[string]*journal.Node {
+	if d.listing == nil || d.listingGen != d.fsys.gen.Load() {
+		return nil
+	}
+	return d.listing
+}
+
+// listSet records that name is in d; jn, when not nil, is its node now.
+func (d *node) listSet(name string, jn *journal.Node) {
+	if jn != nil && jn.IsDir() {
+		jn = nil
+	}
+	d.mu.Lock()
+	d.listVer++
+	if l := d.listingLocked(); l != nil {
+		l[name] = jn
+	}
+	d.mu.Unlock()
+}
+
+// listDel records that name is no longer in d.
+func (d *node) listDel(name string) {
+	d.mu.Lock()
+	d.listVer++
+	if l := d.listingLocked(); l != nil {
+		delete(l, name)
+	}
+	d.mu.Unlock()
+}
+
+// setName records where the node's one name is (parent 0: unknown, or
+// several names).
+func (n *node) setName(parent int64, name string) {
+	n.mu.Lock()
+	n.parent, n.name = parent, name
+	n.mu.Unlock()
+}
+
+// stale notes that the node's attributes or content changed: listings
+// must not hand out what they cached of it.
+func (n *node) stale() {
+	n.mu.Lock()
+	dir, parent, name, nlink := n.attr.Kind == cas.EntryDir, n.parent, n.name, n.nlink
+	n.mu.Unlock()
+	if dir {
+		return // listings cache no directories
+	}
+	if parent == 0 || nlink != 1 {
+		n.fsys.gen.Add(1)
+		return
+	}
+	if d := n.fsys.live(parent); d != nil {
+		d.mu.Lock()
+		d.listVer++
+		if l := d.listingLocked(); l != nil {
+			if _, ok := l[name]; ok {
+				l[name] = nil
+			}
+		}
+		d.mu.Unlock()
+	}
+}
