@@ -8,11 +8,16 @@
 //
 // Nodes carry the projection's art inode numbers, so a rename moves a node
 // and open handles and cached lookups stay valid. Namespace and metadata
-// operations are one journal transaction each. File content lives in a
-// private "upper" copy while a file is open; writes go to it, and at
-// flush, fsync and release a changed file is chunked, hashed and journaled
-// in one transaction (coalesced per open file, never per write request).
-// fsync returns only once that transaction is durable.
+// operations are one journal transaction each; directories keep their
+// listings in memory (listing.go), so lookups of listed names and of names
+// not there need no SQL, and the kernel caches listings (FOPEN_CACHE_DIR).
+// A new or truncated file's content lives in memory while it is small and
+// written from the start (up to 128 KiB); otherwise, and for a file opened
+// with existing content, in a private "upper" copy made at the first read
+// or write. At flush, fsync and release a changed file is chunked, hashed
+// and journaled in one transaction (coalesced per open file, never per
+// write request), together with the mode, owner and mtime set while it
+// was dirty. fsync returns only once that transaction is durable.
 //
 // Journal access goes through one journal.Batch (group commit): changes
 // share a transaction that commits within 5 ms, and always before a

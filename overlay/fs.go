@@ -227,7 +227,8 @@ func (f *FS) FastPaths() []string {
 	in := f.server.KernelSettings()
 	flags := in.Flags64()
 	var out []string
-	out = append(out, "max_write=1MiB", "max_background=64", "entry/attr timeout=1h", "negative entries cached")
+	out = append(out, "max_write=1MiB", "max_background=64", "entry/attr timeout=1h", "negative entries cached",
+		"directory listings cached by the kernel (cache_dir)", "small new files in memory until close")
 	for _, c := range []struct {
 		flag uint64
 		name string
