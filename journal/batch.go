@@ -32,11 +32,11 @@ type Batch struct {
 	timer   *time.Timer
 	err     error // a failed background commit, reported by the next call
 
-	// paths caches directory paths across the batch's transactions
+	// paths caches paths across the batch's transactions
 	// (each close commits one). The projection clears it whenever a
 	// directory moves or goes, and a rollback does too; the branch has
 	// no other writer while it is batched (see Batch).
-	paths map[int64][]byte
+	paths *pathCache
 }
 
 // NewBatch returns a Batch for op's branch.
@@ -44,7 +44,7 @@ func (op *Op) NewBatch(maxDelay time.Duration, maxOps int) *Batch {
 	if maxOps <= 0 {
 		maxOps = 1000
 	}
-	return &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps, paths: map[int64][]byte{}}
+	return &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps, paths: newPathCache()}
 }
 
 // txState is what a rolled-back update must restore in memory.
@@ -61,7 +61,7 @@ func (t *Tx) save() txState {
 
 func (t *Tx) restore(s txState) {
 	t.head, t.headSeq, t.count, t.next, t.p.nextIno, t.appended = s.head, s.headSeq, s.count, s.next, s.nextIno, s.appended
-	clear(t.p.paths)
+	t.p.paths.clear()
 }
 
 // Update runs fn against the shared transaction.
@@ -145,11 +145,11 @@ func (b *Batch) commitLocked() error {
 	defer t.p.close()
 	if err := t.flush(tx); err != nil {
 		tx.Rollback()
-		clear(b.paths) // inos of rolled-back directories will be allocated again
+		b.paths.clear() // inos of rolled-back directories will be allocated again
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		clear(b.paths)
+		b.paths.clear()
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	return nil
@@ -165,7 +165,7 @@ func (b *Batch) abortLocked(err error) error {
 		b.t.p.close()
 		b.tx.Rollback()
 	}
-	clear(b.paths)
+	b.paths.clear()
 	b.tx, b.t, b.pending = nil, nil, 0
 	return fmt.Errorf("batch: %w (uncommitted updates lost)", err)
 }

@@ -3,6 +3,7 @@ package journal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -94,5 +95,83 @@ func TestBatchSavepoints(t *testing.T) {
 	rep, err := db.Verify(ctx, journal.VerifyOptions{Rebuild: true})
 	if err != nil || !rep.OK() {
 		t.Fatalf("verify after batches: %v %+v", err, rep)
+	}
+}
+
+// TestBatchPathsFollowNames: a Batch caches paths across its transactions
+// (the mount commits at every close); every event must still name where
+// the node is now, after renames of the file and of its directory, a
+// second name that sorts first, an unlink of that name, and an exchange.
+func TestBatchPathsFollowNames(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	op, err := db.BeginOp(ctx, "main", "test", "paths")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 0)
+	do := func(fn func(tx *journal.Tx) error) {
+		t.Helper()
+		if err := b.Update(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil { // as every close does
+			t.Fatal(err)
+		}
+	}
+	var dir, file, other int64
+	do(func(tx *journal.Tx) error {
+		d, err := tx.Create(journal.RootIno, []byte("d"), journal.Attr{Kind: cas.EntryDir, Mode: 0o755})
+		if err != nil {
+			return err
+		}
+		empty, err := putData(tx, "")
+		if err != nil {
+			return err
+		}
+		f, err := tx.Create(d.Ino, []byte("m"), journal.Attr{Kind: cas.EntryFile, Mode: 0o644, Content: empty})
+		if err != nil {
+			return err
+		}
+		o, err := tx.Create(d.Ino, []byte("o"), journal.Attr{Kind: cas.EntryFile, Mode: 0o644, Content: empty})
+		dir, file, other = d.Ino, f.Ino, o.Ino
+		return err
+	})
+	write := func(ino int64, data string) {
+		t.Helper()
+		do(func(tx *journal.Tx) error {
+			id, err := putData(tx, data)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Write(ino, id, int64(len(data)), 1, nil)
+			return err
+		})
+	}
+	write(file, "1")
+	do(func(tx *journal.Tx) error { return tx.Rename(dir, []byte("m"), dir, []byte("n"), 0) })
+	write(file, "2")
+	do(func(tx *journal.Tx) error { return tx.Rename(journal.RootIno, []byte("d"), journal.RootIno, []byte("e"), 0) })
+	write(file, "3")
+	do(func(tx *journal.Tx) error { _, err := tx.Link(file, dir, []byte("a")); return err })
+	write(file, "4")
+	do(func(tx *journal.Tx) error { return tx.Unlink(dir, []byte("a")) })
+	write(file, "5")
+	do(func(tx *journal.Tx) error { return tx.Rename(dir, []byte("n"), dir, []byte("o"), journal.RenameExchange) })
+	write(file, "6")
+	write(other, "7")
+	evs, err := db.Events(ctx, journal.EventQuery{Branch: "main", Op: op.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if e.Kind == journal.EvWrite {
+			got = append(got, string(e.Path))
+		}
+	}
+	want := []string{"d/m", "d/n", "e/n", "e/a", "e/n", "e/o", "e/n"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("write events name %q, want %q", got, want)
 	}
 }

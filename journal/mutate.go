@@ -101,6 +101,7 @@ func (p *proj) link(ino, parent int64, name []byte) (*Node, error) {
 	if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, parent, name, ino); err != nil {
 		return nil, err
 	}
+	delete(p.paths.files, ino) // the new name may sort first
 	n.Nlink++
 	n.CTime = p.now
 	if n.Kind == cas.EntryFile && n.LinkGroup == 0 {
@@ -125,8 +126,9 @@ func (p *proj) dropName(parent int64, name []byte, n *Node) error {
 	if err := p.exec(`DELETE FROM dentries WHERE branch = ? AND parent = ? AND name = ?`, p.branch, parent, name); err != nil {
 		return err
 	}
+	delete(p.paths.files, n.Ino)
 	if n.IsDir() {
-		clear(p.paths)
+		p.paths.clear()
 		if err := p.exec(`DELETE FROM nodes WHERE branch = ? AND ino = ?`, p.branch, n.Ino); err != nil {
 			return err
 		}
@@ -318,9 +320,10 @@ func (p *proj) rename(op int64, on []byte, np int64, nn []byte, flags uint32) er
 	if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, np, nn, src.Ino); err != nil {
 		return err
 	}
+	delete(p.paths.files, src.Ino)
 	src.CTime = p.now
 	if src.IsDir() {
-		clear(p.paths)
+		p.paths.clear()
 		if op != np {
 			if err := p.adjustNlink(op, -1); err != nil {
 				return err
@@ -347,7 +350,7 @@ func (p *proj) exchange(op int64, on []byte, src *Node, np int64, nn []byte, dst
 	if err := p.exec(`UPDATE dentries SET ino = ? WHERE branch = ? AND parent = ? AND name = ?`, src.Ino, p.branch, np, nn); err != nil {
 		return err
 	}
-	clear(p.paths)
+	p.paths.clear()
 	for _, m := range []struct {
 		n      *Node
 		parent int64

@@ -58,12 +58,12 @@ type proj struct {
 	branch  int64
 	now     int64
 	nextIno int64
-	paths   map[int64][]byte // directory path cache; cleared on any directory move
+	paths   *pathCache
 }
 
 func newProj(ctx context.Context, tx *sql.Tx, objs *cas.Store, branch, nextIno, now int64) *proj {
 	return &proj{ctx: ctx, tx: tx, objs: objs.With(tx), branch: branch, nextIno: nextIno, now: now,
-		paths: map[int64][]byte{}}
+		paths: newPathCache()}
 }
 
 // stmt returns q bound to the transaction. It is not prepared here: a
@@ -209,6 +209,7 @@ func (p *proj) expand(d *Node) error {
 				if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, d.Ino, e.Name, ino); err != nil {
 					return err
 				}
+				delete(p.paths.files, ino) // the new name may sort first
 				if err := p.exec(`UPDATE nodes SET nlink = nlink + 1 WHERE branch = ? AND ino = ?`, p.branch, ino); err != nil {
 					return err
 				}
@@ -385,12 +386,26 @@ func (p *proj) parentsOf(ino int64) ([]int64, error) {
 	return out, rows.Err()
 }
 
+// pathCache remembers paths built by walking dentries: directories by
+// ino, and the first name of files. Whatever moves or removes a directory
+// clears it all; a change to a file's names forgets that file.
+type pathCache struct{ dirs, files map[int64][]byte }
+
+func newPathCache() *pathCache {
+	return &pathCache{dirs: map[int64][]byte{}, files: map[int64][]byte{}}
+}
+
+func (c *pathCache) clear() {
+	clear(c.dirs)
+	clear(c.files)
+}
+
 // pathOf returns the path of a directory ("" for the root).
 func (p *proj) pathOf(dir int64) ([]byte, error) {
 	if dir == RootIno {
 		return nil, nil
 	}
-	if path, ok := p.paths[dir]; ok {
+	if path, ok := p.paths.dirs[dir]; ok {
 		return path, nil
 	}
 	s, err := p.stmt(`SELECT parent, name FROM dentries WHERE branch = ? AND ino = ? LIMIT 1`)
@@ -407,7 +422,7 @@ func (p *proj) pathOf(dir int64) ([]byte, error) {
 		return nil, err
 	}
 	path := join(pp, name)
-	p.paths[dir] = path
+	p.paths.dirs[dir] = path
 	return path, nil
 }
 
@@ -415,6 +430,9 @@ func (p *proj) pathOf(dir int64) ([]byte, error) {
 func (p *proj) nodePath(n *Node) ([]byte, error) {
 	if n.IsDir() {
 		return p.pathOf(n.Ino)
+	}
+	if path, ok := p.paths.files[n.Ino]; ok {
+		return path, nil
 	}
 	s, err := p.stmt(`SELECT parent, name FROM dentries WHERE branch = ? AND ino = ? ORDER BY parent, name LIMIT 1`)
 	if err != nil {
@@ -432,7 +450,9 @@ func (p *proj) nodePath(n *Node) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return join(pp, name), nil
+	path := join(pp, name)
+	p.paths.files[n.Ino] = path
+	return path, nil
 }
 
 func join(dir, name []byte) []byte {
@@ -491,7 +511,7 @@ func (p *proj) reset(root cas.ID) error {
 			return fmt.Errorf("reset projection: %w", err)
 		}
 	}
-	clear(p.paths)
+	p.paths.clear()
 	t, err := p.objs.GetTree(p.ctx, root)
 	if err != nil {
 		return fmt.Errorf("reset to %s: %w", root.Short(), err)

@@ -128,6 +128,9 @@ func (t *Tx) Create(parent int64, name []byte, a Attr) (Node, error) {
 	if err != nil {
 		return Node{}, pathErr("create", string(path), errnoOf(err))
 	}
+	if !n.IsDir() {
+		t.p.paths.files[n.Ino] = path // its one name: the close's event needs it next
+	}
 	kind := EvCreate
 	switch a.Kind {
 	case cas.EntryDir:
