@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -177,5 +178,16 @@ func TestBatchPathsFollowNames(t *testing.T) {
 	want := []string{"d/m", "d/n", "e/n", "e/a", "e/n", "e/o", "e/n"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("write events name %q, want %q", got, want)
+	}
+	// Each write marks its directory's tree dirty: a snapshot taken after
+	// one that encoded everything sees the write.
+	do(func(tx *journal.Tx) error { _, err := tx.Snapshot("first"); return err })
+	write(file, "8")
+	do(func(tx *journal.Tx) error { _, err := tx.Snapshot("second"); return err })
+	tree := treeMap(t, db.Objects(), headRoot(t, db, "main"), true)
+	for path, data := range map[string]string{"e/o": "8", "e/n": "7"} {
+		if !strings.HasSuffix(tree[path], ":"+contentDesc(data)) {
+			t.Errorf("snapshot has %s = %q, want content %q", path, tree[path], data)
+		}
 	}
 }

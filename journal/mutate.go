@@ -101,7 +101,7 @@ func (p *proj) link(ino, parent int64, name []byte) (*Node, error) {
 	if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, parent, name, ino); err != nil {
 		return nil, err
 	}
-	delete(p.paths.files, ino) // the new name may sort first
+	p.paths.forget(ino) // the new name may sort first
 	n.Nlink++
 	n.CTime = p.now
 	if n.Kind == cas.EntryFile && n.LinkGroup == 0 {
@@ -126,7 +126,7 @@ func (p *proj) dropName(parent int64, name []byte, n *Node) error {
 	if err := p.exec(`DELETE FROM dentries WHERE branch = ? AND parent = ? AND name = ?`, p.branch, parent, name); err != nil {
 		return err
 	}
-	delete(p.paths.files, n.Ino)
+	p.paths.forget(n.Ino)
 	if n.IsDir() {
 		p.paths.clear()
 		if err := p.exec(`DELETE FROM nodes WHERE branch = ? AND ino = ?`, p.branch, n.Ino); err != nil {
@@ -320,7 +320,7 @@ func (p *proj) rename(op int64, on []byte, np int64, nn []byte, flags uint32) er
 	if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, np, nn, src.Ino); err != nil {
 		return err
 	}
-	delete(p.paths.files, src.Ino)
+	p.paths.forget(src.Ino)
 	src.CTime = p.now
 	if src.IsDir() {
 		p.paths.clear()

@@ -209,7 +209,7 @@ func (p *proj) expand(d *Node) error {
 				if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, d.Ino, e.Name, ino); err != nil {
 					return err
 				}
-				delete(p.paths.files, ino) // the new name may sort first
+				p.paths.forget(ino) // the new name may sort first
 				if err := p.exec(`UPDATE nodes SET nlink = nlink + 1 WHERE branch = ? AND ino = ?`, p.branch, ino); err != nil {
 					return err
 				}
@@ -353,6 +353,9 @@ func (p *proj) touch(n *Node) error {
 		}
 		return p.markDirty(n.Parent)
 	}
+	if d, ok := p.paths.parents[n.Ino]; ok && n.Nlink == 1 {
+		return p.markDirty(d)
+	}
 	parents, err := p.parentsOf(n.Ino)
 	if err != nil {
 		return err
@@ -389,15 +392,35 @@ func (p *proj) parentsOf(ino int64) ([]int64, error) {
 // pathCache remembers paths built by walking dentries: directories by
 // ino, and the first name of files. Whatever moves or removes a directory
 // clears it all; a change to a file's names forgets that file.
-type pathCache struct{ dirs, files map[int64][]byte }
+// It also holds the directory of files with one name, for touch.
+type pathCache struct {
+	dirs, files map[int64][]byte
+	parents     map[int64]int64
+}
 
 func newPathCache() *pathCache {
-	return &pathCache{dirs: map[int64][]byte{}, files: map[int64][]byte{}}
+	return &pathCache{dirs: map[int64][]byte{}, files: map[int64][]byte{}, parents: map[int64]int64{}}
 }
 
 func (c *pathCache) clear() {
 	clear(c.dirs)
 	clear(c.files)
+	clear(c.parents)
+}
+
+// setFile records file ino's first name; parent is its directory when
+// that is its only name, else 0.
+func (c *pathCache) setFile(ino int64, path []byte, parent int64) {
+	c.files[ino] = path
+	if parent != 0 {
+		c.parents[ino] = parent
+	}
+}
+
+// forget drops what is known of file ino's names.
+func (c *pathCache) forget(ino int64) {
+	delete(c.files, ino)
+	delete(c.parents, ino)
 }
 
 // pathOf returns the path of a directory ("" for the root).
@@ -451,7 +474,11 @@ func (p *proj) nodePath(n *Node) ([]byte, error) {
 		return nil, err
 	}
 	path := join(pp, name)
-	p.paths.files[n.Ino] = path
+	single := int64(0)
+	if n.Nlink == 1 {
+		single = parent
+	}
+	p.paths.setFile(n.Ino, path, single)
 	return path, nil
 }
 

@@ -129,7 +129,7 @@ func (t *Tx) Create(parent int64, name []byte, a Attr) (Node, error) {
 		return Node{}, pathErr("create", string(path), errnoOf(err))
 	}
 	if !n.IsDir() {
-		t.p.paths.files[n.Ino] = path // its one name: the close's event needs it next
+		t.p.paths.setFile(n.Ino, path, parent) // its one name: the close's events need it next
 	}
 	kind := EvCreate
 	switch a.Kind {
