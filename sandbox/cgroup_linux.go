@@ -161,7 +161,7 @@ func sweepStale(parent string) {
 func writeFile(dir, file string, v any) error {
 	p := filepath.Join(dir, file)
 	if err := os.WriteFile(p, []byte(fmt.Sprint(v)), 0); err != nil {
-		return fmt.Errorf("cgroup: write %s: %w", p, err)
+		return fmt.Errorf("cgroup: %w", err) // the PathError names p
 	}
 	return nil
 }

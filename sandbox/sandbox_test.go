@@ -483,3 +483,19 @@ func ownPidsCgroup(t *testing.T) string {
 	t.Skip("no v1 pids hierarchy")
 	return ""
 }
+
+// Regression: a bind bwrap cannot mount (its guest path cannot be made on
+// the read-only root) ends the sandbox with bwrap's own message and exit
+// 1, not with an error about the cgroup art could not join the dead
+// child to.
+func TestBwrapSetupFailureIsTheCommandsFailure(t *testing.T) {
+	c := direct(t)
+	c.Binds = []sandbox.Bind{{Host: c.Workspace, Guest: "/nonexistent-art-test/data", ReadOnly: true}}
+	c.Limits.Pids = 100 // a cgroup to join, as root
+	for i := 0; i < 5; i++ {
+		out, errs, res := run(t, c, "echo", "ran")
+		if want := "bwrap: Can't mkdir parents for /nonexistent-art-test/data: Read-only file system\n"; out != "" || res.ExitCode != 1 || errs != want {
+			t.Fatalf("run %d: stdout %q exit %d stderr %q, want exit 1 and bwrap's message", i, out, res.ExitCode, errs)
+		}
+	}
+}
