@@ -988,3 +988,59 @@ func TestRunPTYFollowsWindowResize(t *testing.T) {
 		t.Fatalf("stty size before and after the resize: %q, want [20 70 40 132]; output %q", sizes, out.String())
 	}
 }
+
+func TestRunNoHostPidsVisible(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	// Inside: bwrap's init (1) and python (2); nothing of the host.
+	r := artRun(t, "run", "-m", ws, "-i=false", "-q", "--", "python3", "-c", `import os; print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))`)
+	if want := "[1, 2]\n"; r.stdout != want || r.code != 0 {
+		t.Fatalf("pids inside: %q (exit %d, stderr %s), want %q", r.stdout, r.code, r.stderr, want)
+	}
+}
+
+func TestRunWritesOutsideHomeAndTmpFailHostUnchanged(t *testing.T) {
+	ws, db := runWorkspace(t)
+	before := testutil.DescribeTree(t, ws, testutil.TreeOptions{})
+	victim := hostVisibleDir(t)
+	writeFile(t, filepath.Join(victim, "f"), "host\n")
+	os.Chmod(victim, 0o777)
+	os.Chmod(filepath.Join(victim, "f"), 0o666)
+	var script strings.Builder
+	for _, p := range []string{"/etc/art-test", "/usr/art-test", "/var/art-test", "/opt/art-test", "/art-test", victim + "/new", victim + "/f"} {
+		fmt.Fprintf(&script, "echo x 2>/dev/null >> %[1]s && echo '%[1]s written'\n", p)
+	}
+	script.WriteString("echo agent > /home/agent/ws/agent.txt && echo x > /tmp/t && echo x > /home/agent/h && echo ok\n")
+	r := artRun(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", script.String())
+	if r.stdout != "ok\n" || r.code != 0 {
+		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant only ok", r.stdout, r.code, r.stderr)
+	}
+	after := testutil.DescribeTree(t, ws, testutil.TreeOptions{})
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("host workspace changed by an overlay run:\nbefore %v\nafter  %v", before, after)
+	}
+	if b, _ := os.ReadFile(filepath.Join(victim, "f")); string(b) != "host\n" {
+		t.Fatalf("host file changed: %q", b)
+	}
+	if got := mustRun(t, "cat", "-d", db, "main:ws/agent.txt").stdout; got != "agent\n" {
+		t.Fatalf("the agent's write in the store: %q", got)
+	}
+}
+
+// The original README's workflow: push, run (edit inside), pull.
+func TestRunPushRunPullWorkflow(t *testing.T) {
+	ws, db := runWorkspace(t)
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	r := mustRun(t, "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo \"print('edited')\" > main.py; mkdir -p pkg; echo new > pkg/new.txt")
+	if r.stdout != "" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "main.py")); string(b) != "print('hello')\n" {
+		t.Fatalf("host main.py before pull: %q", b)
+	}
+	mustArt(t, "pull", "-q", "-m", ws, "-d", db)
+	for p, want := range map[string]string{"main.py": "print('edited')\n", "pkg/new.txt": "new\n"} {
+		if b, _ := os.ReadFile(filepath.Join(ws, p)); string(b) != want {
+			t.Errorf("host %s after pull: %q, want %q", p, b, want)
+		}
+	}
+}
