@@ -194,11 +194,11 @@ type proc struct {
 	cmd     *exec.Cmd
 	started time.Time
 	killFn  func(syscall.Signal) error
-	readers []*os.File      // parent ends of stdout and stderr
-	copied  sync.WaitGroup  // output copiers
-	stdinW  *os.File        // parent end of stdin, nil if /dev/null
-	mu      sync.Mutex      // guards reaped
-	reaped  bool            // after this no signal may be sent by pid
+	readers []*os.File     // parent ends of stdout and stderr
+	copied  sync.WaitGroup // output copiers
+	stdinW  *os.File       // parent end of stdin, nil if /dev/null
+	mu      sync.Mutex     // guards reaped
+	reaped  bool           // after this no signal may be sent by pid
 }
 
 type ioCounts struct{ read, written int64 }
