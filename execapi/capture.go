@@ -22,16 +22,17 @@ func NewCapture(limit int) *Capture { return &Capture{limit: limit} }
 
 // Write keeps what fits under the limit and reports len(p), nil.
 func (c *Capture) Write(p []byte) (int, error) {
+	n := len(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.total += int64(len(p))
+	c.total += int64(n)
 	if room := c.limit - len(c.buf); room > 0 {
 		if len(p) > room {
 			p = p[:room]
 		}
 		c.buf = append(c.buf, p...)
 	}
-	return len(p), nil
+	return n, nil
 }
 
 // Total is the number of bytes written, kept or not.
