@@ -90,14 +90,11 @@ func (r *Runner) Exec(ctx context.Context, req *Request) *Response {
 	if launch.Cleanup != nil {
 		defer launch.Cleanup()
 	}
-	resp := &Response{APIVersion: APIVersion}
 	stdout, stderr := NewCapture(req.OutputLimit()), NewCapture(req.OutputLimit())
 	p, err := r.start(launch, req, stdout, stderr)
 	if err != nil {
 		return Failed(err.(*Error))
 	}
-	resp.Timestamps.Started = Stamp(p.started)
-
 	timeout := time.Duration(req.Timeout()) * time.Millisecond
 	var timedOut, cancelled bool
 	var mu sync.Mutex
@@ -137,56 +134,28 @@ func (r *Runner) Exec(ctx context.Context, req *Request) *Response {
 
 	mu.Lock()
 	defer mu.Unlock()
-	resp.Stdout, resp.Stderr = stdout.String(), stderr.String()
-	resp.StdoutTruncated, resp.StderrTruncated = stdout.Truncated(), stderr.Truncated()
-	resp.Metrics = Metrics{
-		WallTimeMS:     end.Sub(p.started).Milliseconds(),
-		IOBytesRead:    io.read,
-		IOBytesWritten: io.written,
-	}
-	if rusage != nil {
-		resp.Metrics.UserTimeMS = time.Duration(rusage.Utime.Nano()).Milliseconds()
-		resp.Metrics.KernelTimeMS = time.Duration(rusage.Stime.Nano()).Milliseconds()
-		resp.Metrics.MaxMemoryBytes = rusage.Maxrss * 1024 // Linux reports KiB
-	}
 	if werr != nil {
-		resp.Status, resp.ExitCode = StatusError, ExitNotRun
-		resp.Error = Errorf(CodeExecFailed, "wait for %s: %v", req.Command[0], werr)
+		resp := Failed(Errorf(CodeExecFailed, "wait for %s: %v", req.Command[0], werr))
+		resp.Timestamps.Started = Stamp(p.started)
 		return resp
 	}
-	resp.Status, resp.ExitCode, resp.Error = classifyExit(ws, timedOut, cancelled, timeout, launch.Explain)
-	return resp
-}
-
-// classifyExit maps a wait status to the response's status, exit code and
-// error: 0 success; n error; timeout 124; signal N 128+N killed.
-func classifyExit(ws syscall.WaitStatus, timedOut, cancelled bool, timeout time.Duration, explain func(syscall.WaitStatus) *Error) (Status, int, *Error) {
-	code := ws.ExitStatus()
+	o := Outcome{
+		Started: p.started, Wall: end.Sub(p.started),
+		IORead: io.read, IOWritten: io.written,
+		ExitCode: ws.ExitStatus(), TimedOut: timedOut, Timeout: timeout, Cancelled: cancelled,
+	}
 	if ws.Signaled() {
-		code = ExitSignal + int(ws.Signal())
+		o.Signal = ws.Signal()
 	}
-	switch {
-	case timedOut:
-		return StatusTimeout, ExitTimeout, Errorf(CodeTimeout, "timed out after %d ms; the process tree was killed", timeout.Milliseconds()).
-			with("timeout_ms", timeout.Milliseconds())
-	case cancelled:
-		return StatusKilled, code, Errorf(CodeSignaled, "cancelled: art is shutting down; the process tree was killed")
+	if rusage != nil {
+		o.User = time.Duration(rusage.Utime.Nano())
+		o.Kernel = time.Duration(rusage.Stime.Nano())
+		o.MaxMemory = rusage.Maxrss * 1024 // Linux reports KiB
 	}
-	if explain != nil {
-		if e := explain(ws); e != nil {
-			return StatusKilled, code, e
-		}
+	if launch.Explain != nil {
+		o.Limit = launch.Explain(ws)
 	}
-	switch {
-	case ws.Signaled() && ws.Signal() == syscall.SIGXCPU:
-		return StatusKilled, code, Errorf(CodeCPULimit, "CPU time limit exceeded (SIGXCPU)").with("signal", int(ws.Signal()))
-	case ws.Signaled():
-		return StatusKilled, code, Errorf(CodeSignaled, "killed by signal %d (%s)", int(ws.Signal()), unix.SignalName(ws.Signal())).
-			with("signal", int(ws.Signal()))
-	case code == 0:
-		return StatusSuccess, 0, nil
-	}
-	return StatusError, code, nil
+	return o.Response(stdout, stderr)
 }
 
 // proc is a started command.
