@@ -34,10 +34,13 @@ var errExecNotWired = errors.New("art exec is not wired to the sandbox yet")
 
 // newSandboxExecutor returns the executor art exec serves requests with
 // and a function that releases it (unmounts the overlay) after the last
-// response. It is where the sandbox is wired in: an execapi.Runner whose
-// Prepare starts bwrap over the overlay of o.Branch, or an Executor built
-// on sandbox.Start and execapi.Outcome, taking snapshots around each
-// request and recording it as an ops row.
+// response. It is where the sandbox is wired in: mount the overlay of
+// o.Branch once, and return &journaledExecutor{db, branch, run} whose run
+// starts the sandbox for one request (sandbox.Start with stdio from
+// execapi.NewCapture, the result mapped by execapi.Outcome.Response, or an
+// execapi.Runner whose Prepare builds the bwrap command), with the
+// overlay's events journaled under the request's op and flushed before
+// run returns. journaledExecutor adds the ops row, snapshots and changes.
 func newSandboxExecutor(ctx context.Context, o execOptions) (execapi.Executor, func() error, error) {
 	return nil, nil, withHint(errExecNotWired, "use art run -d FILE -- CMD meanwhile")
 }
