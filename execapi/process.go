@@ -45,7 +45,9 @@ func ProcessCommand(dir string, env []string) PrepareFunc {
 		if req.WorkingDirectory != "" {
 			cmd.Dir = req.WorkingDirectory
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// Pdeathsig: if art dies the command does too (its goroutine is
+		// not locked to a thread, and Go does not end unlocked threads).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if !req.Isolation.Network {
 			cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
 		}

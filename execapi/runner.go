@@ -222,7 +222,7 @@ func (r *Runner) start(l *Launch, req *Request, stdout, stderr io.Writer) (*proc
 		p.copied.Add(1)
 		go func(src *os.File, dst io.Writer) {
 			defer p.copied.Done()
-			buf := make([]byte, 256<<10)
+			buf := make([]byte, 64<<10) // a pipe holds 64 KiB
 			io.CopyBuffer(dst, src, buf) // ends at EOF or when drain closes src
 		}(p.readers[i], w)
 	}
@@ -303,6 +303,9 @@ func (r *Runner) drain(p *proc) {
 		f.Close()
 	}
 	<-done
+	if p.stdinW != nil {
+		p.stdinW.Close() // unblocks the stdin writer if an escaped process holds the pipe
+	}
 }
 
 // readProcIO reads rchar and wchar of pid, which include the children it
