@@ -222,7 +222,7 @@ func (r *Runner) start(l *Launch, req *Request, stdout, stderr io.Writer) (*proc
 		p.copied.Add(1)
 		go func(src *os.File, dst io.Writer) {
 			defer p.copied.Done()
-			buf := make([]byte, 64<<10) // a pipe holds 64 KiB
+			buf := make([]byte, 64<<10)  // a pipe holds 64 KiB
 			io.CopyBuffer(dst, src, buf) // ends at EOF or when drain closes src
 		}(p.readers[i], w)
 	}
