@@ -97,7 +97,7 @@ type BindMount struct {
 // always an *Error with an E1xxx code.
 func Decode(data []byte) (*Request, *Error) {
 	if len(data) > MaxRequestBytes {
-		return nil, Errorf(CodeTooLarge, "request is %d bytes, at most %d", len(data), MaxRequestBytes).
+		return nil, Errorf(CodeTooLarge, "request is longer than %d bytes", MaxRequestBytes).
 			with("limit", MaxRequestBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))

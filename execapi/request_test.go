@@ -70,7 +70,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"trailing", `{"command":["true"]} {}`, CodeTrailingData, "unexpected data after the request at byte 22"},
 		{"version", `{"api_version":2,"command":["true"]}`, CodeAPIVersion, "api_version 2 is not supported (this art speaks 1)"},
 		{"too large", `{"command":["` + strings.Repeat("a", MaxRequestBytes) + `"]}`, CodeTooLarge,
-			"request is 16777232 bytes, at most 16777216"},
+			"request is longer than 16777216 bytes"},
 		{"no command", `{}`, CodeEmptyCommand, "command: must have at least one element"},
 		{"empty command", `{"command":[]}`, CodeEmptyCommand, "command: must have at least one element"},
 		{"empty argv0", `{"command":[""]}`, CodeEmptyCommand, "command[0]: must not be empty"},

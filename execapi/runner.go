@@ -91,9 +91,9 @@ func (r *Runner) Exec(ctx context.Context, req *Request) *Response {
 		defer launch.Cleanup()
 	}
 	stdout, stderr := NewCapture(req.OutputLimit()), NewCapture(req.OutputLimit())
-	p, err := r.start(launch, req, stdout, stderr)
-	if err != nil {
-		return Failed(err.(*Error))
+	p, e := r.start(launch, req, stdout, stderr)
+	if e != nil {
+		return Failed(e)
 	}
 	timeout := time.Duration(req.Timeout()) * time.Millisecond
 	var timedOut, cancelled bool
@@ -127,7 +127,7 @@ func (r *Runner) Exec(ctx context.Context, req *Request) *Response {
 		}
 	}()
 
-	ws, rusage, io, werr := p.wait()
+	ws, rusage, counts, werr := p.wait()
 	close(exited)
 	end := r.now()
 	r.drain(p)
@@ -141,7 +141,7 @@ func (r *Runner) Exec(ctx context.Context, req *Request) *Response {
 	}
 	o := Outcome{
 		Started: p.started, Wall: end.Sub(p.started),
-		IORead: io.read, IOWritten: io.written,
+		IORead: counts.read, IOWritten: counts.written,
 		ExitCode: ws.ExitStatus(), TimedOut: timedOut, Timeout: timeout, Cancelled: cancelled,
 	}
 	if ws.Signaled() {
@@ -172,7 +172,7 @@ type proc struct {
 
 type ioCounts struct{ read, written int64 }
 
-func (r *Runner) start(l *Launch, req *Request, stdout, stderr io.Writer) (*proc, error) {
+func (r *Runner) start(l *Launch, req *Request, stdout, stderr io.Writer) (*proc, *Error) {
 	cmd := l.Cmd
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}

@@ -147,3 +147,16 @@ func TestServeReportsWriteErrors(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+func TestServeOneTooLarge(t *testing.T) {
+	var out bytes.Buffer
+	in := strings.NewReader(`{"command":["echo","` + strings.Repeat("a", MaxRequestBytes) + `"]}`)
+	if err := newTestServer(t).Serve(context.Background(), in, &out, One); err != nil {
+		t.Fatal(err)
+	}
+	resps := decodeResponses(t, out.String())
+	if len(resps) != 1 || resps[0].Error == nil || resps[0].Error.Code != CodeTooLarge ||
+		resps[0].Error.Message != "request is longer than 16777216 bytes" {
+		t.Fatalf("responses %+v", resps)
+	}
+}
