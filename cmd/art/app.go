@@ -103,6 +103,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newCatCommand(e),
 			newVerifyCommand(e),
 			newMountCommand(e),
+			newExecCommand(e),
 		},
 	}
 	return app
