@@ -87,13 +87,20 @@ func mustRun(t *testing.T, args ...string) runOut {
 }
 
 // runWorkspace makes base/ws (reachable and, in direct mode, writable by
-// the sandbox's uid) with one file, and returns (ws, db).
+// the sandbox's uid) with one file, and returns (ws, db). Overlay mode
+// (-d db) needs FUSE too: see overlayWorkspace and RequireFUSE.
 func runWorkspace(t *testing.T) (string, string) {
 	t.Helper()
 	testutil.Require(t, "bwrap")
-	testutil.RequireFUSE(t)
 	base := t.TempDir()
 	return populate(t, base), filepath.Join(base, "ws.db")
+}
+
+// overlayWorkspace is runWorkspace for a test that runs with a store.
+func overlayWorkspace(t *testing.T) (string, string) {
+	t.Helper()
+	testutil.RequireFUSE(t)
+	return runWorkspace(t)
 }
 
 func populate(t *testing.T, base string) string {
@@ -224,6 +231,7 @@ func TestRunDieWithParentOnKill9(t *testing.T) {
 			ws, db := runWorkspace(t)
 			args := []string{"run", "-m", ws, "-i=false", "-q"}
 			if mode == "overlay" {
+				testutil.RequireFUSE(t)
 				args = append(args, "-d", db)
 			}
 			cmd := artCmd(t, append(args, "--", "sh", "-c", "sleep 60.25 & sleep 60.25")...)
@@ -277,7 +285,7 @@ func fuseMounts(t *testing.T) []string {
 }
 
 func TestRunAfterKill9LeavesNoMountOrCgroup(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, db := overlayWorkspace(t)
 	before := map[string]bool{}
 	for _, m := range fuseMounts(t) {
 		before[m] = true
@@ -468,6 +476,10 @@ func TestRunPrivateTmpfsHideHostFilesAndSockets(t *testing.T) {
 	defer os.Remove(marker.Name())
 	sock := fmt.Sprintf("/run/art-run-test-%d.sock", os.Getpid())
 	l, err := net.Listen("unix", sock)
+	if err != nil && os.Geteuid() != 0 { // not root: /run is not ours
+		sock = fmt.Sprintf("/tmp/art-run-test-%d.sock", os.Getpid())
+		l, err = net.Listen("unix", sock)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,6 +492,7 @@ for d in /tmp /run /var/run /root /home; do echo "$d: $(ls -A $d | tr '\n' ' ')"
 	for _, mode := range []string{"direct", "overlay"} {
 		args := []string{"-m", ws, "-i=false", "-q"}
 		if mode == "overlay" {
+			testutil.RequireFUSE(t)
 			args = append(args, "-d", db)
 		}
 		r := artRun(t, append(args, "--", "sh", "-c", script)...)
@@ -541,6 +554,7 @@ true`
 	for _, mode := range []string{"direct", "overlay"} {
 		args := []string{"-m", ws, "-i=false", "-q"}
 		if mode == "overlay" {
+			testutil.RequireFUSE(t)
 			args = append(args, "-d", db)
 		}
 		os.Remove(filepath.Join(scratch, "out"))
@@ -570,6 +584,7 @@ func TestRunAgentWrittenBindsJSONGrantsNothing(t *testing.T) {
 			}
 			args := []string{"-m", ws, "-i=false", "-q"}
 			if mode == "overlay" {
+				testutil.RequireFUSE(t)
 				args = append(args, "-d", db)
 			}
 			plant := fmt.Sprintf(`{"binds":[{"host":%q,"guest":"/tmp/loot","readonly":false}]}`, loot)
@@ -593,6 +608,7 @@ func TestRunExitStatusPassesThrough(t *testing.T) {
 	for _, mode := range []string{"direct", "overlay"} {
 		args := []string{"-m", ws, "-i=false", "-q"}
 		if mode == "overlay" {
+			testutil.RequireFUSE(t)
 			args = append(args, "-d", db)
 		}
 		for _, tc := range []struct {
@@ -607,14 +623,14 @@ func TestRunExitStatusPassesThrough(t *testing.T) {
 }
 
 func TestRunTimeoutExits124AndKillsTheTree(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, _ := runWorkspace(t)
 	for _, tc := range []struct{ name, script string }{
 		{"sleep", "sleep 30.125 & sleep 30.125"},
 		// Ignores SIGTERM: only the SIGKILL after the 5 s grace ends it.
 		{"ignores SIGTERM", "trap '' TERM; sleep 30.125 & sleep 30.125"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := artRun(t, "run", "-m", ws, "-d", db, "-i=false", "--timeout", "1s", "--", "sh", "-c", tc.script)
+			r := artRun(t, "run", "-m", ws, "-i=false", "--timeout", "1s", "--", "sh", "-c", tc.script)
 			if r.code != 124 {
 				t.Fatalf("exit %d (stderr %s), want 124", r.code, r.stderr)
 			}
@@ -684,7 +700,7 @@ func tail(s string) string {
 }
 
 func TestRunMemoryLimitKillsHog(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, db := overlayWorkspace(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: cgroup limits")
 	}
@@ -700,7 +716,7 @@ func TestRunMemoryLimitKillsHog(t *testing.T) {
 }
 
 func TestRunDiskQuota(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, db := overlayWorkspace(t)
 	r := artRun(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--disk-quota", "1M", "--", "sh", "-c",
 		`df -B1 --output=size . | tail -1 | tr -d ' '; dd if=/dev/zero of=big bs=64K count=32 2>&1 | grep -o 'No space left on device'; ls -l big | cut -d' ' -f5`)
 	// The overlay holds main.py (15 bytes) besides big: less than 1 MiB fits.
@@ -764,7 +780,7 @@ except OSError as e:
 }
 
 func TestRunJournaledWithSummary(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, db := overlayWorkspace(t)
 	r := artRun(t, "run", "-m", ws, "-d", db, "-i=false", "--", "sh", "-c", "echo new > new.txt; exit 3")
 	if r.code != 3 {
 		t.Fatalf("exit %d, want 3 (stderr %s)", r.code, r.stderr)
@@ -797,7 +813,7 @@ func TestRunJournaledWithSummary(t *testing.T) {
 }
 
 func TestRunBranchesSideBySide(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, db := overlayWorkspace(t)
 	mustArt(t, "push", "-q", "-m", ws, "-d", db)
 	signal := filepath.Join(filepath.Dir(ws), "signal")
 	os.Mkdir(signal, 0o777)
@@ -848,7 +864,7 @@ func TestRunBranchesSideBySide(t *testing.T) {
 }
 
 func TestRunAtPastState(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, db := overlayWorkspace(t)
 	mustArt(t, "push", "-q", "-m", ws, "-d", db)
 	writeFile(t, filepath.Join(ws, "main.py"), "print('v2')\n")
 	mustArt(t, "push", "-q", "-m", ws, "-d", db)
@@ -999,7 +1015,7 @@ func TestRunNoHostPidsVisible(t *testing.T) {
 }
 
 func TestRunWritesOutsideHomeAndTmpFailHostUnchanged(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, db := overlayWorkspace(t)
 	before := testutil.DescribeTree(t, ws, testutil.TreeOptions{})
 	victim := hostVisibleDir(t)
 	writeFile(t, filepath.Join(victim, "f"), "host\n")
@@ -1028,7 +1044,7 @@ func TestRunWritesOutsideHomeAndTmpFailHostUnchanged(t *testing.T) {
 
 // The original README's workflow: push, run (edit inside), pull.
 func TestRunPushRunPullWorkflow(t *testing.T) {
-	ws, db := runWorkspace(t)
+	ws, db := overlayWorkspace(t)
 	mustArt(t, "push", "-q", "-m", ws, "-d", db)
 	r := mustRun(t, "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo \"print('edited')\" > main.py; mkdir -p pkg; echo new > pkg/new.txt")
 	if r.stdout != "" {
