@@ -919,7 +919,8 @@ func TestRunPTY(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := artCmd(t, "-m", ws, "-q", "--", "sh", "-c", "tty; stty size; echo ready; sleep 30; echo after-sleep")
+	cmd := artCmd(t, "-m", ws, "-q", "--", "sh", "-c", "tty; stty size; echo term=$TERM; echo ready; sleep 30; echo after-sleep")
+	cmd.Env = append(os.Environ(), "TERM=xterm-art-test")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	var out ptyOutput
@@ -941,6 +942,10 @@ func TestRunPTY(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "33 101") {
 		t.Errorf("stty size inside: %q, want 33 101", out.String())
+	}
+	// On a terminal TERM comes in too (and nothing else of the host's).
+	if !strings.Contains(out.String(), "term=xterm-art-test\r\n") {
+		t.Errorf("TERM inside on a PTY: %q, want xterm-art-test", out.String())
 	}
 	// Ctrl-C travels as a byte (art's terminal is raw) to the inner
 	// PTY, whose line discipline signals the foreground job.
@@ -1058,5 +1063,17 @@ func TestRunPushRunPullWorkflow(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(ws, p)); string(b) != want {
 			t.Errorf("host %s after pull: %q, want %q", p, b, want)
 		}
+	}
+}
+
+func TestRunNoSurvivorsAfterExit(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	// The command leaves a daemon behind and exits at once.
+	r := artRun(t, "run", "-m", ws, "-i=false", "-q", "--", "sh", "-c", "setsid sleep 30.375 >/dev/null 2>&1 < /dev/null & sleep 0.2; exit 0")
+	if r.code != 0 {
+		t.Fatalf("exit %d (stderr %s)", r.code, r.stderr)
+	}
+	if !waitUntil(time.Second, func() bool { return len(cmdlinePids("sleep", "30.375")) == 0 }) {
+		t.Fatalf("the daemonized sleep survived the run by 1s: pids %v", cmdlinePids("sleep", "30.375"))
 	}
 }
