@@ -624,18 +624,21 @@ func TestRunExitStatusPassesThrough(t *testing.T) {
 
 func TestRunTimeoutExits124AndKillsTheTree(t *testing.T) {
 	ws, _ := runWorkspace(t)
-	for _, tc := range []struct{ name, script string }{
-		{"sleep", "sleep 30.125 & sleep 30.125"},
+	for _, tc := range []struct {
+		name, script string
+		within       time.Duration
+	}{
+		{"sleep", "sleep 30.125 & sleep 30.125", 4 * time.Second},
 		// Ignores SIGTERM: only the SIGKILL after the 5 s grace ends it.
-		{"ignores SIGTERM", "trap '' TERM; sleep 30.125 & sleep 30.125"},
+		{"ignores SIGTERM", "trap '' TERM; sleep 30.125 & sleep 30.125", 8 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := artRun(t, "run", "-m", ws, "-i=false", "--timeout", "1s", "--", "sh", "-c", tc.script)
 			if r.code != 124 {
 				t.Fatalf("exit %d (stderr %s), want 124", r.code, r.stderr)
 			}
-			if r.wall > 7*time.Second {
-				t.Fatalf("took %v with --timeout 1s", r.wall)
+			if r.wall > tc.within {
+				t.Fatalf("took %v with --timeout 1s, want at most %v", r.wall, tc.within)
 			}
 			if !strings.HasPrefix(r.stderr, "art: timed out (exit 124) in ") {
 				t.Fatalf("summary: %q", r.stderr)
@@ -819,6 +822,8 @@ func TestRunBranchesSideBySide(t *testing.T) {
 	os.Mkdir(signal, 0o777)
 	os.Chmod(signal, 0o777)
 	bind := "--bind=" + signal + ":/tmp/signal"
+	// Never left waiting if the test fails before it says go.
+	defer writeFile(t, filepath.Join(signal, "go"), "")
 	type res struct {
 		branch string
 		r      runOut
@@ -826,12 +831,12 @@ func TestRunBranchesSideBySide(t *testing.T) {
 	results := make(chan res, 2)
 	for _, b := range []string{"a", "b"} {
 		go func() {
-			results <- res{b, artRun(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--branch", b, bind, "--", "sh", "-c",
-				fmt.Sprintf("echo %[1]s > %[1]s.txt; touch /tmp/signal/%[1]s; sleep 1.5", b))}
+			results <- res{b, artRun(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--branch", b, "--timeout", "60s", bind, "--", "sh", "-c",
+				fmt.Sprintf("echo %[1]s > %[1]s.txt; touch /tmp/signal/%[1]s; until test -e /tmp/signal/go; do sleep 0.05; done", b))}
 		}()
 	}
-	// While both run (each has signalled), a second run on branch a is
-	// refused.
+	// While both run (each has signalled and waits for go), a second run
+	// on branch a is refused.
 	if !waitUntil(20*time.Second, func() bool {
 		_, ea := os.Stat(filepath.Join(signal, "a"))
 		_, eb := os.Stat(filepath.Join(signal, "b"))
@@ -843,6 +848,8 @@ func TestRunBranchesSideBySide(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "branch a of "+db+" is in use by another art run") {
 		t.Errorf("second run on branch a: exit %d stderr %q, want 1 and 'in use'", r.code, r.stderr)
 	}
+	// Both end only now: they overlapped from the first signal to here.
+	writeFile(t, filepath.Join(signal, "go"), "")
 	for i := 0; i < 2; i++ {
 		x := <-results
 		if x.r.code != 0 {
