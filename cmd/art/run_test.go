@@ -1084,3 +1084,55 @@ func TestRunNoSurvivorsAfterExit(t *testing.T) {
 		t.Fatalf("the daemonized sleep survived the run by 1s: pids %v", cmdlinePids("sleep", "30.375"))
 	}
 }
+
+func TestRunTmpSize(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	r := artRun(t, "run", "-m", ws, "-i=false", "-q", "--tmp-size", "1M", "--", "sh", "-c",
+		`df -B1 --output=size /tmp /run | tail -2 | tr -d ' '; dd if=/dev/zero of=/tmp/big bs=64K count=32 2>&1 | grep -o 'No space left on device'`)
+	if want := "1048576\n1048576\nNo space left on device\n"; r.stdout != want {
+		t.Fatalf("--tmp-size 1M:\n%s(exit %d stderr %s)\nwant:\n%s", r.stdout, r.code, r.stderr, want)
+	}
+}
+
+// The limits land in the cgroup the sandbox's processes are in.
+func TestRunLimitsInTheSandboxCgroup(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cgroup limits")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil || st.Type == unix.CGROUP2_SUPER_MAGIC {
+		t.Skip("not a cgroup v1 machine: this test reads v1 files")
+	}
+	cmd := artCmd(t, "run", "-m", ws, "-i=false", "-q", "--cpu", "0.5", "--memory", "64M", "--pids", "50", "--", "sleep", "30.875")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sleep := findBelow(t, cmd.Process.Pid, "sleep")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sleep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 {
+			paths[f[1]] = f[2]
+		}
+	}
+	for _, c := range []struct{ controller, file, want string }{
+		{"cpu", "cpu.cfs_quota_us", "50000"},
+		{"cpu", "cpu.cfs_period_us", "100000"},
+		{"memory", "memory.limit_in_bytes", "67108864"},
+		{"pids", "pids.max", "50"},
+	} {
+		p := filepath.Join("/sys/fs/cgroup", c.controller, paths[c.controller], c.file)
+		got, err := os.ReadFile(p)
+		if err != nil || strings.TrimSpace(string(got)) != c.want {
+			t.Errorf("%s of the sandboxed sleep: %q %v, want %s", p, got, err, c.want)
+		}
+		if !strings.Contains(paths[c.controller], fmt.Sprintf("/art-%d-", cmd.Process.Pid)) {
+			t.Errorf("%s cgroup of the sandboxed sleep: %q, want art's own", c.controller, paths[c.controller])
+		}
+	}
+}
