@@ -157,3 +157,23 @@ func (b *Batch) abortLocked(err error) error {
 	b.tx, b.t, b.pending = nil, nil, 0
 	return fmt.Errorf("batch: %w (uncommitted updates lost)", err)
 }
+
+// SetOp commits what is pending and makes later updates part of op (a
+// long-lived writer, such as one overlay serving many requests, journals
+// each request under an op of its own). op must be on the same branch.
+func (b *Batch) SetOp(op *Op) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if op.BranchID != b.op.BranchID {
+		return fmt.Errorf("batch of branch %s cannot take an op of branch %s", b.op.Branch, op.Branch)
+	}
+	if err := b.err; err != nil {
+		b.err = nil
+		return err
+	}
+	if err := b.commitLocked(); err != nil {
+		return err
+	}
+	b.op = op
+	return nil
+}

@@ -200,9 +200,11 @@ func mountOptions(ro bool) []string {
 // CleanStale detaches a FUSE mount left at mountpoint by a daemon that
 // died (its accesses fail with ENOTCONN), so a new mount can take its place.
 func CleanStale(mountpoint string) error {
-	var st unix.Stat_t
-	err := unix.Stat(mountpoint, &st)
-	if !errors.Is(err, syscall.ENOTCONN) {
+	// statfs, not stat: the kernel answers stat of the root from its
+	// attribute cache (an hour here) without asking the dead daemon.
+	var st unix.Statfs_t
+	err := unix.Statfs(mountpoint, &st)
+	if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
 		return nil
 	}
 	if err := unix.Unmount(mountpoint, unix.MNT_DETACH); err != nil {
@@ -436,3 +438,25 @@ func (f *FS) reserve(n int64) int64 {
 // Used is the number of bytes written through the mount (counted only
 // with a quota).
 func (f *FS) Used() int64 { return f.used.Load() }
+
+// SetOp journals every later change under op (nil: the mount's own op
+// again), after committing what is pending. Call it between sessions of
+// a long-lived mount (art exec --jsonl: one op per request), when no file
+// of the previous session is open: a file still open is journaled at its
+// close, under whichever op is current then.
+func (f *FS) SetOp(op *journal.Op) error {
+	if op == nil {
+		op = f.op
+	}
+	return f.batch.SetOp(op)
+}
+
+// Flush journals every file still dirty (content written through a
+// mapping, say, after its last close) and commits every change made so
+// far: a snapshot taken after it sees them all.
+func (f *FS) Flush(ctx context.Context) error {
+	if err := f.journalAll(ctx); err != nil {
+		return err
+	}
+	return f.commit()
+}

@@ -259,3 +259,37 @@ func (cg *cgroup) remove() {
 		}
 	}
 }
+
+// cleanStaleCgroups removes the cgroups of sandboxes whose art died
+// without removing them (kill -9): named art-PID-N, PID no longer alive.
+func cleanStaleCgroups() {
+	var st unix.Statfs_t
+	if unix.Statfs(cgroupRoot, &st) != nil {
+		return
+	}
+	var parents []string
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		parents = []string{filepath.Join(cgroupRoot, ownCgroup(""))}
+	} else {
+		for _, c := range []string{"memory", "pids", "cpu"} {
+			parents = append(parents, filepath.Join(cgroupRoot, c, ownCgroup(c)))
+		}
+	}
+	for _, parent := range parents {
+		dirs, _ := filepath.Glob(filepath.Join(parent, "art-*-*"))
+		for _, d := range dirs {
+			f := strings.SplitN(filepath.Base(d), "-", 3)
+			pid, err := strconv.Atoi(f[1])
+			if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+				continue
+			}
+			cg := &cgroup{version: 1, dirs: map[string]string{"": d}}
+			if st.Type == unix.CGROUP2_SUPER_MAGIC {
+				cg.version = 2
+			}
+			// procs() reads the "" entry for v2 and "pids" for v1.
+			cg.dirs["pids"] = d
+			cg.remove()
+		}
+	}
+}

@@ -48,9 +48,13 @@ type Config struct {
 	Home string
 	// Workspace is the host workspace (direct mode's bind source).
 	Workspace string
-	// PolicyDir, when it exists, is hidden read-only inside: the host
-	// workspace's .art/config (binds.json). Its guest path is the same
-	// relative path under /home/agent/<Name>.
+	// PolicyDir is the host workspace's art directory (.art, which holds
+	// the sandbox policy .art/config/binds.json). When it exists it is
+	// covered inside by an empty read-only tmpfs at the same relative path
+	// under /home/agent/<Name>: hidden, unwritable, and - being a mount
+	// point - impossible to rename away and replace. In direct mode the
+	// caller creates it first (Config.Args does not touch the host), so an
+	// agent can never plant a policy the next run would read.
 	PolicyDir string
 	// Cwd is the working directory inside; default /home/agent/<Name>.
 	Cwd string
@@ -249,8 +253,7 @@ func (c *Config) Args(seccompFD int) []string {
 		a = append(a, "--dir", GuestHome, "--bind", c.Workspace, c.guestWorkspace())
 	}
 	if c.PolicyDir != "" && exists(c.PolicyDir) {
-		// Hidden and read-only: an empty, read-only tmpfs over it.
-		g := c.guestWorkspace() + "/" + PolicyRel
+		g := c.guestWorkspace() + "/" + filepath.Base(c.PolicyDir)
 		a = append(a, "--tmpfs", g, "--remount-ro", g)
 	}
 	for _, b := range c.Binds {
@@ -285,8 +288,12 @@ func (c *Config) Args(seccompFD int) []string {
 	return append(a, c.Command...)
 }
 
-// PolicyRel is the workspace-relative directory of sandbox policy.
-const PolicyRel = ".art/config"
+// ArtDir is the workspace-relative directory of art's files, and
+// PolicyRel that of sandbox policy within it.
+const (
+	ArtDir    = ".art"
+	PolicyRel = ArtDir + "/config"
+)
 
 // underTmpfs reports whether host path p is already hidden by one of the
 // sandbox's private tmpfs mounts.

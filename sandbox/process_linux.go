@@ -99,6 +99,7 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	// Limits: a cgroup when this machine lets art make one, else rlimits.
 	name := fmt.Sprintf("art-%d-%d", os.Getpid(), seq.Add(1))
 	if os.Geteuid() == 0 {
+		cleanStaleCgroups()
 		cg, err := newCgroup(name, c.Limits)
 		if err == nil {
 			p.cg, p.limitBy = cg, cg.String()

@@ -326,7 +326,7 @@ func TestPolicyDirHiddenReadOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(policy, "binds.json"), []byte(`{"binds":[]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.PolicyDir = policy
+	c.PolicyDir = filepath.Dir(policy) // .art
 	got := sh(t, c, `echo "[$(ls -A .art/config)]"; if echo x > .art/config/binds.json; then echo written; fi 2>/dev/null; if mkdir .art/config/d; then echo made; fi 2>/dev/null; true`)
 	if want := "[]\n"; got != want {
 		t.Fatalf("policy dir inside:\n%s\nwant:\n%s", got, want)

@@ -390,7 +390,7 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 	}
 	cfg := &sandbox.Config{
 		Command: o.command, Env: o.env, Name: name, Workspace: o.dir,
-		PolicyDir: filepath.Join(o.dir, sandbox.PolicyRel),
+		PolicyDir: filepath.Join(o.dir, sandbox.ArtDir),
 		Binds:     append(fileBinds, o.binds...), Net: o.net,
 		UID: o.uid, GID: o.gid, TmpSize: o.tmpSize, Limits: o.limits,
 		OwnsTTY: o.interactive && isTerminal(os.Stdin) && e.stdin == os.Stdin,
@@ -406,6 +406,12 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 }
 
 func runDirect(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) (int, error) {
+	// The workspace is bound read-write: without an .art of the host's
+	// own (covered read-only inside), the agent could create one and
+	// plant a binds.json for the next run.
+	if err := os.Mkdir(cfg.PolicyDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return 0, fmt.Errorf("protect sandbox policy: %w", err)
+	}
 	res, err := supervise(ctx, e, o, cfg)
 	if err != nil {
 		return 0, err
@@ -420,89 +426,32 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 	// The store is written after the command ends, whatever signal ended
 	// it: cleanup must not see a cancelled context.
 	bg := context.WithoutCancel(ctx)
-	db, err := journal.Open(ctx, o.db, journal.Options{Create: true, Durability: journal.Durability(o.durability)})
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	base, err := stateDir()
-	if err != nil {
-		return 0, err
-	}
-	branch, err := prepareBranch(ctx, e, db, o)
-	if err != nil {
-		return 0, err
-	}
-	lock, err := branchLock(base, o.db, branch)
-	if err != nil {
-		return 0, err
-	}
-	defer lock.Close()
-
-	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: o.dir, Branch: branch, Warn: e.stderr,
-		Message: "capture workspace for run", Capture: true})
-	if err != nil {
-		return 0, err
-	}
-	before := st.Snapshot
-	cleanStaleSessions(e, base)
-	session, err := os.MkdirTemp(base, "session-")
-	if err != nil {
-		return 0, fmt.Errorf("session dir: %w", err)
-	}
-	defer os.RemoveAll(session)
-	if err := os.Chmod(session, 0o711); err != nil {
-		return 0, err
-	}
-	// Held while this run lives: a later run that can take it knows the
-	// session's art is gone (cleanStaleSessions).
-	alive, err := os.OpenFile(filepath.Join(session, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return 0, err
-	}
-	defer alive.Close()
-	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
-		return 0, err
-	}
-	mnt, upper := filepath.Join(session, "home"), filepath.Join(session, "upper")
-	for _, d := range []string{mnt, upper} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return 0, err
-		}
-	}
-	os.Chmod(mnt, 0o755)
-
 	desc := strings.Join(o.command, " ")
-	op, err := db.BeginOp(ctx, branch, "run", desc)
-	if err != nil {
-		return 0, err
-	}
+	var op *journal.Op
 	status := -1
+	s, err := openSession(ctx, e, o, cfg, func(db *journal.DB, branch string) (*journal.Op, error) {
+		var err error
+		if op, err = db.BeginOp(ctx, branch, "run", desc); err != nil {
+			return nil, err
+		}
+		err = op.Update(ctx, func(tx *journal.Tx) error {
+			return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(os.Getpid()), Text: desc})
+		})
+		return op, err
+	})
 	defer func() {
 		if op != nil { // an early failure: close the op so the log is true
 			op.End(bg, &status)
 		}
+		if s.db != nil {
+			s.db.Close()
+		}
 	}()
-	if err := op.Update(ctx, func(tx *journal.Tx) error {
-		return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(os.Getpid()), Text: desc})
-	}); err != nil {
-		return 0, err
-	}
-	var wst unix.Stat_t
-	if err := unix.Stat(o.dir, &wst); err != nil {
-		return 0, fmt.Errorf("workspace: %w", err)
-	}
-	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: o.dir, Op: op,
-		UpperDir: upper, AllowOther: os.Geteuid() == 0, Owner: &overlay.Owner{UID: uint32(o.uid), GID: uint32(o.gid)},
-		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
-		Quota:       o.diskQuota, JournalWrites: o.journalWrites, Description: "run " + desc})
 	if err != nil {
 		return 0, err
 	}
-	cfg.Home = mnt
-	cfg.Hide = append(workspace.StoreFiles(db.Path()), base)
 	res, runErr := supervise(ctx, e, o, cfg)
-	uerr := fsys.Unmount(bg)
+	uerr := s.close(bg)
 	if runErr != nil {
 		return 0, errors.Join(runErr, uerr)
 	}
@@ -527,9 +476,9 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 	op = nil
 	if !o.quiet {
 		changed := 0
-		journal.Diff(bg, db.Objects(), before.Root, snap.Root, func(journal.Change) error { changed++; return nil })
+		journal.Diff(bg, s.db.Objects(), s.before.Root, snap.Root, func(journal.Change) error { changed++; return nil })
 		fmt.Fprintf(e.stderr, "art: %s in %s; %d paths changed; snapshot %s on branch %s\n",
-			describeExit(res), res.Wall.Round(time.Millisecond), changed, snap.ID.Short(), branch)
+			describeExit(res), res.Wall.Round(time.Millisecond), changed, snap.ID.Short(), s.branch)
 	}
 	return res.ExitCode, nil
 }
@@ -651,8 +600,15 @@ func cleanStaleSessions(e *env, base string) {
 			f.Close()
 			continue // alive
 		}
-		if err := overlay.CleanStale(filepath.Join(d, "home")); err != nil {
-			fmt.Fprintf(e.stderr, "art: warning: %v\n", err)
+		home := filepath.Join(d, "home")
+		err = overlay.CleanStale(home)
+		if err == nil {
+			// Fails while anything is still mounted there: then the
+			// directory stays, lock included, for a later try.
+			err = os.Remove(home)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(e.stderr, "art: warning: cannot clean up killed session %s: %v\n", filepath.Base(d), err)
 		} else {
 			fmt.Fprintf(e.stderr, "art: cleaned up after a killed session (%s)\n", filepath.Base(d))
 			os.RemoveAll(d)
