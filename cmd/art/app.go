@@ -78,13 +78,13 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
    HEX       a snapshot id or a unique prefix of it (4+ hex digits)
    @SEQ      the state right after journal event SEQ
    REV~N     N snapshots before REV (main~1: the snapshot before the latest)`,
-		Writer:                 e.stdout,
-		ErrWriter:              e.stderr,
-		Reader:                 e.stdin,
-		HideHelpCommand:        false,
-		UseShortOptionHandling: true,
-		ExitErrHandler:         func(*cli.Context, error) {}, // run maps errors to codes
-		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + exitCodesHelp,
+		Writer:                    e.stdout,
+		ErrWriter:                 e.stderr,
+		Reader:                    e.stdin,
+		HideHelpCommand:           false,
+		UseShortOptionHandling:    true,
+		ExitErrHandler:            func(*cli.Context, error) {}, // run maps errors to codes
+		CustomAppHelpTemplate:     cli.AppHelpTemplate + "\n" + exitCodesHelp,
 		DisableSliceFlagSeparator: true, // --env K=a,b is one entry
 		Commands: []*cli.Command{
 			newRunCommand(e),
