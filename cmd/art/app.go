@@ -98,6 +98,8 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newCatCommand(e),
 			newVerifyCommand(e),
 			newMountCommand(e),
+			newPolicyCommand(e),
+			newNetBridgeCommand(e),
 		},
 	}
 	return app
@@ -181,6 +183,11 @@ func permuteArgs(app *cli.App, args []string) []string {
 	}
 	out = append(out, args[i])
 	i++
+	for i < len(args) && cmd.Command(args[i]) != nil { // art policy suggest
+		cmd = cmd.Command(args[i])
+		out = append(out, args[i])
+		i++
+	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
 		_, isBool := f.(*cli.BoolFlag)
