@@ -160,4 +160,3 @@ type netLogJSON struct {
 	Op     int64  `json:"op"`
 	netpolicy.Attempt
 }
-

@@ -11,8 +11,9 @@ import (
 
 func newPolicyCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:  "policy",
-		Usage: "network policy tools",
+		Name:      "policy",
+		Usage:     "network policy tools: suggest an allow-list from what a run tried to reach",
+		UsageText: "art policy suggest -d FILE [--branch B | --all] [--session OP] [--json]",
 		Subcommands: []*cli.Command{{
 			Name:      "suggest",
 			Usage:     "propose a --net allow list from the network decisions a store recorded",
