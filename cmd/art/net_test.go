@@ -251,3 +251,39 @@ func TestNetAllowInBwrap(t *testing.T) {
 		t.Fatalf("journaled decisions:\n%v\nwant\n%v", got, want)
 	}
 }
+
+// TestNetBridgeDiesWithCommand: without a pid namespace to tear it down,
+// the bridge still goes when the command exits (its parent-death signal
+// survives the exec because fork and exec share one thread).
+func TestNetBridgeDiesWithCommand(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	bin := artBinary(t)
+	dir := t.TempDir()
+	sandboxDir := "/run/art-net-" + filepath.Base(dir)
+	script := `ps -o pid=,args= --ppid $$ | grep 'net-bridge --serve' | grep -v grep | awk '{print "bridge", $1}'`
+	argv := []string{"--unshare-net", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+		"--tmpfs", "/run", "--bind", dir, sandboxDir, "--ro-bind", bin, "/run/art", "--", "/run/art", "net-bridge",
+		"--dir", sandboxDir, "--", "sh", "-c", script}
+	out, err := exec.Command("bwrap", argv...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bwrap: %v\n%s", err, out)
+	}
+	var pid int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "bridge %d", &pid); err != nil || pid <= 0 {
+		t.Fatalf("no bridge seen under the command: %q", out)
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(cmdline), sandboxDir) {
+			return // gone (or the pid reused by something else)
+		}
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(st), ") Z ") {
+			return // dead, awaiting its reaper
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bridge %d still running 1 s after its command exited", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
