@@ -38,7 +38,7 @@ type world struct {
 	failWith error
 }
 
-func serve(t *testing.T, name string, tlsOn bool) (*httptest.Server, int) {
+func serve(t testing.TB, name string, tlsOn bool) (*httptest.Server, int) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from %s %s host=%s", name, r.URL.Path, r.Host)
 	})
@@ -64,7 +64,7 @@ func names(ctx context.Context, host string) ([]netip.Addr, error) {
 
 // newWorld starts the servers and a proxy whose rules are made by rules
 // from the servers' ports.
-func newWorld(t *testing.T, rules func(w *world) (allow, deny []string)) *world {
+func newWorld(t testing.TB, rules func(w *world) (allow, deny []string)) *world {
 	t.Helper()
 	w := &world{}
 	w.a, w.portA = serve(t, "A", false)
@@ -127,7 +127,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 
 // socks opens a SOCKS5 CONNECT to host:port through the bridge and returns
 // the reply code and, on success, the tunnel.
-func (w *world) socks(t *testing.T, host string, port int) (byte, net.Conn) {
+func (w *world) socks(t testing.TB, host string, port int) (byte, net.Conn) {
 	t.Helper()
 	c, err := net.Dial("tcp", w.bridge.Addr(1).String())
 	if err != nil {

@@ -101,9 +101,10 @@ type netAllow struct {
 
 // startNetProxy starts the host side of --net allow for one run: a
 // private socket directory holding the proxies, each attempt recorded
-// through n.Recorder. Bind p.Dir() at netSandboxDir, run the command under
-// netBridgeArgv, and when the sandbox has exited Close the proxy and
-// remove p.Dir().
+// through n.Recorder. Bind p.Dir() read-only at netSandboxDir (connecting
+// to a socket needs no write access to its file system, and the agent must
+// not replace or remove the sockets), run the command under netBridgeArgv,
+// and when the sandbox has exited Close the proxy and remove p.Dir().
 func startNetProxy(ctx context.Context, n netAllow) (*netproxy.Proxy, error) {
 	dir, err := os.MkdirTemp("", "art-net-")
 	if err != nil {

@@ -184,11 +184,12 @@ func TestNetAllowInBwrap(t *testing.T) {
 		`c direct-ip --noproxy '*' http://192.0.2.1:` + a + `/`,
 		`c direct-loopback --noproxy '*' http://127.0.0.1:` + a + `/`,
 		`getent hosts example.org >/dev/null 2>&1; echo "dns rc=$?"`,
+		`rm -f /run/art-net/http.sock 2>/dev/null; echo "rm-socket rc=$?"`,
 		`exit 7`,
 	}, "\n")
 	cmd := exec.Command("bwrap", append([]string{"--unshare-net", "--unshare-pid", "--die-with-parent",
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/tmp",
-		"--bind", proxy.Dir(), netSandboxDir, "--ro-bind", bin, "/run/art", "--ro-bind", ca, "/tmp/ca.pem",
+		"--ro-bind", proxy.Dir(), netSandboxDir, "--ro-bind", bin, "/run/art", "--ro-bind", ca, "/tmp/ca.pem",
 		"--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--"},
 		netBridgeArgv("/run/art", []string{"sh", "-c", script})...)...)
 	outb, err := cmd.CombinedOutput()
