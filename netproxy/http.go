@@ -10,6 +10,7 @@ import (
 
 	"github.com/artrt/art/netpolicy"
 	"strings"
+	"sync/atomic"
 )
 
 // serveHTTP handles one request on http.sock: CONNECT tunnels, anything
@@ -35,7 +36,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.untrack(up)
-	used := false
+	var used atomic.Bool
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -49,10 +50,9 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		Transport: &http.Transport{
 			DisableKeepAlives: true,
 			DialContext: func(_ context.Context, _, _ string) (net.Conn, error) {
-				if used {
+				if used.Swap(true) {
 					return nil, errors.New("one connection per request")
 				}
-				used = true
 				return up, nil
 			},
 		},
