@@ -3,6 +3,7 @@ module github.com/artrt/art
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/klauspost/compress v1.20.3
 	github.com/mattn/go-sqlite3 v1.14.53

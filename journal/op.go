@@ -353,3 +353,27 @@ func (db *DB) Undo(ctx context.Context, branch string) (undone OpInfo, err error
 	}
 	return undone, nil
 }
+
+// InheritImportCache gives branch to a copy of branch from's import stat
+// cache, so that the first capture of the host workspace on a new branch
+// knows which host files are unchanged since from's last import (and
+// leaves the branch's versions of them alone). O(files); branch creation
+// itself stays O(1).
+func (db *DB) InheritImportCache(ctx context.Context, to, from string) error {
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		t, err := branchByName(ctx, tx, to)
+		if err != nil {
+			return err
+		}
+		f, err := branchByName(ctx, tx, from)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest)
+			SELECT ?, path, size, mtime_ns, ctime_ns, host_ino, manifest FROM import_cache WHERE branch = ?`, t.ID, f.ID)
+		if err != nil {
+			return fmt.Errorf("inherit import cache of %s: %w", from, err)
+		}
+		return nil
+	})
+}

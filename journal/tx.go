@@ -463,6 +463,21 @@ func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 	return out, rows.Err()
 }
 
+// HasStatCacheUnder reports whether an import recorded any file below
+// store directory dir ("/ws/src"): whether the directory came from the host.
+func (t *Tx) HasStatCacheUnder(dir string) (bool, error) {
+	s, err := t.p.stmt(`SELECT 1 FROM import_cache WHERE branch = ? AND path >= ? AND path < ? LIMIT 1`)
+	if err != nil {
+		return false, err
+	}
+	var one int
+	err = s.QueryRowContext(t.p.ctx, t.op.BranchID, []byte(dir+"/"), []byte(dir+"0")).Scan(&one)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // SetStatCache records the host stat of a store path.
 func (t *Tx) SetStatCache(path string, c StatCache) error {
 	return t.p.exec(`INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest) VALUES (?,?,?,?,?,?,?)`,

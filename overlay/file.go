@@ -14,6 +14,7 @@ import (
 	"github.com/artrt/art/journal"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // ensureUpperLocked gives the file a private copy of its content. The
@@ -219,6 +220,12 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	ctx = uninterruptible(ctx)
+	if fit := h.n.fsys.reserve(int64(len(data))); fit < int64(len(data)) {
+		if fit == 0 {
+			return 0, syscall.ENOSPC
+		}
+		data = data[:fit] // a short write; the next one gets ENOSPC
+	}
 	w, errno := h.lf.(fs.FileWriter).Write(ctx, data, off)
 	if w > 0 {
 		h.n.changed(ctx)
@@ -282,6 +289,9 @@ func (n *node) changed(ctx context.Context) {
 
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	ctx = uninterruptible(ctx)
+	if h.n.fsys.quota > 0 && mode&unix.FALLOC_FL_PUNCH_HOLE == 0 && h.n.fsys.reserve(int64(size)) < int64(size) {
+		return syscall.ENOSPC
+	}
 	errno := h.lf.(fs.FileAllocater).Allocate(ctx, off, size, mode)
 	if errno == 0 {
 		h.n.changed(ctx)

@@ -45,7 +45,25 @@ type Options struct {
 	JournalWrites bool
 	// Debug logs every FUSE request.
 	Debug bool
+	// Op, when set, is the caller's operation (art run's): the mount's
+	// changes are journaled under it and Unmount leaves it open for the
+	// caller to end. Otherwise Mount begins and Unmount ends a "mount" op.
+	Op *journal.Op
+	// Owner, when set, is reported as the owner of every file: the
+	// sandbox's user owns its home, whoever owned the host files.
+	Owner *Owner
+	// RecordOwner, when set, is the owner recorded for new files instead
+	// of the caller's ids: the host workspace's owner, so a pull writes
+	// the agent's files as the user's, not as the sandbox's uid.
+	RecordOwner *Owner
+	// Quota caps the bytes written through the mount (write requests,
+	// fallocate, truncate growth); past it writes fail with ENOSPC and
+	// statfs reports the remainder. 0 = no cap.
+	Quota int64
 }
+
+// Owner is a uid and gid.
+type Owner struct{ UID, GID uint32 }
 
 // FS is a mounted branch.
 type FS struct {
@@ -63,6 +81,12 @@ type FS struct {
 
 	emptyOnce sync.Once
 	empty     cas.ID
+
+	owner       *Owner
+	recordOwner *Owner
+	quota       int64
+	used        atomic.Int64 // bytes written, against quota
+	ownOp       bool         // Mount began the op; Unmount ends it
 
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by every change; directory listings older than it are stale
@@ -85,7 +109,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
-		journalWrites: opts.JournalWrites}
+		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, quota: opts.Quota}
 	if opts.Lower != "" {
 		abs, err := filepath.Abs(opts.Lower)
 		if err != nil {
@@ -100,10 +124,14 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		}
 		f.upperDir, f.ownUpper = d, true
 	}
-	op, err := opts.DB.BeginOp(ctx, opts.Branch, "mount", opts.Description)
-	if err != nil {
-		f.cleanup()
-		return nil, err
+	op := opts.Op
+	if op == nil {
+		var err error
+		if op, err = opts.DB.BeginOp(ctx, opts.Branch, "mount", opts.Description); err != nil {
+			f.cleanup()
+			return nil, err
+		}
+		f.ownOp = true
 	}
 	f.op = op
 	// Group commit: namespace and metadata changes share a transaction
@@ -247,7 +275,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 	if jerr := f.journalAll(ctx); err == nil {
 		err = jerr
 	}
-	if f.changed.Load() && f.op != nil {
+	if f.changed.Load() && f.op != nil && f.ownOp { // a caller's op snapshots itself
 		// The session's end state is a snapshot, so art log shows it and
 		// main~1 is the state before it.
 		serr := f.batch.Update(ctx, func(tx *journal.Tx) error {
@@ -271,10 +299,10 @@ func (f *FS) Unmount(ctx context.Context) error {
 
 func (f *FS) end(ctx context.Context) error {
 	var err error
-	if f.op != nil {
+	if f.op != nil && f.ownOp {
 		err = f.op.End(ctx, nil)
-		f.op = nil
 	}
+	f.op = nil
 	f.cleanup()
 	return err
 }
@@ -384,6 +412,34 @@ func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
 	out.Files, out.Ffree = st.Files, st.Ffree
 	out.Bsize, out.Frsize = uint32(st.Bsize), uint32(st.Frsize)
+	if f.quota > 0 && st.Frsize > 0 {
+		// The quota is the filesystem's size, what is left of it the free
+		// space (never more than the disk really has).
+		bs := uint64(st.Frsize)
+		left := max(f.quota-f.used.Load(), 0)
+		out.Blocks = uint64(f.quota) / bs
+		out.Bfree = min(out.Bfree, uint64(left)/bs)
+		out.Bavail = min(out.Bavail, uint64(left)/bs)
+	}
 	out.NameLen = 255
 	return 0
 }
+
+// reserve counts n more bytes written against the quota and returns how
+// many of them fit (all, without a quota).
+func (f *FS) reserve(n int64) int64 {
+	if f.quota == 0 || n <= 0 {
+		return n
+	}
+	for {
+		used := f.used.Load()
+		fit := min(n, max(f.quota-used, 0))
+		if fit == 0 || f.used.CompareAndSwap(used, used+fit) {
+			return fit
+		}
+	}
+}
+
+// Used is the number of bytes written through the mount (counted only
+// with a quota).
+func (f *FS) Used() int64 { return f.used.Load() }

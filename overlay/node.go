@@ -133,6 +133,9 @@ func (n *node) fillLocked(out *fuse.Attr) {
 	out.Ino = uint64(n.ino)
 	out.Mode = typeBits(n.attr.Kind) | n.attr.Mode
 	out.Uid, out.Gid = n.attr.UID, n.attr.GID
+	if o := n.fsys.owner; o != nil {
+		out.Uid, out.Gid = o.UID, o.GID
+	}
 	out.Nlink = uint32(n.nlink)
 	out.Size = uint64(n.attr.Size)
 	if n.attr.Kind == cas.EntrySymlink {
@@ -245,6 +248,9 @@ func now() int64 { return time.Now().UnixNano() }
 // create makes a child in one transaction and returns its live inode.
 func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fuse.EntryOut) (*node, *fs.Inode, syscall.Errno) {
 	a.UID, a.GID = caller(ctx)
+	if o := n.fsys.recordOwner; o != nil {
+		a.UID, a.GID = o.UID, o.GID
+	}
 	if n.attr.Mode&syscall.S_ISGID != 0 { // BSD group semantics under a setgid directory
 		a.GID = n.attr.GID
 		if a.Kind == cas.EntryDir {
@@ -574,6 +580,13 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 	if err := n.ensureUpperLocked(ctx); err != nil {
 		n.mu.Unlock()
 		return toErrno(err)
+	}
+	if n.fsys.quota > 0 {
+		var st unix.Stat_t
+		if unix.Stat(n.upper, &st) == nil && size > st.Size && n.fsys.reserve(size-st.Size) < size-st.Size {
+			n.mu.Unlock()
+			return syscall.ENOSPC
+		}
 	}
 	err := os.Truncate(n.upper, size)
 	n.attr.MTime = now()

@@ -27,20 +27,17 @@ say "$art" pull -m ws -d ws.db -q
 say cat ws/main.py
 say "$art" undo -d ws.db
 
-# A session through the FUSE overlay: the branch as a filesystem, every
-# change journaled. (Needs /dev/fuse; the sandbox around it comes next.)
-if [ -w /dev/fuse ]; then
-	mkdir -p mnt
-	echo
-	printf '\033[1m$ %s\033[0m\n' "$art mount -d ws.db -m ws mnt &"
-	"$art" mount -d ws.db -m ws mnt 2>mount.log &
-	mpid=$!
-	for _ in $(seq 50); do grep -q '^serving' mount.log 2>/dev/null && break; sleep 0.1; done
-	say sh -c 'cd mnt/ws && echo "print(add(2, 3))" >> main.py && mkdir -p tests && echo "assert True" > tests/test_calc.py && ls -la'
-	kill -INT "$mpid"; wait "$mpid" || true
-	cat mount.log
-	say "$art" log -d ws.db -n 3
-	say "$art" diff -d ws.db main~1 main --stat
+# An agent session: the command runs in the bwrap sandbox, /home/agent is
+# the FUSE overlay of the branch, every change is journaled, and the run
+# ends with a snapshot. (Needs /dev/fuse and bwrap; make deps installs bwrap.)
+if [ -w /dev/fuse ] && command -v bwrap >/dev/null; then
+	say "$art" run -m ws -d ws.db -i=false -- sh -c 'echo "print(add(2, 3))" >> main.py && mkdir -p tests && echo "assert True" > tests/test_calc.py && id -un && ls -la'
+	say "$art" run -m ws -d ws.db -i=false --branch try-b -- sh -c 'rm -rf tests && echo "# try b" >> main.py'
+	say "$art" log -d ws.db -n 4
+	say "$art" diff -d ws.db main try-b
+	say cat ws/main.py
+	say "$art" pull -m ws -d ws.db --branch try-b -q
+	say cat ws/main.py
 fi
 say "$art" verify -d ws.db
 echo

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -34,6 +35,9 @@ type ExportOptions struct {
 	Entries  io.Writer // seed-format lines ("FILE ws/main.py (1234 bytes)"); nil discards
 	Warn     io.Writer // warnings; nil discards
 	Progress func(done, total int64)
+	// Keep lists host files never removed or replaced (the store's own
+	// files when it lives inside the workspace: see StoreFiles).
+	Keep []string
 }
 
 // ExportStats summarizes an export.
@@ -85,6 +89,7 @@ type exporter struct {
 	warn   io.Writer
 	warned bool
 	total  int64
+	keep   map[string]bool // workspace-relative paths never touched
 }
 
 // Export makes opts.Dir equal to /<name>/ of opts.State, writing only what
@@ -96,7 +101,7 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 		return ExportStats{}, err
 	}
 	ex := &exporter{ctx: ctx, objs: objs, opts: opts, name: name, groups: map[uint64]string{},
-		out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn)}
+		out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn), keep: keepSet(opts.Dir, opts.Keep)}
 	top, err := objs.GetTree(ctx, opts.State.Root)
 	if err != nil {
 		return ExportStats{}, fmt.Errorf("read state %s: %w", opts.State.Root.Short(), err)
@@ -173,7 +178,7 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 		}
 		for _, n := range names {
 			child := path.Join(rel, n)
-			if _, ok := t.Lookup([]byte(n)); ok || isPolicy(child) || (rel == "" && strings.HasPrefix(n, stagingPrefix)) {
+			if _, ok := t.Lookup([]byte(n)); ok || isPolicy(child) || ex.keep[child] || (rel == "" && strings.HasPrefix(n, stagingPrefix)) {
 				continue
 			}
 			ex.plan = append(ex.plan, action{kind: actRemove, rel: child})
@@ -187,6 +192,11 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 		child := path.Join(rel, string(e.Name))
 		if isPolicy(child) {
 			ex.policyWarning(child)
+			continue
+		}
+		if ex.keep[child] {
+			fmt.Fprintf(ex.warn, "warning: not replacing %s: it is the store being read\n", child)
+			ex.stats.Skipped++
 			continue
 		}
 		var st *syscall.Stat_t
@@ -607,4 +617,31 @@ func (ex *exporter) setMTime(rel string, mtime int64) error {
 	}
 	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime)}
 	return unix.UtimesNanoAt(int(dir.Fd()), base, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// StoreFiles lists the files of the SQLite store at path (the database,
+// its WAL, shared-memory index and rollback journal), absolute. A store
+// kept inside the workspace must never be captured or overwritten.
+func StoreFiles(path string) []string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil
+	}
+	return []string{abs, abs + "-wal", abs + "-shm", abs + "-journal"}
+}
+
+// keepSet maps the absolute paths in keep that lie inside dir to their
+// workspace-relative paths.
+func keepSet(dir string, keep []string) map[string]bool {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, k := range keep {
+		if rel, err := filepath.Rel(abs, k); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			m[filepath.ToSlash(rel)] = true
+		}
+	}
+	return m
 }

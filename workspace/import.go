@@ -34,6 +34,15 @@ type ImportOptions struct {
 	Warn io.Writer
 	// Progress is called after each directory with running totals.
 	Progress func(ImportStats)
+	// Capture brings in only what changed on the host since the branch's
+	// last import and leaves the branch's own changes alone - an agent's
+	// work is never undone by its next session's capture. Without it (art
+	// push -m) the branch's workspace is made equal to the host directory.
+	// In capture mode, when both sides changed a file since the last
+	// import, the host's edit wins if the branch remembers the file's
+	// imported state, else the branch's version is kept; either way a
+	// warning names the file.
+	Capture bool
 }
 
 // ImportStats summarizes an import.
@@ -78,6 +87,7 @@ type importer struct {
 	start time.Time
 	out   io.Writer
 	warn  io.Writer
+	skip  map[string]bool // host paths never captured: the store's own files
 }
 
 // Import captures opts.Dir into the branch under /<name>/ and ends with a
@@ -105,11 +115,14 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		return ImportStats{}, err
 	}
 	im := &importer{ctx: ctx, db: db, op: op, opts: opts, name: name, links: map[[2]uint64]int64{},
-		start: time.Now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn),
+		start: time.Now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn), skip: map[string]bool{},
 		// Directories share transactions, 64 at a time: statements stay
 		// prepared and commits are amortized, while other writers of the
 		// store wait at most one group.
 		batch: op.NewBatch(0, 64)}
+	for _, f := range StoreFiles(db.Path()) {
+		im.skip[f] = true
+	}
 	err = im.run(abs)
 	if cerr := im.batch.Commit(); err == nil {
 		err = cerr
@@ -341,6 +354,9 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 			if storePath == "/"+im.name && strings.HasPrefix(string(e.name), stagingPrefix) {
 				continue // an interrupted pull's staging area
 			}
+			if im.skip[hp] {
+				continue // the store itself, kept inside the workspace
+			}
 			if e.kind == 0 {
 				fmt.Fprintf(im.warn, "warning: skipping %s: %s (only files, directories and symlinks are captured)\n", hp, fileType(e.st.Mode))
 				im.stats.Skipped++
@@ -348,6 +364,15 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 			}
 			seen[string(e.name)] = true
 			old, exists := byName[string(e.name)]
+			if im.opts.Capture {
+				skip, err := im.captureSkips(tx, e, sp, old, exists, cache)
+				if err != nil {
+					return err
+				}
+				if skip {
+					continue
+				}
+			}
 			if exists && (old.Kind != e.kind || (e.kind == cas.EntryFile && e.st.Nlink == 1 && old.Nlink > 1)) {
 				if err := im.remove(tx, dirIno, e.name, &old); err != nil {
 					return err
@@ -405,10 +430,17 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 			}
 		}
 		for _, d := range have {
-			if !seen[string(d.Name)] {
-				if err := im.remove(tx, dirIno, d.Name, &d.Node); err != nil {
-					return err
-				}
+			if seen[string(d.Name)] {
+				continue
+			}
+			var err error
+			if im.opts.Capture {
+				_, err = im.removeCaptured(tx, dirIno, storePath, d.Name, &d.Node, cache)
+			} else {
+				err = im.remove(tx, dirIno, d.Name, &d.Node)
+			}
+			if err != nil {
+				return err
 			}
 		}
 		return nil
@@ -537,7 +569,16 @@ func (im *importer) content(tx *journal.Tx, dir int64, e *hostEntry, hp, sp stri
 	im.stats.BytesStored += fs.NewBytes
 	a.Kind, a.Content, a.Size = cas.EntryFile, id, fs.Size
 	var n journal.Node
-	if exists {
+	if exists && im.opts.Capture && !cached && (old.Content != id || old.Size != a.Size) {
+		// Both differ and nothing says which changed: keep the branch's
+		// (the agent's) version; the host file is still there.
+		fmt.Fprintf(im.warn, "warning: %s differs from the branch's %s; keeping the branch's version (art push -m takes the host's)\n", hp, sp)
+		im.stats.Unchanged++
+		n = old
+	} else if exists {
+		if im.opts.Capture && cached && old.Content != c.Manifest && old.Content != id {
+			fmt.Fprintf(im.warn, "warning: %s changed on the host and in the branch since the last capture; taking the host's version (the branch's is in its history)\n", sp)
+		}
 		if old.Content != id || old.Size != a.Size {
 			im.stats.Changed++
 			if n, err = tx.Write(old.Ino, id, a.Size, a.MTime, nil); err != nil {
@@ -612,4 +653,78 @@ func sameXattrs(a, b []cas.Xattr) bool {
 		}
 	}
 	return true
+}
+
+func nsOf(t unix.Timespec) int64 { return t.Sec*1e9 + t.Nsec }
+
+// captureSkips decides, in capture mode, whether host entry e leaves the
+// branch alone: a file unchanged on the host since the last import (the
+// branch may have changed or deleted it since), a directory the branch
+// deleted or replaced, a symlink the branch has.
+func (im *importer) captureSkips(tx *journal.Tx, e *hostEntry, sp string, old journal.Node, exists bool,
+	cache map[string]journal.StatCache) (bool, error) {
+	switch e.kind {
+	case cas.EntryFile:
+		c, cached := cache[string(e.name)]
+		if cached && c.Size == e.st.Size && c.MTime == nsOf(e.st.Mtim) && c.CTime == nsOf(e.st.Ctim) && c.Ino == e.st.Ino {
+			im.stats.Files++
+			im.stats.Unchanged++
+			return true, nil
+		}
+		return false, nil
+	case cas.EntryDir:
+		if exists && old.Kind == cas.EntryDir {
+			return false, nil
+		}
+		// Not a directory in the branch: new on the host, or deleted or
+		// replaced in the branch after an import brought it in.
+		return tx.HasStatCacheUnder(sp)
+	case cas.EntrySymlink:
+		return exists, nil
+	}
+	return false, nil
+}
+
+// removeCaptured removes, in capture mode, a branch entry the host no
+// longer has - but only what an import brought in and the branch has not
+// changed since: files whose content is what was imported, and
+// directories left empty by that. It reports whether the entry is gone.
+func (im *importer) removeCaptured(tx *journal.Tx, dir int64, dirPath string, name []byte, n *journal.Node,
+	cache map[string]journal.StatCache) (bool, error) {
+	p := dirPath + "/" + string(name)
+	switch {
+	case n.Kind == cas.EntryFile:
+		c, ok := cache[string(name)]
+		if !ok || c.Manifest != n.Content {
+			return false, nil // created or changed in the branch
+		}
+		im.stats.Deleted++
+		return true, tx.Unlink(dir, name)
+	case n.IsDir():
+		imported, err := tx.HasStatCacheUnder(p)
+		if err != nil || !imported {
+			return false, err
+		}
+		sub, err := tx.StatCacheDir(p)
+		if err != nil {
+			return false, err
+		}
+		kids, err := tx.ReadDir(n.Ino)
+		if err != nil {
+			return false, err
+		}
+		all := true
+		for i := range kids {
+			gone, err := im.removeCaptured(tx, n.Ino, p, kids[i].Name, &kids[i].Node, sub)
+			if err != nil {
+				return false, err
+			}
+			all = all && gone
+		}
+		if !all {
+			return false, nil
+		}
+		return true, tx.Rmdir(dir, name)
+	}
+	return false, nil
 }

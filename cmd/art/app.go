@@ -70,7 +70,7 @@ func newApp(e *env) *cli.App {
 	app := &cli.App{
 		Name:      "art",
 		Usage:     "run AI agents in a sandbox with a full, rewindable history",
-		UsageText: "art [global options] command [command options] [arguments...]",
+		UsageText: "art [run flags] [-- COMMAND...]   (same as art run)\n   art command [command options] [arguments...]",
 		Description: `art keeps every change an agent makes in one SQLite store (-d FILE.db):
 content-addressed, hash-chained, snapshotted. States are named by revisions:
 
@@ -85,7 +85,12 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 		UseShortOptionHandling: true,
 		ExitErrHandler:         func(*cli.Context, error) {}, // run maps errors to codes
 		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + exitCodesHelp,
+		// The original art's form: art [flags] [-- COMMAND...] is art run.
+		Flags:                     runFlags(),
+		Action:                    func(c *cli.Context) error { return runAction(c, e) },
+		DisableSliceFlagSeparator: true, // --env K=a,b is one entry
 		Commands: []*cli.Command{
+			newRunCommand(e),
 			newPushCommand(e),
 			newPullCommand(e),
 			newLogCommand(e),
@@ -112,6 +117,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	err := app.RunContext(ctx, permuteArgs(app, args))
 	if err == nil {
 		return exitOK
+	}
+	var se *silentExit
+	if errors.As(err, &se) {
+		return se.code
 	}
 	code, msg, hint := classify(err)
 	var h *hinted

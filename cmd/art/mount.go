@@ -63,7 +63,7 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 				branch = tmp.Name
 			} else if dir := c.String("mount"); dir != "" {
 				st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: dir, Branch: branch, Warn: e.stderr,
-					Message: "capture lower layer for mount"})
+					Message: "capture lower layer for mount", Capture: true})
 				if err != nil {
 					return err
 				}

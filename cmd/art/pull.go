@@ -57,7 +57,7 @@ store can reach outside DIR. .art/config/ (sandbox policy) is never written.`,
 			}
 			bar := newProgress(e.stderr)
 			stats, err := workspace.Export(c.Context, db.Objects(), workspace.ExportOptions{
-				Dir: dir, State: st, Checksum: c.Bool("checksum"), Entries: entries, Warn: e.stderr,
+				Dir: dir, State: st, Checksum: c.Bool("checksum"), Entries: entries, Warn: e.stderr, Keep: workspace.StoreFiles(db.Path()),
 				Progress: func(done, total int64) { bar.update("pull: %s of %s", fmtBytes(done), fmtBytes(total)) },
 			})
 			bar.done()

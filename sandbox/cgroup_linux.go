@@ -1,0 +1,237 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroup is the sandbox's control group: v2 (one directory) or v1 (one
+// directory per controller). It bounds the tree's resources, lists every
+// process of it (so a kill misses none) and reports peak memory.
+type cgroup struct {
+	version int               // 1 or 2
+	dirs    map[string]string // controller ("" for v2) -> directory
+}
+
+const cgroupRoot = "/sys/fs/cgroup"
+
+// newCgroup makes a cgroup for one sandbox, named name, with lim applied.
+// It returns nil and the reason when this machine does not let art make
+// one (not root, no delegation): the caller falls back to rlimits.
+func newCgroup(name string, lim Limits) (*cgroup, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(cgroupRoot, &st); err != nil {
+		return nil, fmt.Errorf("no cgroup filesystem: %w", err)
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return newCgroupV2(filepath.Join(cgroupRoot, ownCgroup("")), name, lim)
+	}
+	return newCgroupV1(name, lim)
+}
+
+// ownCgroup is this process's cgroup path in the hierarchy with the
+// controller (v1) or the unified hierarchy ("").
+func ownCgroup(controller string) string {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return "/"
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		parts := strings.SplitN(s.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == controller {
+				return parts[2]
+			}
+		}
+	}
+	return "/"
+}
+
+func newCgroupV2(base, name string, lim Limits) (*cgroup, error) {
+	dir := filepath.Join(base, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup v2: %w", err)
+	}
+	cg := &cgroup{version: 2, dirs: map[string]string{"": dir}}
+	need := map[string]bool{"memory.max": lim.MemoryBytes > 0, "pids.max": lim.Pids > 0, "cpu.max": lim.CPU > 0}
+	for file, needed := range need {
+		if needed && !exists(filepath.Join(dir, file)) {
+			cg.remove()
+			return nil, fmt.Errorf("cgroup v2: controller for %s not delegated to %s", file, base)
+		}
+	}
+	var errs []error
+	if lim.MemoryBytes > 0 {
+		errs = append(errs, writeFile(dir, "memory.max", lim.MemoryBytes), writeFile(dir, "memory.swap.max", 0))
+	}
+	if lim.Pids > 0 {
+		errs = append(errs, writeFile(dir, "pids.max", lim.Pids))
+	}
+	if lim.CPU > 0 {
+		errs = append(errs, writeFile(dir, "cpu.max", fmt.Sprintf("%d 100000", int64(lim.CPU*100000))))
+	}
+	if err := errors.Join(errs...); err != nil {
+		cg.remove()
+		return nil, err
+	}
+	return cg, nil
+}
+
+func newCgroupV1(name string, lim Limits) (*cgroup, error) {
+	cg := &cgroup{version: 1, dirs: map[string]string{}}
+	// memory and pids always (peak memory, the process list); cpu when a
+	// limit asks for it.
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if c == "cpu" && lim.CPU == 0 {
+			continue
+		}
+		root := filepath.Join(cgroupRoot, c)
+		if !exists(filepath.Join(root, "cgroup.procs")) {
+			cg.remove()
+			return nil, fmt.Errorf("cgroup v1: no %s controller", c)
+		}
+		dir := filepath.Join(root, ownCgroup(c), name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			cg.remove()
+			return nil, fmt.Errorf("cgroup v1: %w", err)
+		}
+		cg.dirs[c] = dir
+	}
+	var errs []error
+	if lim.MemoryBytes > 0 {
+		errs = append(errs, writeFile(cg.dirs["memory"], "memory.limit_in_bytes", lim.MemoryBytes))
+		if exists(filepath.Join(cg.dirs["memory"], "memory.memsw.limit_in_bytes")) {
+			errs = append(errs, writeFile(cg.dirs["memory"], "memory.memsw.limit_in_bytes", lim.MemoryBytes))
+		}
+		// No swap for the tree, so the limit is a limit.
+		errs = append(errs, writeFile(cg.dirs["memory"], "memory.swappiness", 0))
+	}
+	if lim.Pids > 0 {
+		errs = append(errs, writeFile(cg.dirs["pids"], "pids.max", lim.Pids))
+	}
+	if lim.CPU > 0 {
+		errs = append(errs, writeFile(cg.dirs["cpu"], "cpu.cfs_period_us", 100000),
+			writeFile(cg.dirs["cpu"], "cpu.cfs_quota_us", int64(lim.CPU*100000)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		cg.remove()
+		return nil, err
+	}
+	return cg, nil
+}
+
+func writeFile(dir, file string, v any) error {
+	p := filepath.Join(dir, file)
+	if err := os.WriteFile(p, []byte(fmt.Sprint(v)), 0); err != nil {
+		return fmt.Errorf("cgroup: write %s: %w", p, err)
+	}
+	return nil
+}
+
+// String names the mechanism for the user.
+func (cg *cgroup) String() string { return fmt.Sprintf("cgroup v%d", cg.version) }
+
+// add moves pids into the cgroup (every controller).
+func (cg *cgroup) add(pids ...int) error {
+	for _, dir := range cg.dirs {
+		for _, pid := range pids {
+			if err := writeFile(dir, "cgroup.procs", pid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// procs lists the processes in the cgroup.
+func (cg *cgroup) procs() []int {
+	dir := cg.dirs[""]
+	if cg.version == 1 {
+		dir = cg.dirs["pids"]
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// killAll SIGKILLs every process in the cgroup until it is empty (a fork
+// racing with the kill lands in the cgroup and is caught next round).
+func (cg *cgroup) killAll() {
+	for i := 0; i < 100; i++ {
+		pids := cg.procs()
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// peakMemory is the tree's peak memory use in bytes (0 if unknown).
+func (cg *cgroup) peakMemory() int64 {
+	dir, file := cg.dirs["memory"], "memory.max_usage_in_bytes"
+	if cg.version == 2 {
+		dir, file = cg.dirs[""], "memory.peak"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// oomKills counts processes the kernel killed for the memory limit.
+func (cg *cgroup) oomKills() int64 {
+	dir, file := cg.dirs["memory"], "memory.oom_control"
+	if cg.version == 2 {
+		dir, file = cg.dirs[""], "memory.events"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// remove kills what is left and removes the directories.
+func (cg *cgroup) remove() {
+	if len(cg.procs()) > 0 {
+		cg.killAll()
+	}
+	for _, dir := range cg.dirs {
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // exiting tasks leave the cgroup asynchronously
+		}
+	}
+}
