@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
 	"github.com/artrt/art/netproxy"
+	"github.com/artrt/art/sandbox"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 // Where --net allow's pieces live inside the sandbox. The proxy's socket
@@ -96,32 +100,111 @@ type netAllow struct {
 	Policy   *netpolicy.Policy
 	Lookup   netpolicy.Lookup // nil: the host's resolver
 	Recorder eventRecorder    // the run's Batch (or overlay.FS)
-	UID, GID int              // owner of the socket directory: the sandbox's user; UID < 0 leaves it
+	UID, GID int              // the sandbox's user (owns the socket directory); UID < 0: leave it
 }
 
-// startNetProxy starts the host side of --net allow for one run: a
-// private socket directory holding the proxies, each attempt recorded
-// through n.Recorder. Bind p.Dir() read-only at netSandboxDir (connecting
-// to a socket needs no write access to its file system, and the agent must
-// not replace or remove the sockets), run the command under netBridgeArgv,
-// and when the sandbox has exited Close the proxy and remove p.Dir().
-func startNetProxy(ctx context.Context, n netAllow) (*netproxy.Proxy, error) {
-	dir, err := os.MkdirTemp("", "art-net-")
-	if err != nil {
+// startNetProxy starts the host side of --net allow in dir (created here,
+// private to the sandbox's user), each attempt recorded through
+// n.Recorder. Bind dir read-only at netSandboxDir (connecting to a socket
+// needs no write access to its file system, and the agent must not
+// replace or remove the sockets), run the command under netBridgeArgv, and
+// Close the proxy when the sandbox has exited, before the Recorder's
+// Batch is committed for the last time.
+func startNetProxy(ctx context.Context, dir string, n netAllow) (*netproxy.Proxy, error) {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("net socket dir: %w", err)
 	}
 	if n.UID >= 0 {
 		if err := os.Chown(dir, n.UID, n.GID); err != nil {
-			os.RemoveAll(dir)
 			return nil, fmt.Errorf("net socket dir: %w", err)
 		}
 	}
-	p, err := netproxy.Start(dir, netproxy.Options{Policy: n.Policy, Lookup: n.Lookup, Report: netReporter(ctx, n.Recorder)})
+	return netproxy.Start(dir, netproxy.Options{Policy: n.Policy, Lookup: n.Lookup, Report: netReporter(ctx, n.Recorder)})
+}
+
+// setupNetAllow prepares cfg for --net allow: the proxy in session/net,
+// its sockets and art's own binary bound in, the command wrapped in the
+// bridge. The caller closes the proxy when the sandbox has exited.
+func setupNetAllow(ctx context.Context, session string, pol *netpolicy.Policy, rec eventRecorder, cfg *sandbox.Config) (*netproxy.Proxy, error) {
+	dir := filepath.Join(session, "net")
+	uid, gid := cfg.UID, cfg.GID
+	if os.Geteuid() != 0 {
+		uid = -1 // the sandbox runs as art's own user
+	}
+	p, err := startNetProxy(ctx, dir, netAllow{Policy: pol, Recorder: rec, UID: uid, GID: gid})
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
+	bin, err := bridgeBinary(dir, uid, gid)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	guestBin := netSandboxDir + "/art"
+	cfg.Binds = append(cfg.Binds, sandbox.Bind{Host: dir, Guest: netSandboxDir, ReadOnly: true})
+	if filepath.Dir(bin) != dir {
+		guestBin = "/run/art-bin"
+		cfg.Binds = append(cfg.Binds, sandbox.Bind{Host: bin, Guest: guestBin, ReadOnly: true})
+	}
+	cfg.Command = netBridgeArgv(guestBin, cfg.Command)
 	return p, nil
+}
+
+// bridgeBinary returns a host path of art's own binary that bwrap, running
+// as uid:gid, can reach to bind: the binary itself when every directory
+// above it lets uid through, else a copy in dir (a root-only build
+// directory, as in tests).
+func bridgeBinary(dir string, uid, gid int) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find art's binary: %w", err)
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		return "", fmt.Errorf("find art's binary: %w", err)
+	}
+	if uid < 0 || reachable(self, uid, gid) {
+		return self, nil
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return "", fmt.Errorf("copy art's binary: %w", err)
+	}
+	defer src.Close()
+	dst := filepath.Join(dir, "art")
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return "", fmt.Errorf("copy art's binary: %w", err)
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		f.Close()
+		return "", fmt.Errorf("copy art's binary: %w", err)
+	}
+	return dst, f.Close()
+}
+
+// reachable reports whether uid:gid (no supplementary groups, as in the
+// sandbox) may search every directory above path and execute it.
+func reachable(path string, uid, gid int) bool {
+	may := func(p string) bool {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) != nil {
+			return false
+		}
+		m := st.Mode
+		switch {
+		case int(st.Uid) == uid:
+			return m&0o100 != 0
+		case int(st.Gid) == gid:
+			return m&0o010 != 0
+		}
+		return m&0o001 != 0
+	}
+	for p := filepath.Dir(path); p != "/"; p = filepath.Dir(p) {
+		if !may(p) {
+			return false
+		}
+	}
+	return may(path)
 }
 
 // netBridgeArgv wraps cmd so that it runs behind the in-sandbox bridge;

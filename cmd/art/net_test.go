@@ -163,11 +163,10 @@ func TestNetAllowInBwrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := startNetProxy(context.Background(), netAllow{Policy: pol, Lookup: testNames, Recorder: batch, UID: -1})
+	proxy, err := startNetProxy(context.Background(), filepath.Join(t.TempDir(), "net"), netAllow{Policy: pol, Lookup: testNames, Recorder: batch, UID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(proxy.Dir())
 	defer proxy.Close()
 
 	a, b, tp := strconv.Itoa(portA), strconv.Itoa(portB), strconv.Itoa(portTLS)
@@ -286,5 +285,51 @@ func TestNetBridgeDiesWithCommand(t *testing.T) {
 			t.Fatalf("bridge %d still running 1 s after its command exited", pid)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRunNetAllow drives art run --net allow as a user would: defaults
+// from the host user's config file, rules from flags, curl inside, the
+// decisions in art log --net.
+func TestRunNetAllow(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	testutil.Require(t, "fuse")
+	bin := artBinary(t)
+	_, portA := loopbackServer(t, "A", false)
+	_, portB := loopbackServer(t, "B", false)
+	a, b := strconv.Itoa(portA), strconv.Itoa(portB)
+	ws, db := newWorkspace(t)
+	cfgHome := t.TempDir()
+	writeFile(t, filepath.Join(cfgHome, "art", "config.json"), `{"net": {"deny": ["localhost:`+b+`"]}}`)
+
+	// localhost is in NO_PROXY (the sandbox's own loopback): --noproxy ""
+	// sends it to the proxy, which resolves it on the host.
+	script := `curl -sS --max-time 5 --noproxy "" http://localhost:` + a + `/; echo
+curl -sS --max-time 5 --noproxy "" -o /dev/null -w "b=%{http_code}\n" http://localhost:` + b + `/
+exit 5`
+	cmd := exec.Command(bin, "run", "-i=false", "-q", "-m", ws, "-d", db, "--net", "allow",
+		"--allow", "localhost:"+a, "--allow", "localhost:"+b, "--", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+cfgHome)
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 5 || !strings.Contains(string(out), "hello from A") ||
+		!strings.Contains(string(out), "b=403") {
+		t.Fatalf("art run --net allow: exit %d (want 5)\n%s", code, out)
+	}
+	var log []netLogJSON
+	if err := json.Unmarshal([]byte(mustArt(t, "log", "--net", "--json", "-d", db)), &log); err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != 2 || !log[0].Allow || log[0].Port != portA || log[1].Allow || log[1].Rule != "localhost:"+b {
+		t.Fatalf("art log --net: %+v (want A allowed, B denied by the config's rule)", log)
+	}
+
+	for _, args := range [][]string{
+		{"run", "-m", ws, "--net", "allow", "--", "true"},                             // no store: nothing would be journaled
+		{"run", "-m", ws, "-d", db, "--allow", "example.com", "--", "true"},           // --allow without --net allow
+		{"run", "-m", ws, "-d", db, "--net", "allow", "--allow", "a:b", "--", "true"}, // bad rule
+	} {
+		if _, errs, code := art(t, args...); code != exitUsage {
+			t.Errorf("art %s: exit %d, want %d\n%s", strings.Join(args, " "), code, exitUsage, errs)
+		}
 	}
 }
