@@ -62,6 +62,7 @@ func ownCgroup(controller string) string {
 }
 
 func newCgroupV2(base, name string, lim Limits) (*cgroup, error) {
+	sweepStale(base)
 	dir := filepath.Join(base, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cgroup v2: %w", err)
@@ -104,6 +105,7 @@ func newCgroupV1(name string, lim Limits) (*cgroup, error) {
 			cg.remove()
 			return nil, fmt.Errorf("cgroup v1: no %s controller", c)
 		}
+		sweepStale(filepath.Join(root, ownCgroup(c)))
 		dir := filepath.Join(root, ownCgroup(c), name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			cg.remove()
@@ -134,10 +136,32 @@ func newCgroupV1(name string, lim Limits) (*cgroup, error) {
 	return cg, nil
 }
 
+// sweepStale removes the cgroups that an art killed with SIGKILL left in
+// parent (its deferred remove never ran): art-PID-N whose PID is gone.
+// Only empty ones go (rmdir refuses the others), so a live art in another
+// pid namespace, whose PID this one cannot see, loses nothing.
+func sweepStale(parent string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		f := strings.Split(e.Name(), "-")
+		if !e.IsDir() || len(f) != 3 || f[0] != "art" {
+			continue
+		}
+		pid, err := strconv.Atoi(f[1])
+		if err != nil || pid <= 0 || exists("/proc/"+f[1]) {
+			continue
+		}
+		os.Remove(filepath.Join(parent, e.Name()))
+	}
+}
+
 func writeFile(dir, file string, v any) error {
 	p := filepath.Join(dir, file)
 	if err := os.WriteFile(p, []byte(fmt.Sprint(v)), 0); err != nil {
-		return fmt.Errorf("cgroup: write %s: %w", p, err)
+		return fmt.Errorf("cgroup: %w", err) // the PathError names p
 	}
 	return nil
 }

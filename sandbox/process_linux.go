@@ -189,17 +189,30 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	}
 	infoW.Close()
 	child, ierr := readChildPid(infoR)
+	childGone := false
 	if ierr == nil {
 		ierr = p.confine(cmd.Process.Pid, child)
+		// bwrap's child does its set-up (the mounts) before it waits
+		// for the release: a bind it cannot mount ends it, and bwrap
+		// after it, with bwrap's message on stderr. That is the
+		// command's failure (bwrap's exit 1), not art's: the command
+		// never ran, and no kill may turn the status into 137.
+		if errors.Is(ierr, syscall.ESRCH) {
+			ierr, childGone = errBwrapExited, true
+		}
 	}
-	if ierr != nil {
+	switch {
+	case childGone:
+	case ierr != nil:
 		// bwrap failed before the sandbox was ready (its message is on
 		// the command's stderr), or confinement failed: nothing of the
 		// command has run. Kill and reap.
 		cmd.Process.Kill()
-	} else if _, err := blockW.Write([]byte{1}); err != nil {
-		ierr = fmt.Errorf("release sandbox: %w", err)
-		cmd.Process.Kill()
+	default:
+		if _, err := blockW.Write([]byte{1}); err != nil {
+			ierr = fmt.Errorf("release sandbox: %w", err)
+			cmd.Process.Kill()
+		}
 	}
 	go p.wait(wait)
 	if ierr != nil && !errors.Is(ierr, errBwrapExited) {

@@ -3,8 +3,10 @@ package sandbox_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -433,6 +435,67 @@ func TestValidateRefusesUnsafeConfigs(t *testing.T) {
 		mutate(c)
 		if _, err := sandbox.Start(c, sandbox.IO{}, nil); !errors.Is(err, sandbox.ErrInvalid) {
 			t.Errorf("%s: Start = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// Regression: an art killed with SIGKILL never removes its cgroups; the
+// next sandbox removes the empty ones whose art is gone, and no other.
+func TestStartSweepsCgroupsOfDeadArt(t *testing.T) {
+	requireRoot(t)
+	if cgroupMechanism(t) != "cgroup v1" {
+		t.Skip("cgroup v2 here: the v1 layout this test builds does not apply")
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	parent := "/sys/fs/cgroup/pids" + ownPidsCgroup(t)
+	stale := filepath.Join(parent, fmt.Sprintf("art-%d-1", dead.Process.Pid))
+	live := filepath.Join(parent, fmt.Sprintf("art-%d-999999", os.Getpid()))
+	for _, d := range []string{stale, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(d)
+	}
+	c := direct(t)
+	sh(t, c, "true")
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup %s of a dead art still there after the next Start: %v", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("cgroup %s of a live art removed: %v", live, err)
+	}
+}
+
+// ownPidsCgroup is this process's path in the v1 pids hierarchy.
+func ownPidsCgroup(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] == "pids" {
+			return strings.TrimSuffix(f[2], "/")
+		}
+	}
+	t.Skip("no v1 pids hierarchy")
+	return ""
+}
+
+// Regression: a bind bwrap cannot mount (its guest path cannot be made on
+// the read-only root) ends the sandbox with bwrap's own message and exit
+// 1, not with an error about the cgroup art could not join the dead
+// child to.
+func TestBwrapSetupFailureIsTheCommandsFailure(t *testing.T) {
+	c := direct(t)
+	c.Binds = []sandbox.Bind{{Host: c.Workspace, Guest: "/nonexistent-art-test/data", ReadOnly: true}}
+	c.Limits.Pids = 100 // a cgroup to join, as root
+	for i := 0; i < 5; i++ {
+		out, errs, res := run(t, c, "echo", "ran")
+		if want := "bwrap: Can't mkdir parents for /nonexistent-art-test/data: Read-only file system\n"; out != "" || res.ExitCode != 1 || errs != want {
+			t.Fatalf("run %d: stdout %q exit %d stderr %q, want exit 1 and bwrap's message", i, out, res.ExitCode, errs)
 		}
 	}
 }
