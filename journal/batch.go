@@ -111,6 +111,13 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 	return nil
 }
 
+// Record appends an event that changes no file (see Tx.Record) as one
+// update: how a process's tracer or network proxy journals through the
+// Batch it must share.
+func (b *Batch) Record(ctx context.Context, ev Event) error {
+	return b.Update(ctx, func(t *Tx) error { return t.Record(ev) })
+}
+
 // Commit commits the shared transaction now (a no-op when nothing is
 // pending). After it returns, every earlier Update is committed.
 func (b *Batch) Commit() error {

@@ -370,6 +370,13 @@ func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
 	})
 }
 
+// Record appends an event that changes no file (exec, syscall, net) to
+// the mount's operation through its Batch: the mount holds the process's
+// writer, so the session's other recorders must go through it.
+func (f *FS) Record(ctx context.Context, ev journal.Event) error {
+	return f.batch.Record(ctx, ev)
+}
+
 // commit commits every change made so far.
 func (f *FS) commit() error { return f.batch.Commit() }
 

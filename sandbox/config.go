@@ -19,6 +19,9 @@ type Net string
 const (
 	NetHost Net = "host" // the host's network namespace (the original art's behaviour)
 	NetNone Net = "none" // a namespace of its own with only loopback
+	// NetAllow is NetNone's namespace; the caller binds art's proxy
+	// sockets in and wraps the command in the bridge (docs/network.md).
+	NetAllow Net = "allow"
 )
 
 // Bind is an extra host path made visible in the sandbox.
@@ -172,9 +175,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch c.Net {
-	case "", NetHost, NetNone:
+	case "", NetHost, NetNone, NetAllow:
 	default:
-		return invalidf("network %q: want host or none", c.Net)
+		return invalidf("network %q: want host, none or allow", c.Net)
 	}
 	if c.UID == 0 || c.GID == 0 {
 		return invalidf("the sandbox never runs as uid or gid 0")
@@ -221,7 +224,7 @@ func (c *Config) Args(seccompFD int) []string {
 		"--disable-userns",
 		"--clearenv",
 	}
-	if c.Net != NetNone {
+	if c.Net != NetNone && c.Net != NetAllow {
 		a = append(a, "--share-net")
 	}
 	if !c.OwnsTTY {

@@ -101,6 +101,8 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newVerifyCommand(e),
 			newMountCommand(e),
 			newExecCommand(e),
+			newPolicyCommand(e),
+			newNetBridgeCommand(e),
 		},
 	}
 	return app
@@ -189,6 +191,11 @@ func permuteArgs(app *cli.App, args []string) []string {
 	}
 	out = append(out, args[i])
 	i++
+	for i < len(args) && cmd.Command(args[i]) != nil { // art policy suggest
+		cmd = cmd.Command(args[i])
+		out = append(out, args[i])
+		i++
+	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
 		_, isBool := f.(*cli.BoolFlag)

@@ -12,12 +12,13 @@ func newLogCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "log",
 		Usage:     "show the operation log (imports, runs, snapshots, checkouts) or the journal's events",
-		UsageText: "art log -d FILE [--branch B | --all] [--events] [--path P] [-n N] [--json]",
+		UsageText: "art log -d FILE [--branch B | --all] [--events | --net] [--path P] [-n N] [--json]",
 		Flags: []cli.Flag{
 			dbFlag(),
 			branchFlag("branch to show"),
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every branch"},
 			&cli.BoolFlag{Name: "events", Aliases: []string{"e"}, Usage: "list journal events instead of operations"},
+			&cli.BoolFlag{Name: "net", Usage: "list network decisions (--net allow runs): host, port, allow or deny, the rule"},
 			&cli.StringFlag{Name: "path", Aliases: []string{"p"}, Usage: "only events touching `P` (relative to /home/agent, e.g. ws/main.py) or below it; implies --events"},
 			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "show at most `N` entries"},
 			jsonFlag(),
@@ -34,6 +35,9 @@ func newLogCommand(e *env) *cli.Command {
 			branch := c.String("branch")
 			if c.Bool("all") {
 				branch = ""
+			}
+			if c.Bool("net") {
+				return logNet(c, e, db, branch)
 			}
 			if c.Bool("events") || c.IsSet("path") {
 				q := journal.EventQuery{Branch: branch, Limit: c.Int("limit")}
@@ -132,4 +136,27 @@ func quote(p []byte) string {
 		}
 	}
 	return s
+}
+
+// logNet lists the network decisions recorded on branch ("" = all).
+func logNet(c *cli.Context, e *env, db *journal.DB, branch string) error {
+	evs, err := db.Events(c.Context, journal.EventQuery{Branch: branch, Kind: journal.EvNet, Limit: c.Int("limit")})
+	if err != nil {
+		return err
+	}
+	out := make([]netLogJSON, 0, len(evs))
+	for i := range evs {
+		a, err := attemptOf(&evs[i])
+		if err != nil {
+			return err
+		}
+		out = append(out, netLogJSON{Seq: evs[i].Seq, Branch: db.BranchName(c.Context, evs[i].Branch), Op: evs[i].Op, Attempt: a})
+	}
+	if c.Bool("json") {
+		return writeJSON(e.stdout, out)
+	}
+	for i := range out {
+		fmt.Fprintln(e.stdout, formatNet(&evs[i], out[i].Branch, out[i].Attempt))
+	}
+	return nil
 }

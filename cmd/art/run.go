@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/netpolicy"
+	"github.com/artrt/art/netproxy"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/seccomp"
@@ -50,7 +52,7 @@ workspace's .art/config/binds.json ({"binds":[{"host":..,"guest":..,"readonly":.
 which the sandbox sees as an empty read-only directory and pull never writes.`
 
 func runFlags() []cli.Flag {
-	return []cli.Flag{
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`, at /home/agent/<basename>"},
 		&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE`: overlay mode with history (without it the workspace is bound read-write, no history)"},
 		durabilityFlag(),
@@ -59,7 +61,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "at", Usage: "start from the state at `REV` on a new branch (--branch names it)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `KEY=VALUE` inside (repeatable); nothing else comes from the host environment"},
 		&cli.StringSliceFlag{Name: "bind", Usage: "bind `HOST:GUEST[:ro|rw]` (repeatable; default rw)"},
-		&cli.StringFlag{Name: "net", Value: "host", Usage: "network: `host` (shared) or none (own namespace, loopback only)"},
+		&cli.StringFlag{Name: "net", Value: "host", Usage: "network: `host` (shared), none (own namespace, loopback only) or allow (only --allow targets, through art's proxy; needs -d)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop the command after `DURATION` (SIGTERM, 5s grace, SIGKILL of the whole tree; exit 124)"},
 		&cli.StringFlag{Name: "memory", Usage: "memory limit of the whole tree, `SIZE` (e.g. 512M, 2G)"},
 		&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads, `N`"},
@@ -73,6 +75,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "trace-syscalls", Usage: "comma-separated `LIST` of syscalls to trace, or all (default: execve, execveat, connect, opens for writing)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no summary line at the end"},
 	}
+	return append(flags, netFlags()...)
 }
 
 func newRunCommand(e *env) *cli.Command {
@@ -95,6 +98,7 @@ type runOptions struct {
 	env                 []string
 	binds               []sandbox.Bind
 	net                 sandbox.Net
+	netPolicy           *netpolicy.Policy // --net allow
 	timeout             time.Duration
 	limits              sandbox.Limits
 	diskQuota, tmpSize  int64
@@ -173,11 +177,28 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		}
 		o.binds = append(o.binds, b)
 	}
-	switch n := sandbox.Net(c.String("net")); n {
+	// Network defaults come from the host user's config file, never the
+	// workspace's.
+	pol, mode, err := loadNetPolicy("", c.StringSlice("allow"), c.StringSlice("deny"))
+	if err != nil {
+		return o, err
+	}
+	if c.IsSet("net") || mode == "" {
+		mode = c.String("net")
+	}
+	switch n := sandbox.Net(mode); n {
 	case sandbox.NetHost, sandbox.NetNone:
 		o.net = n
+	case sandbox.NetAllow:
+		o.net, o.netPolicy = n, pol
+		if o.db == "" {
+			return o, usagef("--net allow needs a store (-d FILE): every connection attempt is journaled")
+		}
 	default:
-		return o, usagef("--net %q: want host or none", n)
+		return o, usagef("--net %q: want host, none or allow", n)
+	}
+	if o.net != sandbox.NetAllow && (c.IsSet("allow") || c.IsSet("deny")) {
+		return o, usagef("--allow and --deny need --net allow")
 	}
 	sizes := map[string]*int64{"memory": &o.limits.MemoryBytes, "disk-quota": &o.diskQuota, "tmp-size": &o.tmpSize}
 	for name, dst := range sizes {
@@ -450,7 +471,18 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 	if err != nil {
 		return 0, err
 	}
+	var proxy *netproxy.Proxy
+	if o.net == sandbox.NetAllow {
+		if proxy, err = setupNetAllow(bg, s.dir, o.netPolicy, s.fsys, cfg); err != nil {
+			return 0, errors.Join(err, s.close(bg))
+		}
+	}
 	res, runErr := supervise(ctx, e, o, cfg)
+	if proxy != nil {
+		// Before the unmount commits the run's Batch for the last time:
+		// the proxy records through it.
+		proxy.Close()
+	}
 	uerr := s.close(bg)
 	if runErr != nil {
 		return 0, errors.Join(runErr, uerr)

@@ -21,6 +21,7 @@ type session struct {
 	db     *journal.DB
 	branch string
 	fsys   *overlay.FS
+	dir    string           // the session's private state directory
 	before journal.Snapshot // the capture's snapshot: the state the session starts from
 	undo   []func()         // run by close, last first
 }
@@ -67,6 +68,7 @@ func openSession(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 	if err != nil {
 		return s, fmt.Errorf("session dir: %w", err)
 	}
+	s.dir = dir
 	s.undo = append(s.undo, func() { os.RemoveAll(dir) })
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return s, err
