@@ -180,7 +180,8 @@ func descendantsOf(pid int) []int {
 	return out
 }
 
-// cmdlinePids lists host processes whose argv is exactly argv.
+// cmdlinePids lists host processes whose argv is exactly argv, except
+// those already exiting (PF_EXITING: killed, past the point of return).
 func cmdlinePids(argv ...string) []int {
 	want := strings.Join(argv, "\x00") + "\x00"
 	ents, _ := os.ReadDir("/proc")
@@ -190,7 +191,8 @@ func cmdlinePids(argv ...string) []int {
 		if err != nil {
 			continue
 		}
-		if b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); string(b) == want && pidState(pid) != "Z" {
+		const pfExiting = 0x4
+		if b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); string(b) == want && pidState(pid) != "Z" && statField(pid, 9)&pfExiting == 0 {
 			out = append(out, pid)
 		}
 	}
@@ -643,8 +645,10 @@ func TestRunTimeoutExits124AndKillsTheTree(t *testing.T) {
 			if !strings.HasPrefix(r.stderr, "art: timed out (exit 124) in ") {
 				t.Fatalf("summary: %q", r.stderr)
 			}
-			if left := cmdlinePids("sleep", "30.125"); len(left) > 0 {
-				t.Fatalf("still running after the timeout: pids %v", left)
+			// Killed processes leave cgroup.procs (which art waits on)
+			// early in their exit: they may take a moment to go.
+			if !waitUntil(time.Second, func() bool { return len(cmdlinePids("sleep", "30.125")) == 0 }) {
+				t.Fatalf("still running 1s after the timeout: pids %v", cmdlinePids("sleep", "30.125"))
 			}
 		})
 	}
