@@ -84,7 +84,7 @@ type FS struct {
 
 	owner       *Owner
 	recordOwner *Owner
-	quota       int64
+	quota       atomic.Int64 // bytes writable through the mount; 0 = no cap
 	used        atomic.Int64 // bytes written, against quota
 	ownOp       bool         // Mount began the op; Unmount ends it
 
@@ -109,7 +109,8 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
-		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, quota: opts.Quota}
+		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner}
+	f.quota.Store(opts.Quota)
 	if opts.Lower != "" {
 		abs, err := filepath.Abs(opts.Lower)
 		if err != nil {
@@ -414,12 +415,12 @@ func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
 	out.Files, out.Ffree = st.Files, st.Ffree
 	out.Bsize, out.Frsize = uint32(st.Bsize), uint32(st.Frsize)
-	if f.quota > 0 && st.Frsize > 0 {
+	if quota := f.quota.Load(); quota > 0 && st.Frsize > 0 {
 		// The quota is the filesystem's size, what is left of it the free
 		// space (never more than the disk really has).
 		bs := uint64(st.Frsize)
-		left := max(f.quota-f.used.Load(), 0)
-		out.Blocks = uint64(f.quota) / bs
+		left := max(quota-f.used.Load(), 0)
+		out.Blocks = uint64(quota) / bs
 		out.Bfree = min(out.Bfree, uint64(left)/bs)
 		out.Bavail = min(out.Bavail, uint64(left)/bs)
 	}
@@ -430,12 +431,13 @@ func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 // reserve counts n more bytes written against the quota and returns how
 // many of them fit (all, without a quota).
 func (f *FS) reserve(n int64) int64 {
-	if f.quota == 0 || n <= 0 {
+	quota := f.quota.Load()
+	if quota == 0 || n <= 0 {
 		return n
 	}
 	for {
 		used := f.used.Load()
-		fit := min(n, max(f.quota-used, 0))
+		fit := min(n, max(quota-used, 0))
 		if fit == 0 || f.used.CompareAndSwap(used, used+fit) {
 			return fit
 		}
@@ -466,4 +468,12 @@ func (f *FS) Flush(ctx context.Context) error {
 		return err
 	}
 	return f.commit()
+}
+
+// SetQuota starts counting bytes written afresh against a new quota (0:
+// none), for a long-lived mount that serves requests with limits of
+// their own.
+func (f *FS) SetQuota(n int64) {
+	f.used.Store(0)
+	f.quota.Store(n)
 }

@@ -581,7 +581,7 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 		n.mu.Unlock()
 		return toErrno(err)
 	}
-	if n.fsys.quota > 0 {
+	if n.fsys.quota.Load() > 0 {
 		var st unix.Stat_t
 		if unix.Stat(n.upper, &st) == nil && size > st.Size && n.fsys.reserve(size-st.Size) < size-st.Size {
 			n.mu.Unlock()

@@ -92,6 +92,9 @@ type Limits struct {
 	MemoryBytes int64   // resident memory + swap of the whole tree
 	Pids        int64   // processes and threads
 	CPU         float64 // CPUs' worth of time (1.5 = one and a half cores)
+	// CPUSeconds caps each process's CPU time (RLIMIT_CPU: SIGXCPU at
+	// the limit, SIGKILL a second later). Per process, not per tree.
+	CPUSeconds int64
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -182,7 +185,7 @@ func (c *Config) Validate() error {
 	if c.UID == 0 || c.GID == 0 {
 		return invalidf("the sandbox never runs as uid or gid 0")
 	}
-	if c.Limits.MemoryBytes < 0 || c.Limits.Pids < 0 || c.Limits.CPU < 0 || c.TmpSize < 0 {
+	if c.Limits.MemoryBytes < 0 || c.Limits.Pids < 0 || c.Limits.CPU < 0 || c.Limits.CPUSeconds < 0 || c.TmpSize < 0 {
 		return invalidf("negative limit")
 	}
 	return nil

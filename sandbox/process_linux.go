@@ -238,6 +238,14 @@ func readChildPid(r io.Reader) (int, error) {
 // confine applies the limits to bwrap and its child while the command
 // has not started.
 func (p *Process) confine(pids ...int) error {
+	if n := p.cfg.Limits.CPUSeconds; n > 0 {
+		rl := unix.Rlimit{Cur: uint64(n), Max: uint64(n) + 1}
+		for _, pid := range pids {
+			if err := unix.Prlimit(pid, unix.RLIMIT_CPU, &rl, nil); err != nil {
+				return fmt.Errorf("cpu time rlimit: %w", err)
+			}
+		}
+	}
 	if p.cg != nil {
 		if err := p.cg.add(pids...); err != nil {
 			return fmt.Errorf("confine sandbox: %w", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,22 +26,6 @@ type execOptions struct {
 	Branch     string // default branch of requests without one ("" main)
 	Durability string
 	Mode       execapi.Mode
-}
-
-// errExecNotWired is returned until art exec runs requests in the sandbox.
-var errExecNotWired = errors.New("art exec is not wired to the sandbox yet")
-
-// newSandboxExecutor returns the executor art exec serves requests with
-// and a function that releases it (unmounts the overlay) after the last
-// response. It is where the sandbox is wired in: mount the overlay of
-// o.Branch once, and return &journaledExecutor{db, branch, run} whose run
-// starts the sandbox for one request (sandbox.Start with stdio from
-// execapi.NewCapture, the result mapped by execapi.Outcome.Response, or an
-// execapi.Runner whose Prepare builds the bwrap command), with the
-// overlay's events journaled under the request's op and flushed before
-// run returns. journaledExecutor adds the ops row, snapshots and changes.
-func newSandboxExecutor(ctx context.Context, o execOptions) (execapi.Executor, func() error, error) {
-	return nil, nil, withHint(errExecNotWired, "use art run -d FILE -- CMD meanwhile")
 }
 
 func newExecCommand(e *env) *cli.Command {
@@ -103,7 +86,7 @@ func runExec(ctx context.Context, e *env, o execOptions, in io.Reader, unsandbox
 		}
 		ex = execapi.NewProcessExecutor(dir, nil)
 	} else {
-		ex, release, err = newSandboxExecutor(ctx, o)
+		ex, release, err = newSandboxExecutor(ctx, e, o)
 		if err != nil {
 			return err
 		}
