@@ -1141,3 +1141,24 @@ func TestRunLimitsInTheSandboxCgroup(t *testing.T) {
 		}
 	}
 }
+
+// A --bind below /home/agent needs a mount point there: bwrap makes it
+// in the overlay, where it must not become part of the branch (and reach
+// the host at the next pull).
+func TestRunBindBelowHomeLeavesNoTraceInTheStore(t *testing.T) {
+	ws, db := overlayWorkspace(t)
+	data := filepath.Join(filepath.Dir(ws), "data")
+	writeFile(t, filepath.Join(data, "f"), "host data\n")
+	for _, guest := range []string{"/home/agent/data", "/home/agent/ws/sub"} {
+		r := artRun(t, "run", "-m", ws, "-d", db, "-i=false", "--bind", data+":"+guest+":ro", "--", "cat", guest+"/f")
+		if r.code != 0 || r.stdout != "host data\n" {
+			t.Fatalf("--bind to %s: exit %d stdout %q stderr %s", guest, r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "; 0 paths changed; ") {
+			t.Errorf("--bind to %s: summary %q, want 0 paths changed", guest, r.stderr)
+		}
+	}
+	if ls := mustRun(t, "ls", "-d", db, "-r", "main:").stdout; strings.Contains(ls, "data") || strings.Contains(ls, "sub") {
+		t.Errorf("bind mount points recorded in the branch:\n%s", ls)
+	}
+}
