@@ -1162,3 +1162,23 @@ func TestRunBindBelowHomeLeavesNoTraceInTheStore(t *testing.T) {
 		t.Errorf("bind mount points recorded in the branch:\n%s", ls)
 	}
 }
+
+// The store is hidden wherever the sandbox could see it: at its own
+// path, and through an extra bind of a directory that holds it.
+func TestRunStoreHiddenThroughABind(t *testing.T) {
+	ws, _ := overlayWorkspace(t)
+	shared := hostVisibleDir(t)
+	os.Chmod(shared, 0o755)
+	db := filepath.Join(shared, "stores", "ws.db")
+	os.MkdirAll(filepath.Dir(db), 0o755)
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	r := artRun(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--bind", shared+":/tmp/shared:ro", "--", "sh", "-c", fmt.Sprintf(`
+for f in /tmp/shared/stores/ws.db /tmp/shared/stores/ws.db-wal /tmp/shared/stores/ws.db-shm %[1]s %[1]s-wal %[1]s-shm; do
+  head -c 15 $f 2>/dev/null | grep -q SQLite && echo "$f readable"
+  test -s $f && echo "$f has data"
+done
+echo done`, db))
+	if r.stdout != "done\n" || r.code != 0 {
+		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant nothing of the store", r.stdout, r.code, r.stderr)
+	}
+}
