@@ -1182,3 +1182,66 @@ echo done`, db))
 		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant nothing of the store", r.stdout, r.code, r.stderr)
 	}
 }
+
+// The caller's terminal comes back in the mode it was in, however the
+// run ends.
+func TestRunPTYRestoresTerminalOnEveryExit(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		term bool // SIGTERM art once the command runs
+		code int
+	}{
+		{"exit", []string{"--", "sh", "-c", "echo ready; exit 3"}, false, 3},
+		{"timeout", []string{"--timeout", "1s", "--", "sh", "-c", "echo ready; sleep 30"}, false, 124},
+		{"SIGTERM to art", []string{"--", "sh", "-c", "echo ready; sleep 30"}, true, 143},
+		{"bwrap fails", []string{"--bind", ws + ":/nonexistent-art-test/x", "--", "true"}, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ptmx, tty, err := pty.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ptmx.Close()
+			defer tty.Close()
+			before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := artCmd(t, append([]string{"run", "-m", ws, "-q"}, tc.args...)...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+			var out ptyOutput
+			go io.Copy(&out, ptmx)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			if tc.term {
+				if !waitUntil(10*time.Second, func() bool { return strings.Contains(out.String(), "ready") }) {
+					cmd.Process.Kill()
+					t.Fatalf("no ready; output %q", out.String())
+				}
+				cmd.Process.Signal(syscall.SIGTERM)
+			}
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("art did not end; output %q", out.String())
+			}
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Errorf("exit %d, want %d; output %q", code, tc.code, out.String())
+			}
+			after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *after != *before {
+				t.Errorf("terminal mode not restored:\nbefore %+v\nafter  %+v", *before, *after)
+			}
+		})
+	}
+}
