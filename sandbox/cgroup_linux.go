@@ -62,7 +62,6 @@ func ownCgroup(controller string) string {
 }
 
 func newCgroupV2(base, name string, lim Limits) (*cgroup, error) {
-	sweepStale(base)
 	dir := filepath.Join(base, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cgroup v2: %w", err)
@@ -105,7 +104,6 @@ func newCgroupV1(name string, lim Limits) (*cgroup, error) {
 			cg.remove()
 			return nil, fmt.Errorf("cgroup v1: no %s controller", c)
 		}
-		sweepStale(filepath.Join(root, ownCgroup(c)))
 		dir := filepath.Join(root, ownCgroup(c), name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			cg.remove()
@@ -134,28 +132,6 @@ func newCgroupV1(name string, lim Limits) (*cgroup, error) {
 		return nil, err
 	}
 	return cg, nil
-}
-
-// sweepStale removes the cgroups that an art killed with SIGKILL left in
-// parent (its deferred remove never ran): art-PID-N whose PID is gone.
-// Only empty ones go (rmdir refuses the others), so a live art in another
-// pid namespace, whose PID this one cannot see, loses nothing.
-func sweepStale(parent string) {
-	ents, err := os.ReadDir(parent)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		f := strings.Split(e.Name(), "-")
-		if !e.IsDir() || len(f) != 3 || f[0] != "art" {
-			continue
-		}
-		pid, err := strconv.Atoi(f[1])
-		if err != nil || pid <= 0 || exists("/proc/"+f[1]) {
-			continue
-		}
-		os.Remove(filepath.Join(parent, e.Name()))
-	}
 }
 
 func writeFile(dir, file string, v any) error {
@@ -260,8 +236,13 @@ func (cg *cgroup) remove() {
 	}
 }
 
-// cleanStaleCgroups removes the cgroups of sandboxes whose art died
-// without removing them (kill -9): named art-PID-N, PID no longer alive.
+// cleanStaleCgroups removes the cgroups that an art killed with SIGKILL
+// left behind (its deferred remove never ran): art-PID-N whose PID is
+// gone, in every controller art uses. Only empty ones go - rmdir refuses
+// the others - and nothing in them is killed: a killed art's sandbox died
+// with it (--die-with-parent, the pid namespace), so a cgroup with
+// processes belongs to a live art in another pid namespace, whose PID
+// this one cannot see.
 func cleanStaleCgroups() {
 	var st unix.Statfs_t
 	if unix.Statfs(cgroupRoot, &st) != nil {
@@ -278,18 +259,15 @@ func cleanStaleCgroups() {
 	for _, parent := range parents {
 		dirs, _ := filepath.Glob(filepath.Join(parent, "art-*-*"))
 		for _, d := range dirs {
-			f := strings.SplitN(filepath.Base(d), "-", 3)
-			pid, err := strconv.Atoi(f[1])
-			if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			f := strings.Split(filepath.Base(d), "-")
+			if len(f) != 3 {
 				continue
 			}
-			cg := &cgroup{version: 1, dirs: map[string]string{"": d}}
-			if st.Type == unix.CGROUP2_SUPER_MAGIC {
-				cg.version = 2
+			pid, err := strconv.Atoi(f[1])
+			if err != nil || pid <= 0 || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+				continue
 			}
-			// procs() reads the "" entry for v2 and "pids" for v1.
-			cg.dirs["pids"] = d
-			cg.remove()
+			os.Remove(d)
 		}
 	}
 }

@@ -504,3 +504,42 @@ func TestBwrapSetupFailureIsTheCommandsFailure(t *testing.T) {
 		}
 	}
 }
+
+// Regression: the sweep of stale cgroups kills nothing. A cgroup named
+// for an art this process cannot see (another pid namespace) that still
+// holds processes is a live sandbox: it keeps them and stays.
+func TestStartSweepKeepsNonEmptyCgroups(t *testing.T) {
+	requireRoot(t)
+	if cgroupMechanism(t) != "cgroup v1" {
+		t.Skip("cgroup v2 here: the v1 layout this test builds does not apply")
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	parent := "/sys/fs/cgroup/pids" + ownPidsCgroup(t)
+	other := filepath.Join(parent, fmt.Sprintf("art-%d-1", dead.Process.Pid))
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := exec.Command("sleep", "30")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		victim.Process.Kill()
+		victim.Wait()
+		waitFor(2*time.Second, func() bool { return os.Remove(other) == nil })
+	}()
+	if err := os.WriteFile(filepath.Join(other, "cgroup.procs"), []byte(strconv.Itoa(victim.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	c := direct(t)
+	sh(t, c, "true")
+	if s := procStatus(victim.Process.Pid, "State"); s == "" || strings.HasPrefix(s, "Z") {
+		t.Fatalf("a process in another art's cgroup was killed by the sweep (state %q)", s)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("non-empty cgroup %s removed: %v", other, err)
+	}
+}
