@@ -39,25 +39,40 @@ func (k Kind) String() string {
 // MarshalText makes kinds appear by name in JSON.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// UnmarshalText reads a kind written by MarshalText.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for _, c := range []Kind{KindExec, KindSyscall, KindExit} {
+		if c.String() == string(b) {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown record kind %q", b)
+}
+
 // Record is one observation of the traced tree. Pids are host pids (the
 // tracer's pid namespace), which is also what a FUSE request header
 // carries, so FS events can be joined to records by pid.
 type Record struct {
-	Time    time.Time          `json:"time"`
-	Kind    Kind               `json:"kind"`
-	PID     int                `json:"pid"`           // process (thread group) id
-	TID     int                `json:"tid,omitempty"` // thread, when it differs from PID
-	PPID    int                `json:"ppid"`          // parent process
-	Syscall string             `json:"syscall,omitempty"`
-	Path    string             `json:"path,omitempty"`  // resolved against cwd/dirfd at entry
-	Flags   string             `json:"flags,omitempty"` // open flags, e.g. O_WRONLY|O_CREAT
-	Argv    []string           `json:"argv,omitempty"`
-	Cwd     string             `json:"cwd,omitempty"`
-	Addr    string             `json:"addr,omitempty"` // connect: "inet 1.2.3.4:80", "inet6 [::1]:80", "unix /p"
-	Args    []uint64           `json:"args,omitempty"` // raw arguments of calls without a decoder
-	Ret     int64              `json:"ret"`
-	Errno   syscall.Errno      `json:"errno,omitempty"`
-	Status  syscall.WaitStatus `json:"status,omitempty"` // KindExit
+	Time time.Time `json:"time"`
+	Kind Kind      `json:"kind"`
+	PID  int       `json:"pid"`           // process (thread group) id
+	TID  int       `json:"tid,omitempty"` // thread, when it differs from PID
+	PPID int       `json:"ppid"`          // parent process
+	// ExecParent (KindExec): the nearest ancestor that ran a program of
+	// its own (or PID itself for a re-exec), for drawing the command
+	// tree across processes that forked without exec.
+	ExecParent int                `json:"exec_parent,omitempty"`
+	Syscall    string             `json:"syscall,omitempty"`
+	Path       string             `json:"path,omitempty"`  // resolved against cwd/dirfd at entry
+	Flags      string             `json:"flags,omitempty"` // open flags, e.g. O_WRONLY|O_CREAT
+	Argv       []string           `json:"argv,omitempty"`
+	Cwd        string             `json:"cwd,omitempty"`
+	Addr       string             `json:"addr,omitempty"` // connect: "inet 1.2.3.4:80", "inet6 [::1]:80", "unix /p"
+	Args       []uint64           `json:"args,omitempty"` // raw arguments of calls without a decoder
+	Ret        int64              `json:"ret"`
+	Errno      syscall.Errno      `json:"errno,omitempty"`
+	Status     syscall.WaitStatus `json:"status,omitempty"` // KindExit
 }
 
 // Sink receives records in batches, in the order they happened, from one

@@ -36,7 +36,11 @@ type Tracer struct {
 	// Owned by the ptrace thread.
 	tasks map[int]*task // by tid
 	procs map[int]int   // tgid -> parent tgid
-	root  int
+	// named: processes that have exec'd; nearest: tgid -> its nearest
+	// ancestor that had exec'd when it was forked (Record.ExecParent).
+	named   map[int]bool
+	nearest map[int]int
+	root    int
 
 	done   chan struct{} // closed when the loop has ended
 	status syscall.WaitStatus
@@ -88,6 +92,8 @@ func Start(cmd *exec.Cmd, opts Options) (*Tracer, error) {
 		cmd: cmd, opts: opts, arch: arch,
 		tasks:   map[int]*task{},
 		procs:   map[int]int{},
+		named:   map[int]bool{},
+		nearest: map[int]int{},
 		done:    make(chan struct{}),
 		flushed: make(chan struct{}),
 	}
@@ -142,6 +148,7 @@ func (t *Tracer) run(started chan<- error) {
 	t.root = pid
 	t.tasks[pid] = &task{tid: pid, tgid: pid}
 	t.procs[pid] = os.Getpid()
+	t.named[pid] = true
 	cwd := t.cmd.Dir
 	if cwd == "" {
 		cwd, _ = os.Getwd()
@@ -311,6 +318,11 @@ func (t *Tracer) forked(parent *task, child int, clone bool) error {
 	}
 	if tgid == child {
 		t.procs[child] = parent.tgid
+		if t.named[parent.tgid] {
+			t.nearest[child] = parent.tgid
+		} else {
+			t.nearest[child] = t.nearest[parent.tgid]
+		}
 	}
 	if tk.held {
 		tk.held = false
@@ -347,6 +359,11 @@ func (t *Tracer) execed(tk *task, former int, now time.Time) {
 		r.Cwd, _ = os.Readlink("/proc/" + strconv.Itoa(tk.tid) + "/cwd")
 	}
 	r.Time, r.Kind, r.PID, r.TID, r.PPID = now, KindExec, tk.tid, 0, t.procs[tk.tid]
+	r.ExecParent = t.nearest[tk.tid]
+	if t.named[tk.tid] {
+		r.ExecParent = tk.tid // a re-exec: the program it replaces
+	}
+	t.named[tk.tid] = true
 	r.Syscall, r.Ret, r.Errno = "", 0, 0
 	t.emit(*r)
 }
@@ -357,6 +374,8 @@ func (t *Tracer) exited(tid int, ws syscall.WaitStatus, now time.Time) {
 	if tk != nil && tk.tgid == tid {
 		t.emit(Record{Time: now, Kind: KindExit, PID: tid, PPID: t.procs[tid], Status: ws})
 		delete(t.procs, tid)
+		delete(t.named, tid)
+		delete(t.nearest, tid)
 	}
 	if tid == t.root {
 		t.status = ws

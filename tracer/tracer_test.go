@@ -212,8 +212,8 @@ func TestShellPipeline(t *testing.T) {
 	sh := findExec(t, rs, "/bin/sh", "-c", "echo hello | tr a-z A-Z | cat > /var/tmp/out; cat /var/tmp/out; exit 7")
 	for _, argv := range [][]string{{"tr", "a-z", "A-Z"}, {"cat"}, {"cat", "/var/tmp/out"}} {
 		r := findExec(t, rs, argv...)
-		if r.PPID != sh.PID {
-			t.Errorf("%q: parent %d, want sh %d", argv, r.PPID, sh.PID)
+		if r.PPID != sh.PID || r.ExecParent != sh.PID {
+			t.Errorf("%q: parent %d, exec parent %d, want sh %d", argv, r.PPID, r.ExecParent, sh.PID)
 		}
 		if r.Cwd == "" || !strings.HasPrefix(r.Path, "/") {
 			t.Errorf("%q: path %q cwd %q", argv, r.Path, r.Cwd)
