@@ -98,6 +98,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newCatCommand(e),
 			newVerifyCommand(e),
 			newMountCommand(e),
+			newBlameCommand(e),
 		},
 	}
 	return app

@@ -12,13 +12,15 @@ func newLogCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "log",
 		Usage:     "show the operation log (imports, runs, snapshots, checkouts) or the journal's events",
-		UsageText: "art log -d FILE [--branch B | --all] [--events] [--path P] [-n N] [--json]",
+		UsageText: "art log -d FILE [--branch B | --all] [--events | --execs | --syscalls] [--path P] [-n N] [--json]",
 		Flags: []cli.Flag{
 			dbFlag(),
 			branchFlag("branch to show"),
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every branch"},
 			&cli.BoolFlag{Name: "events", Aliases: []string{"e"}, Usage: "list journal events instead of operations"},
 			&cli.StringFlag{Name: "path", Aliases: []string{"p"}, Usage: "only events touching `P` (relative to /home/agent, e.g. ws/main.py) or below it; implies --events"},
+			&cli.BoolFlag{Name: "execs", Usage: "the commands each session ran, as a process tree (from the tracer, or named from /proc)"},
+			&cli.BoolFlag{Name: "syscalls", Usage: "the system calls the tracer recorded (art run --trace)"},
 			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "show at most `N` entries"},
 			jsonFlag(),
 		},
@@ -34,6 +36,12 @@ func newLogCommand(e *env) *cli.Command {
 			branch := c.String("branch")
 			if c.Bool("all") {
 				branch = ""
+			}
+			switch {
+			case c.Bool("execs"):
+				return logExecs(c.Context, db, branch, c.Bool("json"), e.stdout)
+			case c.Bool("syscalls"):
+				return logSyscalls(c.Context, db, branch, c.Bool("json"), e.stdout)
 			}
 			if c.Bool("events") || c.IsSet("path") {
 				q := journal.EventQuery{Branch: branch, Limit: c.Int("limit")}
