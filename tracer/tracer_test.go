@@ -512,3 +512,29 @@ func TestKillingTracerKillsTracees(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestGuestPaths: paths are resolved as the sandboxed process sees them
+// (its mount namespace), relative to its cwd or to a directory fd.
+func TestGuestPaths(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	host := t.TempDir()
+	os.Mkdir(filepath.Join(host, "sub"), 0o755)
+	cmd := sandboxed(t, seccomp.DefaultTrace(), "/bin/sh", "-c", "echo a > rel; cd sub && echo b > ../up")
+	// Bind the host dir at a guest path that does not exist on the host.
+	cmd.Args = slices.Insert(cmd.Args, len(cmd.Args)-4, "--tmpfs", "/home", "--bind", host, "/home/agent", "--chdir", "/home/agent")
+	rs, ws, out := trace(t, cmd)
+	if ws.ExitStatus() != 0 {
+		t.Fatalf("exit %s: %s", ExitString(ws), out)
+	}
+	want := map[string]bool{"/home/agent/rel": false, "/home/agent/up": false}
+	for _, r := range rs {
+		if _, ok := want[r.Path]; ok && r.Syscall == "openat" {
+			want[r.Path] = true
+		}
+	}
+	for p, seen := range want {
+		if !seen {
+			t.Errorf("no open of %s recorded", p)
+		}
+	}
+}
