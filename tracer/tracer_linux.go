@@ -233,16 +233,18 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) error {
 	if !ws.Stopped() {
 		return nil // WCONTINUED is not asked for
 	}
+	sig := ws.StopSignal()
 	tk := t.tasks[tid]
 	if tk == nil {
-		// A new task whose first stop arrived before its creator's
-		// fork/clone event: hold it stopped until that event names its
-		// parent, or it could exec before its parent is known.
 		tk = t.newTask(tid, 0)
-		tk.held = true
-		return nil
+		if int(ws)>>16 == unix.PTRACE_EVENT_STOP {
+			// A new task whose first stop arrived before its creator's
+			// fork/clone event: hold it stopped until that event names
+			// its parent, or it could exec before its parent is known.
+			tk.held = true
+			return nil
+		}
 	}
-	sig := ws.StopSignal()
 	// Not ws.TrapCause: it answers -1 unless the stop signal is SIGTRAP,
 	// and group-stops of a seized tracee carry the stopping signal.
 	switch cause := int(ws) >> 16; {
@@ -261,7 +263,7 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) error {
 				return err
 			}
 		}
-		return t.restart(unix.PTRACE_CONT, tid, 0)
+		return t.resume(tk, 0)
 	case cause == unix.PTRACE_EVENT_EXEC:
 		former := tid
 		if msg, err := unix.PtraceGetEventMsg(tid); err == nil {
@@ -276,12 +278,22 @@ func (t *Tracer) handle(tid int, ws unix.WaitStatus) error {
 			return t.restart(unix.PTRACE_LISTEN, tid, 0)
 		}
 		// A new task's initial stop, or the trap after SIGCONT.
-		return t.restart(unix.PTRACE_CONT, tid, 0)
+		return t.resume(tk, 0)
 	case cause != 0:
-		return t.restart(unix.PTRACE_CONT, tid, 0)
+		return t.resume(tk, 0)
 	}
 	// Signal-delivery-stop: deliver the signal unchanged.
-	return t.restart(unix.PTRACE_CONT, tid, int(sig))
+	return t.resume(tk, int(sig))
+}
+
+// resume restarts tk, keeping the syscall-exit stop of a traced call
+// still in progress (a fork's event stop comes between its entry and its
+// exit; PTRACE_CONT there would lose the result).
+func (t *Tracer) resume(tk *task, sig int) error {
+	if tk.pending != nil {
+		return t.restart(unix.PTRACE_SYSCALL, tk.tid, sig)
+	}
+	return t.restart(unix.PTRACE_CONT, tk.tid, sig)
 }
 
 // restart resumes a stopped tracee. ESRCH means it died meanwhile (e.g.

@@ -538,3 +538,30 @@ func TestGuestPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceAll: with every call stopping, results are still recorded for
+// calls whose exit comes after an event stop (fork/clone), and the
+// program's behaviour is unchanged.
+func TestTraceAll(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	rs, ws, out := trace(t, sandboxed(t, seccomp.Policy{TraceAll: true}, "/bin/sh", "-c", "echo a | cat; exit 3"))
+	if ws.ExitStatus() != 3 || out != "a\n" {
+		t.Fatalf("exit %s, output %q", ExitString(ws), out)
+	}
+	forks, calls := 0, 0
+	for _, r := range rs {
+		if r.Kind != KindSyscall {
+			continue
+		}
+		calls++
+		if (r.Syscall == "clone" || r.Syscall == "fork" || r.Syscall == "vfork" || r.Syscall == "clone3") && r.Errno == 0 {
+			if r.Ret <= 0 {
+				t.Errorf("%s recorded without its child pid: %s", r.Syscall, r.String())
+			}
+			forks++
+		}
+	}
+	if forks < 2 || calls < 50 {
+		t.Errorf("%d forks, %d calls recorded; want >= 2 forks of sh and many calls", forks, calls)
+	}
+}
