@@ -56,7 +56,9 @@ func newBlameCommand(e *env) *cli.Command {
 // guestPath accepts a path as the agent saw it (/home/agent/ws/f) or as the
 // journal stores it (ws/f).
 func guestPath(p string) string {
-	p = strings.TrimPrefix(p, "/home/agent")
+	if p == "/home/agent" || strings.HasPrefix(p, "/home/agent/") {
+		p = p[len("/home/agent"):]
+	}
 	return strings.Trim(p, "/")
 }
 

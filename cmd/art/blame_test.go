@@ -102,6 +102,10 @@ func TestBlameNamesTheCommand(t *testing.T) {
 			if !strings.Contains(out, "snapshot ") || strings.Contains(out, "no snapshot") {
 				t.Errorf("blame f names no snapshot:\n%s", out)
 			}
+			out = mustArt(t, "log", "-d", db, "--path", "f")
+			if !strings.Contains(out, "<- pid ") || !strings.Contains(out, `sh -c 'echo x > f`) {
+				t.Errorf("log --path f does not name the command:\n%s", out)
+			}
 			out = mustArt(t, "blame", "-d", db, "/home/agent/d/g")
 			if !strings.Contains(out, `sh -c 'echo y > d/g'`) {
 				t.Errorf("blame d/g does not name the inner sh:\n%s", out)
@@ -160,5 +164,22 @@ func TestTracePolicyFlag(t *testing.T) {
 	}
 	if _, err := tracePolicy("execve,opne"); err == nil || !strings.Contains(err.Error(), `"opne"`) {
 		t.Errorf("unknown name: %v", err)
+	}
+}
+
+func TestGuestPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"ws/f": "ws/f", "/ws/f/": "ws/f", "/home/agent/ws/f": "ws/f", "/home/agent": "",
+		"/home/agentx/f": "home/agentx/f",
+	} {
+		if got := guestPath(in); got != want {
+			t.Errorf("guestPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	if got, want := shellQuote([]string{"sh", "-c", "echo x > f", "it's"}), `sh -c 'echo x > f' 'it'\''s'`; got != want {
+		t.Errorf("got %s, want %s", got, want)
 	}
 }

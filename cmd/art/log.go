@@ -46,9 +46,13 @@ func newLogCommand(e *env) *cli.Command {
 			if c.Bool("events") || c.IsSet("path") {
 				q := journal.EventQuery{Branch: branch, Limit: c.Int("limit")}
 				if c.IsSet("path") {
-					q.Path = []byte(strings.Trim(c.String("path"), "/"))
+					q.Path = []byte(guestPath(c.String("path")))
 				}
 				evs, err := db.Events(c.Context, q)
+				if err != nil {
+					return err
+				}
+				attr, err := loadAttribution(c.Context, db, branch)
 				if err != nil {
 					return err
 				}
@@ -56,11 +60,18 @@ func newLogCommand(e *env) *cli.Command {
 					out := make([]eventJSON, len(evs))
 					for i := range evs {
 						out[i] = toEventJSON(&evs[i])
+						if v, ok := attr.command(&evs[i]); ok && isChange(evs[i].Kind) {
+							out[i].Argv = v.Argv
+						}
 					}
 					return writeJSON(e.stdout, out)
 				}
 				for i := range evs {
-					fmt.Fprintln(e.stdout, formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch)))
+					line := formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch))
+					if v, ok := attr.command(&evs[i]); ok && isChange(evs[i].Kind) {
+						line += fmt.Sprintf("  <- pid %d %s", evs[i].PID, shellQuote(v.Argv))
+					}
+					fmt.Fprintln(e.stdout, line)
 				}
 				return nil
 			}
@@ -98,6 +109,8 @@ type eventJSON struct {
 	journal.Event
 	Path  string `json:"path,omitempty"`
 	Path2 string `json:"path2,omitempty"`
+	// Argv names the command that made a change (exec events by pid).
+	Argv []string `json:"argv,omitempty"`
 }
 
 func toEventJSON(ev *journal.Event) eventJSON {
