@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 
@@ -13,6 +14,59 @@ import (
 	"github.com/artrt/art/seccomp"
 	"github.com/artrt/art/tracer"
 )
+
+// traceOptions are art run's tracing flags.
+type traceOptions struct {
+	Trace    bool   // --trace
+	Log      string // --trace-log FILE ("-" = stderr); implies Trace
+	Syscalls string // --trace-syscalls a,b,c | all; implies Trace
+}
+
+func (o traceOptions) enabled() bool { return o.Trace || o.Log != "" || o.Syscalls != "" }
+
+// seccompProgram is what bwrap gets with --seccomp FD: the deny-list, and
+// when tracing SECCOMP_RET_TRACE for the traced set. (A traced call with
+// no tracer attached fails with ENOSYS: use the tracing program only with
+// start.)
+func (o traceOptions) seccompProgram() ([]byte, error) {
+	if !o.enabled() {
+		return seccomp.Policy{}.Program()
+	}
+	p, err := tracePolicy(o.Syscalls)
+	if err != nil {
+		return nil, err
+	}
+	return p.Program()
+}
+
+// start starts cmd (bwrap, configured) under the tracer. Records go to
+// the journal through record (in art run: the mount's (*overlay.FS).Record)
+// and, with --trace-log, as text lines. Call finish after tr.Wait: it
+// closes the log and returns the first error journaling records met.
+func (o traceOptions) start(cmd *exec.Cmd, record func(context.Context, []journal.Event) error, stderr io.Writer) (tr *tracer.Tracer, finish func() error, err error) {
+	j := newTraceJournal(record)
+	var sink tracer.Sink = j
+	closeLog := func() error { return nil }
+	if o.Log != "" {
+		text, c, err := traceLog(o.Log, stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		sink, closeLog = tracer.Tee(j, text), c
+	}
+	tr, err = tracer.Start(cmd, tracer.Options{Sink: sink})
+	if err != nil {
+		closeLog()
+		return nil, nil, fmt.Errorf("trace %s: %w", cmd.Path, err)
+	}
+	return tr, func() error {
+		cerr := closeLog()
+		if err := j.Err(); err != nil {
+			return fmt.Errorf("journal trace records: %w", err)
+		}
+		return cerr
+	}, nil
+}
 
 // tracePolicy turns --trace-syscalls into a seccomp policy: "" is the
 // default set (execs, connects, opens with write intent), "all" traces
