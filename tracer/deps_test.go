@@ -25,4 +25,3 @@ func TestLeaf(t *testing.T) {
 		}
 	}
 }
-
