@@ -25,6 +25,11 @@ type Options struct {
 	// it (default 100ms). MaxBatch flushes earlier (default 512).
 	FlushInterval time.Duration
 	MaxBatch      int
+	// SkipOpensUnder lists directories (as the tracee sees them) whose
+	// opens are not recorded and cost one stop instead of two: art passes
+	// /home/agent, whose changes the overlay journals with the caller's
+	// pid anyway.
+	SkipOpensUnder []string
 }
 
 // Tracer traces one command and all its descendants.
@@ -411,8 +416,22 @@ func (t *Tracer) syscallEntry(tk *task, now time.Time) bool {
 	}
 	r.Syscall = t.arch.Name(uint32(info.nr))
 	decode(r, tk.tid, r.Syscall, info.args)
+	if r.Flags != "" && t.skipped(r.Path) {
+		return false
+	}
 	tk.pending = r
 	return true
+}
+
+// skipped reports whether an open of p is not to be recorded.
+func (t *Tracer) skipped(p string) bool {
+	for _, dir := range t.opts.SkipOpensUnder {
+		dir = strings.TrimSuffix(dir, "/")
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // syscallExit completes tk's pending record with the call's result.

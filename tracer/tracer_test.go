@@ -565,3 +565,30 @@ func TestTraceAll(t *testing.T) {
 		t.Errorf("%d forks, %d calls recorded; want >= 2 forks of sh and many calls", forks, calls)
 	}
 }
+
+// TestSkipOpensUnder: opens below a skipped directory are not recorded;
+// others and execs still are.
+func TestSkipOpensUnder(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	testutil.Require(t, "ptrace")
+	cmd := sandboxed(t, seccomp.DefaultTrace(), "/bin/sh", "-c", "echo a > /var/tmp/skip/a; echo b > /var/tmp/b")
+	cmd.Args = slices.Insert(cmd.Args, len(cmd.Args)-4, "--dir", "/var/tmp/skip")
+	c := &collector{}
+	tr, err := Start(cmd, Options{Sink: c, SkipOpensUnder: []string{"/var/tmp/skip/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws, err := tr.Wait(); err != nil || ws.ExitStatus() != 0 {
+		t.Fatalf("wait: %v %s", err, ExitString(ws))
+	}
+	var paths []string
+	for _, r := range c.recs {
+		if r.Syscall == "openat" {
+			paths = append(paths, r.Path)
+		}
+	}
+	if !slices.Equal(paths, []string{"/var/tmp/b"}) {
+		t.Errorf("recorded opens %q, want only /var/tmp/b", paths)
+	}
+	findExec(t, c.recs, "/bin/sh", "-c", "echo a > /var/tmp/skip/a; echo b > /var/tmp/b")
+}

@@ -53,11 +53,15 @@ func newBlameCommand(e *env) *cli.Command {
 	}
 }
 
+// guestHome is where the sandbox sees the store's tree; journal paths are
+// relative to it.
+const guestHome = "/home/agent"
+
 // guestPath accepts a path as the agent saw it (/home/agent/ws/f) or as the
 // journal stores it (ws/f).
 func guestPath(p string) string {
-	if p == "/home/agent" || strings.HasPrefix(p, "/home/agent/") {
-		p = p[len("/home/agent"):]
+	if p == guestHome || strings.HasPrefix(p, guestHome+"/") {
+		p = p[len(guestHome):]
 	}
 	return strings.Trim(p, "/")
 }

@@ -54,7 +54,9 @@ func (o traceOptions) start(cmd *exec.Cmd, record func(context.Context, []journa
 		}
 		sink, closeLog = tracer.Tee(j, text), c
 	}
-	tr, err = tracer.Start(cmd, tracer.Options{Sink: sink})
+	// Changes under /home/agent are journaled by the overlay with their
+	// caller's pid: recording those opens too would only slow them down.
+	tr, err = tracer.Start(cmd, tracer.Options{Sink: sink, SkipOpensUnder: []string{guestHome}})
 	if err != nil {
 		closeLog()
 		return nil, nil, fmt.Errorf("trace %s: %w", cmd.Path, err)
