@@ -19,6 +19,9 @@
 //	             git status, make -j2, and the cost of --journal-writes.
 //	             Needs root and /dev/fuse; when not selected with -run it
 //	             is skipped, with the reason, where it cannot run
+//	trace        art's tracer on tar x of the ingest tree and an exec loop,
+//	             in bwrap: untraced, default traced set, trace all, and
+//	             strace -f. Needs bwrap, strace and ptrace
 //
 // The machine bench was written for is a shared 2-core VM, so absolute times
 // drift from run to run; the ratios against peers measured in the same run
@@ -71,7 +74,7 @@ import (
 )
 
 // sections in the order they run and appear in the table.
-var sections = []string{"ingest", "incremental", "snapshot", "diff", "overlay"}
+var sections = []string{"ingest", "incremental", "snapshot", "diff", "overlay", "trace"}
 
 // storeSections are the sections of the store table; the rest have their
 // own tables.
@@ -175,7 +178,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	b.load = loadAvg()
 	start := time.Now()
-	var storeTook, overlayTook time.Duration
+	var storeTook, overlayTook, traceTook time.Duration
 	for _, s := range sections {
 		if !cfg.run[s] {
 			continue
@@ -197,12 +200,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			err = b.diffCheckout()
 		case "overlay":
 			err = b.overlay()
+		case "trace":
+			err = b.trace()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}
 		if slices.Contains(storeSections, s) {
 			storeTook += time.Since(began)
+		} else if s == "trace" {
+			traceTook += time.Since(began)
 		} else {
 			overlayTook += time.Since(began)
 		}
@@ -220,6 +227,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.run["overlay"] {
 		parts = append(parts, part{overlayMarkers, b.overlayMarkdown(overlayTook)})
+	}
+	if cfg.run["trace"] {
+		parts = append(parts, part{traceMarkers, b.traceMarkdown(traceTook)})
 	}
 	for i, p := range parts {
 		if i > 0 {

@@ -114,8 +114,15 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 // Record appends an event that changes no file (see Tx.Record) as one
 // update: how a process's tracer or network proxy journals through the
 // Batch it must share.
-func (b *Batch) Record(ctx context.Context, ev Event) error {
-	return b.Update(ctx, func(t *Tx) error { return t.Record(ev) })
+func (b *Batch) Record(ctx context.Context, evs ...Event) error {
+	return b.Update(ctx, func(t *Tx) error {
+		for _, ev := range evs {
+			if err := t.Record(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Commit commits the shared transaction now (a no-op when nothing is

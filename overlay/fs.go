@@ -60,6 +60,11 @@ type Options struct {
 	// fallocate, truncate growth); past it writes fail with ENOSPC and
 	// statfs reports the remainder. 0 = no cap.
 	Quota int64
+	// NameCallers records, the first time a process changes something,
+	// an exec event naming it (argv, cwd from /proc), so every change
+	// can be attributed to a command (art blame) even when untraced.
+	// Every event carries its caller's pid either way.
+	NameCallers bool
 }
 
 // Owner is a uid and gid.
@@ -76,8 +81,10 @@ type FS struct {
 	statDir       string
 	readOnly      bool
 	journalWrites bool
-	lower         string // host workspace, "" for none
-	lowerPfx      string // its path in the store, "ws/"
+	nameCallers   bool
+	callers       sync.Map // pids already named (NameCallers)
+	lower         string   // host workspace, "" for none
+	lowerPfx      string   // its path in the store, "ws/"
 
 	emptyOnce sync.Once
 	empty     cas.ID
@@ -109,7 +116,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
-		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner}
+		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, nameCallers: opts.NameCallers}
 	f.quota.Store(opts.Quota)
 	if opts.Lower != "" {
 		abs, err := filepath.Abs(opts.Lower)
@@ -355,11 +362,24 @@ func (f *FS) live(ino int64) *node {
 // tx runs fn in one journal transaction of the mount's operation. On a
 // read-only mount a transaction that would append an event fails with
 // EROFS and changes nothing (the kernel's "ro" refuses most earlier).
+//
+// Events are attributed to the request's caller pid.
 func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
+	pid := callerPid(ctx)
+	appended := false
+	defer func() {
+		if appended {
+			f.noteCaller(ctx, pid)
+		}
+	}()
 	return f.batch.Update(ctx, func(tx *journal.Tx) error {
+		tx.SetPID(pid)
+		defer tx.SetPID(0) // the Tx is shared with later updates
+		before := tx.Appended()
 		if err := fn(tx); err != nil {
 			return err
 		}
+		appended = tx.Appended() > before
 		if tx.Appended() > 0 {
 			if f.readOnly {
 				return syscall.EROFS
@@ -369,13 +389,6 @@ func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
 		}
 		return nil
 	})
-}
-
-// Record appends an event that changes no file (exec, syscall, net) to
-// the mount's operation through its Batch: the mount holds the process's
-// writer, so the session's other recorders must go through it.
-func (f *FS) Record(ctx context.Context, ev journal.Event) error {
-	return f.batch.Record(ctx, ev)
 }
 
 // commit commits every change made so far.

@@ -30,7 +30,8 @@ type IO struct {
 // call cmd.Start on a goroutine locked to its OS thread and keep that
 // thread alive until the process is waited for: bwrap's --die-with-parent
 // is a parent-death signal, delivered when the forking *thread* exits.
-// The tracer supplies its own (it must also ptrace from that thread).
+// The tracer supplies its own (it must also ptrace from that thread);
+// like StartLocked it should call ScopeThread on that thread first.
 type Starter func(cmd *exec.Cmd) (wait func() (syscall.WaitStatus, *syscall.Rusage, error), err error)
 
 // Result is how a sandbox ended.
@@ -391,6 +392,12 @@ func StartLocked(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, er
 		// Never unlocked: the thread exits with the goroutine, after the
 		// process it forked is gone.
 		runtime.LockOSThread()
+		// Abstract sockets and signals of the host out of reach: the
+		// Landlock domain is this thread's, inherited by bwrap.
+		if _, err := ScopeThread(cmd.Path); err != nil {
+			started <- err
+			return
+		}
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return

@@ -543,3 +543,48 @@ func TestStartSweepKeepsNonEmptyCgroups(t *testing.T) {
 		t.Fatalf("non-empty cgroup %s removed: %v", other, err)
 	}
 }
+
+// Regression: with the host's network (Net host, the default) abstract
+// UNIX sockets are shared - an X11 or D-Bus socket of the host would be
+// one connect away - and no mount hides them. The sandbox is scoped
+// against them (Landlock); its own abstract sockets work.
+func TestHostAbstractSocketsOutOfReach(t *testing.T) {
+	var abi int
+	if r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1); errno == 0 {
+		abi = int(r)
+	}
+	if abi < 6 {
+		t.Skipf("Landlock ABI %d: scoping needs 6 (Linux 6.12)", abi)
+	}
+	name := fmt.Sprintf("art-test-abstract-%d", os.Getpid())
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	c := direct(t)
+	c.Net = sandbox.NetHost
+	script := fmt.Sprintf(`
+import os, socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0%s"); print("abstract: connected")
+except OSError as e:
+    print("abstract: errno", e.errno)
+own = socket.socket(socket.AF_UNIX); own.bind("\0inside"); own.listen(1)
+t = socket.socket(socket.AF_UNIX); t.connect("\0inside"); print("own abstract: connected")
+`, name)
+	out, errs, res := run(t, c, "python3", "-c", script)
+	if want := fmt.Sprintf("abstract: errno %d\nown abstract: connected\n", unix.EPERM); out != want || res.ExitCode != 0 {
+		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant:\n%s", out, res.ExitCode, errs, want)
+	}
+}

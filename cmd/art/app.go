@@ -103,6 +103,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newExecCommand(e),
 			newPolicyCommand(e),
 			newNetBridgeCommand(e),
+			newBlameCommand(e),
 		},
 	}
 	return app

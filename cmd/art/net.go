@@ -64,7 +64,7 @@ func loadNetPolicy(configPath string, allow, deny []string) (*netpolicy.Policy, 
 // process's open journal.Batch: a *journal.Batch, or the *overlay.FS that
 // owns the Batch in overlay mode.
 type eventRecorder interface {
-	Record(ctx context.Context, ev journal.Event) error
+	Record(ctx context.Context, evs ...journal.Event) error
 }
 
 // netReporter returns the proxy's Report function: every attempt becomes

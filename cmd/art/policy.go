@@ -86,10 +86,10 @@ func printSuggestion(e *env, s netpolicy.Suggestion, n int) {
 				note = fmt.Sprintf("%d allowed, %s", a.Allowed, note)
 			}
 		}
-		fmt.Fprintf(w, "--allow %-40s # %s\n", shellQuote(a.Entry), note)
+		fmt.Fprintf(w, "--allow %-40s # %s\n", shellQuote([]string{a.Entry}), note)
 	}
 	for _, wc := range s.Wildcards {
-		fmt.Fprintf(w, "# or, for %s: --allow %s\n", strings.Join(wc.Names, ", "), shellQuote(wc.Entry))
+		fmt.Fprintf(w, "# or, for %s: --allow %s\n", strings.Join(wc.Names, ", "), shellQuote([]string{wc.Entry}))
 	}
 	if len(s.KeptDenied) > 0 {
 		fmt.Fprintln(w, "# refused by a --deny rule, not proposed:")
@@ -105,12 +105,4 @@ func printSuggestion(e *env, s netpolicy.Suggestion, n int) {
 // verb writes).
 type configFile struct {
 	Net netpolicy.Config `json:"net"`
-}
-
-// shellQuote quotes an entry a shell would expand (wildcards, IPv6).
-func shellQuote(s string) string {
-	if strings.ContainsAny(s, "*[]") {
-		return "'" + s + "'"
-	}
-	return s
 }
