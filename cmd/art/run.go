@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -21,7 +22,6 @@ import (
 	"github.com/artrt/art/netproxy"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
-	"github.com/artrt/art/seccomp"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -104,6 +104,7 @@ type runOptions struct {
 	diskQuota, tmpSize  int64
 	uid, gid            int
 	journalWrites       bool
+	trace               traceOptions
 	quiet               bool
 	command             []string
 }
@@ -134,8 +135,11 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		interactive: c.Bool("interactive"), branch: c.String("branch"), branchSet: c.IsSet("branch"), at: c.String("at"),
 		timeout: c.Duration("timeout"), journalWrites: c.Bool("journal-writes"), quiet: c.Bool("quiet"),
 		command: c.Args().Slice()}
-	if c.Bool("trace") || c.IsSet("trace-log") || c.IsSet("trace-syscalls") {
-		return o, usagef("--trace is not available in this build yet")
+	o.trace = traceOptions{Trace: c.Bool("trace"), Log: c.String("trace-log"), Syscalls: c.String("trace-syscalls")}
+	if o.trace.enabled() {
+		if _, err := tracePolicy(o.trace.Syscalls); err != nil {
+			return o, err
+		}
 	}
 	if o.db == "" {
 		for _, f := range []string{"branch", "at", "disk-quota", "journal-writes"} {
@@ -416,8 +420,9 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 		UID: o.uid, GID: o.gid, TmpSize: o.tmpSize, Limits: o.limits,
 		OwnsTTY: o.interactive && isTerminal(os.Stdin) && e.stdin == os.Stdin,
 	}
-	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always.
-	if cfg.Seccomp, err = (seccomp.Policy{}).Program(); err != nil {
+	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always;
+	// with --trace, also the calls that stop for the tracer.
+	if cfg.Seccomp, err = o.trace.seccompProgram(); err != nil {
 		return 0, err
 	}
 	if o.db == "" {
@@ -433,7 +438,10 @@ func runDirect(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) (
 	if err := os.Mkdir(cfg.PolicyDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return 0, fmt.Errorf("protect sandbox policy: %w", err)
 	}
-	res, err := supervise(ctx, e, o, cfg)
+	if o.trace.enabled() && o.trace.Log == "" {
+		o.trace.Log = "-" // no store to journal to: the original art's default, stderr
+	}
+	res, err := supervise(ctx, e, o, cfg, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -477,7 +485,7 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 			return 0, errors.Join(err, s.close(bg))
 		}
 	}
-	res, runErr := supervise(ctx, e, o, cfg)
+	res, runErr := supervise(ctx, e, o, cfg, s.fsys.Record)
 	if proxy != nil {
 		// Before the unmount commits the run's Batch for the last time:
 		// the proxy records through it.
@@ -563,11 +571,32 @@ func prepareBranch(ctx context.Context, e *env, db *journal.DB, o runOptions) (s
 
 // supervise starts the sandbox and waits for it, forwarding signals and
 // enforcing the timeout.
-func supervise(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) (sandbox.Result, error) {
+// record journals trace records (nil: direct mode, nothing to journal to).
+func supervise(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
+	record func(context.Context, ...journal.Event) error) (sandbox.Result, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-	p, err := sandbox.Start(cfg, sandbox.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}, nil)
+	var start sandbox.Starter
+	if o.trace.enabled() {
+		if record == nil {
+			record = func(context.Context, ...journal.Event) error { return nil }
+		}
+		start = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, error), error) {
+			tr, finish, err := o.trace.start(cmd, record, e.stderr)
+			if err != nil {
+				return nil, err
+			}
+			return func() (syscall.WaitStatus, *syscall.Rusage, error) {
+				ws, err := tr.Wait()
+				if ferr := finish(); err == nil {
+					err = ferr
+				}
+				return ws, nil, err
+			}, nil
+		}
+	}
+	p, err := sandbox.Start(cfg, sandbox.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}, start)
 	if err != nil {
 		return sandbox.Result{}, err
 	}

@@ -104,7 +104,8 @@ func openSession(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 		UpperDir: upper, AllowOther: os.Geteuid() == 0,
 		Owner:       &overlay.Owner{UID: uint32(o.uid), GID: uint32(o.gid)},
 		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
-		Quota:       o.diskQuota, JournalWrites: o.journalWrites, Description: "session " + filepath.Base(dir)})
+		Quota:       o.diskQuota, JournalWrites: o.journalWrites, Description: "session " + filepath.Base(dir),
+		NameCallers: true})
 	if err != nil {
 		return s, err
 	}
