@@ -118,6 +118,8 @@ func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal
 		stdin = strings.NewReader(req.Stdin)
 		stdio.Stdin = stdin
 	}
+	made := bindMountPoints(&cfg)
+	defer removeMountPoints(made)
 	started := time.Now()
 	p, err := sandbox.Start(&cfg, stdio, nil)
 	if err != nil {
@@ -140,7 +142,10 @@ func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal
 		return execapi.Failed(execapi.Errorf(execapi.CodeExecFailed, "%v", werr))
 	}
 	// Whatever the command left dirty (written through a mapping after
-	// its last close) is journaled before the snapshot.
+	// its last close) is journaled before the snapshot, and the bind
+	// mount points are gone.
+	removeMountPoints(made)
+	made = nil
 	if err := fsys.Flush(context.WithoutCancel(ctx)); err != nil {
 		return execapi.Failed(execapi.Errorf(execapi.CodeStore, "journal the changes of %s: %v", req.ExecutionID, err))
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -485,7 +486,9 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 			return 0, errors.Join(err, s.close(bg))
 		}
 	}
+	made := bindMountPoints(cfg)
 	res, runErr := supervise(ctx, e, o, cfg, s.fsys.Record)
+	removeMountPoints(made)
 	if proxy != nil {
 		// Before the unmount commits the run's Batch for the last time:
 		// the proxy records through it.
@@ -675,5 +678,35 @@ func cleanStaleSessions(e *env, base string) {
 			os.RemoveAll(d)
 		}
 		f.Close()
+	}
+}
+
+// bindMountPoints lists, deepest last, the directories bwrap will create
+// in the overlay as mount points for binds below /home/agent: they are
+// scaffolding, not the agent's work (removeMountPoints takes them out
+// again, so they never reach the branch's snapshot or the host).
+func bindMountPoints(cfg *sandbox.Config) []string {
+	var made []string
+	for _, b := range cfg.Binds {
+		rel, ok := strings.CutPrefix(filepath.Clean(b.Guest), sandbox.GuestHome+"/")
+		if !ok {
+			continue
+		}
+		p := cfg.Home
+		for _, part := range strings.Split(rel, "/") {
+			p = filepath.Join(p, part)
+			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && !slices.Contains(made, p) {
+				made = append(made, p)
+			}
+		}
+	}
+	return made
+}
+
+// removeMountPoints removes the scaffolding directories, deepest first;
+// one the agent put something in stays.
+func removeMountPoints(made []string) {
+	for i := len(made) - 1; i >= 0; i-- {
+		os.Remove(made[i])
 	}
 }

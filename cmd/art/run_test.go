@@ -1245,3 +1245,41 @@ func TestRunPTYRestoresTerminalOnEveryExit(t *testing.T) {
 		})
 	}
 }
+
+// A host UNIX socket is unreachable however it is named: by path (the
+// private /run and /tmp hide it) and abstract (shared with the host's
+// network namespace under --net host; Landlock scopes it away).
+func TestRunHostAbstractSocketUnreachable(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	if r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1); errno != 0 || r < 6 {
+		t.Skipf("Landlock ABI %d (%v): abstract socket scoping needs 6 (Linux 6.12)", r, errno)
+	}
+	name := fmt.Sprintf("art-run-test-abstract-%d", os.Getpid())
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	script := fmt.Sprintf(`
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0%s"); print("connected")
+except OSError as e:
+    print("errno", e.errno)`, name)
+	for _, n := range []string{"host", "none"} {
+		r := artRun(t, "run", "-m", ws, "-i=false", "-q", "--net", n, "--", "python3", "-c", script)
+		if r.stdout == "connected\n" || !strings.HasPrefix(r.stdout, "errno ") || r.code != 0 {
+			t.Errorf("--net %s: host abstract socket from inside: %q (exit %d, stderr %s), want an errno", n, r.stdout, r.code, r.stderr)
+		}
+	}
+}
