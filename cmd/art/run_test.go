@@ -1276,10 +1276,13 @@ try:
     s.connect("\0%s"); print("connected")
 except OSError as e:
     print("errno", e.errno)`, name)
-	for _, n := range []string{"host", "none"} {
-		r := artRun(t, "run", "-m", ws, "-i=false", "-q", "--net", n, "--", "python3", "-c", script)
+	for _, args := range [][]string{{"--net", "host"}, {"--net", "none"}, {"--net", "host", "--trace"}} {
+		if args[len(args)-1] == "--trace" {
+			testutil.Require(t, "ptrace")
+		}
+		r := artRun(t, append(append([]string{"run", "-m", ws, "-i=false", "-q"}, args...), "--", "python3", "-c", script)...)
 		if r.stdout == "connected\n" || !strings.HasPrefix(r.stdout, "errno ") || r.code != 0 {
-			t.Errorf("--net %s: host abstract socket from inside: %q (exit %d, stderr %s), want an errno", n, r.stdout, r.code, r.stderr)
+			t.Errorf("%s: host abstract socket from inside: %q (exit %d, stderr %s), want an errno", strings.Join(args, " "), r.stdout, r.code, tail(r.stderr))
 		}
 	}
 }
