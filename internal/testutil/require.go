@@ -51,6 +51,11 @@ func probe(what string) string {
 		return ""
 	case "ptrace":
 		return ""
+	case "minio":
+		if _, err := minioBinary(); err != nil {
+			return err.Error()
+		}
+		return ""
 	}
 	return "unknown capability " + what
 }
