@@ -45,7 +45,13 @@ func (f *FileRemote) Ref(ctx context.Context, branch string) (Ref, error) {
 	if err != nil {
 		return Ref{}, fmt.Errorf("read remote branch %s: %w", branch, err)
 	}
-	return Ref{Branch: branch, Root: st.Root, Version: b.HeadHash.String(), History: hist}, nil
+	earlier := hist[:0]
+	for _, h := range hist {
+		if h != st.Root {
+			earlier = append(earlier, h)
+		}
+	}
+	return Ref{Branch: branch, Root: st.Root, Version: b.HeadHash.String(), History: earlier}, nil
 }
 
 // Refs implements Remote.

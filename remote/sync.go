@@ -142,8 +142,8 @@ type node struct {
 func sendState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts Options, st *Stats) error {
 	missing := map[cas.ID]*node{}
 	type item struct {
-		id     cas.ID
-		kind   cas.Kind
+		id   cas.ID
+		kind cas.Kind
 		size int64 // file size for manifests, extent length for chunks
 	}
 	level := []item{{id: root, kind: cas.KindTree}}
