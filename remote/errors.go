@@ -34,6 +34,10 @@ type ObjectError struct {
 }
 
 func (e *ObjectError) Error() string {
+	var ce *cas.CorruptError
+	if errors.As(e.Err, &ce) && ce.ID == e.ID {
+		return fmt.Sprintf("corrupt %s %s: %s", e.Kind, e.ID, ce.Reason)
+	}
 	return fmt.Sprintf("%s %s: %v", e.Kind, e.ID, e.Err)
 }
 

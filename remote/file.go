@@ -110,8 +110,11 @@ func (f *FileRemote) Fetch(ctx context.Context, ids []cas.ID, fn func(cas.Raw) e
 	var n int64
 	for _, id := range ids {
 		r, err := f.db.Objects().GetRaw(ctx, id)
+		if errors.Is(err, cas.ErrNotFound) {
+			err = fmt.Errorf("%w on the remote", cas.ErrNotFound)
+		}
 		if err != nil {
-			return n, &ObjectError{ID: id, Kind: r.Kind, Err: err}
+			return n, &ObjectError{ID: id, Err: err}
 		}
 		n += int64(len(r.Data))
 		if err := fn(r); err != nil {

@@ -441,6 +441,10 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 				})
 			})
 			st.Bytes += n
+			var oe *ObjectError
+			if errors.As(err, &oe) && oe.Kind == 0 {
+				oe.Kind = level[oe.ID].kind
+			}
 			if err != nil {
 				return err
 			}
