@@ -2,8 +2,8 @@ package remote
 
 import (
 	"context"
-	"database/sql"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"net/http"
 	"os"

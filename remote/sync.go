@@ -45,6 +45,10 @@ type Options struct {
 	Progress func(Stats)
 }
 
+// emptyTree is the id of an empty directory: replacing it loses nothing,
+// so a new store's main branch takes any pull.
+var emptyTree = cas.Sum([]byte("artt\x01\x00\x00"))
+
 // fetchBatch bounds the ids asked for in one Fetch or Has.
 const fetchBatch = 4096
 
@@ -109,6 +113,7 @@ func pushBranch(ctx context.Context, db *journal.DB, r Remote, name string, opts
 		if err != nil {
 			return res, err
 		}
+		ok = ok || ref.Root == emptyTree // nothing to lose
 		if !ok {
 			if !opts.Force {
 				return res, fmt.Errorf("%w: the remote's %s is at %s, which local %s never had (pull it first, or push --force to replace it)",
@@ -356,6 +361,9 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 			return res, nil
 		}
 		res.Status = "forced"
+		if head.Root == emptyTree {
+			res.Status = "fast-forward" // nothing to lose
+		}
 		for _, h := range ref.History {
 			if h == head.Root {
 				res.Status = "fast-forward"

@@ -52,7 +52,7 @@ func TestRoundTrip(t *testing.T) {
 		if st.Objects == 0 || st.Bytes == 0 || len(st.Branches) != 1 || st.Branches[0].New != root {
 			t.Fatalf("first push: %+v", st)
 		}
-		pst, err := Pull(ctx, b, reopen(), []string{"main"}, Options{Name: "origin", Force: true})
+		pst, err := Pull(ctx, b, reopen(), []string{"main"}, Options{Name: "origin"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestFastForwardOnly(t *testing.T) {
 		if _, err := Push(ctx, a, r, []string{"main"}, Options{Force: true}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Pull(ctx, b, r, []string{"main"}, Options{Force: true}); err != nil {
+		if _, err := Pull(ctx, b, r, []string{"main"}, Options{}); err != nil {
 			t.Fatal(err)
 		}
 		// B builds on what it pulled and pushes: a fast-forward.
@@ -299,4 +299,14 @@ func TestConcurrentPushersKeepObjects(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestEmptyTreeID(t *testing.T) {
+	b, err := (&cas.Tree{}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cas.Sum(b) != emptyTree {
+		t.Fatalf("emptyTree = %s, the empty tree is %s", emptyTree.Short(), cas.Sum(b).Short())
+	}
 }

@@ -98,6 +98,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newCatCommand(e),
 			newVerifyCommand(e),
 			newMountCommand(e),
+			newRemoteCommand(e),
 		},
 	}
 	return app
@@ -145,6 +146,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitNotFound, msg, "art log lists snapshots, art branch lists branches"
 	case errors.Is(err, journal.ErrBadRev):
 		return exitUsage, msg, "REV is NAME, HEX, @SEQ or REV~N"
+	case errors.Is(err, journal.ErrRemoteNotFound):
+		return exitNotFound, msg, "art remote list shows the remotes"
 	case errors.Is(err, fs.ErrNotExist):
 		return exitNotFound, msg, ""
 	}
