@@ -88,11 +88,11 @@ func (f *FileRemote) Has(ctx context.Context, ids []cas.ID) ([]bool, error) {
 
 // Send implements Remote: the objects are verified and stored in one
 // transaction of the remote store.
-func (f *FileRemote) Send(ctx context.Context, objs []cas.Raw) (int64, error) {
+func (f *FileRemote) Send(ctx context.Context, objs []Object) (int64, error) {
 	var n int64
 	err := f.db.ReceiveObjects(ctx, func(s *cas.Store) error {
 		for _, o := range objs {
-			if _, err := s.PutRaw(ctx, o); err != nil {
+			if _, err := s.PutRaw(ctx, o.Raw); err != nil {
 				return &ObjectError{ID: o.ID, Kind: o.Kind, Err: err}
 			}
 			n += int64(len(o.Data))

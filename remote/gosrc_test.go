@@ -13,7 +13,9 @@ import (
 
 // TestGoSrcIncrementalPush pins the figure: after editing 1% of the
 // files of Go's src/ (a line inserted in the middle of every 100th file),
-// a second push to S3 sends at most 0.5% of the tree's bytes.
+// a second push to S3 sends at most 0.3% of the tree's bytes (the issue's
+// goal; its requirement is 0.5%), and a store that pulled the first state
+// pulls the second for no more than that.
 func TestGoSrcIncrementalPush(t *testing.T) {
 	if testing.Short() {
 		t.Skip("copies and imports 130 MB")
@@ -56,23 +58,27 @@ func TestGoSrcIncrementalPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := newStore(t)
+	if _, err := Pull(ctx, b, reopen(), []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
 	edited := 0
 	for i := 0; i < len(files); i += 100 {
-		b, err := os.ReadFile(files[i])
+		data, err := os.ReadFile(files[i])
 		if err != nil {
 			t.Fatal(err)
 		}
-		mid := len(b) / 2
-		if j := bytes.IndexByte(b[mid:], '\n'); j >= 0 {
+		mid := len(data) / 2
+		if j := bytes.IndexByte(data[mid:], '\n'); j >= 0 {
 			mid += j + 1
 		}
-		out := append(append(append([]byte{}, b[:mid]...), "// edited by art's remote test\n"...), b[mid:]...)
+		out := append(append(append([]byte{}, data[:mid]...), "// edited by art's remote test\n"...), data[mid:]...)
 		if err := os.WriteFile(files[i], out, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		edited++
 	}
-	importDir(t, a, ws)
+	root := importDir(t, a, ws)
 	before := k.requests.n.Load()
 	second, err := Push(ctx, a, reopen(), []string{"main"}, Options{Name: "s3"})
 	if err != nil {
@@ -82,7 +88,19 @@ func TestGoSrcIncrementalPush(t *testing.T) {
 	pct := 100 * float64(second.Bytes) / float64(total)
 	t.Logf("tree: %d files, %d bytes; first push: %d objects, %d bytes; edited %d files; second push: %d objects, %d bytes (%.3f%% of the tree), %d requests, %d bytes deduplicated",
 		len(files), total, first.Objects, first.Bytes, edited, second.Objects, second.Bytes, pct, requests, second.DedupBytes)
-	if pct > 0.5 {
-		t.Fatalf("second push sent %.3f%% of the tree's bytes, want <= 0.5%%", pct)
+	if pct > 0.3 {
+		t.Fatalf("second push sent %.3f%% of the tree's bytes, want <= 0.3%%", pct)
+	}
+	// The incremental state (trees packed as deltas) pulls back whole.
+	pst, err := Pull(ctx, b, reopen(), []string{"main"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := head(t, b, "main"); got != root {
+		t.Fatalf("B pulled %s, A pushed %s", got.Short(), root.Short())
+	}
+	t.Logf("second pull: %d objects, %d bytes", pst.Objects, pst.Bytes)
+	if pst.Objects != second.Objects || pst.Bytes > second.Bytes {
+		t.Fatalf("second pull moved %d objects, %d bytes; the push %d, %d", pst.Objects, pst.Bytes, second.Objects, second.Bytes)
 	}
 }

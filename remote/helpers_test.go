@@ -116,7 +116,7 @@ func s3Kind(t *testing.T) *kind {
 		plant: func(t *testing.T, r Remote, objs []cas.Raw, branch string, root cas.ID) {
 			ctx := context.Background()
 			s := r.(*S3Remote)
-			if _, err := s.Send(ctx, objs); err != nil { // S3 Send stores, it does not check
+			if _, err := s.Send(ctx, objects(objs)); err != nil { // S3 Send stores, it does not check
 				t.Fatal(err)
 			}
 			ref, err := s.Ref(ctx, branch)
@@ -206,4 +206,13 @@ func openSQL(t *testing.T, path string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// objects wraps raws for Send, without delta bases.
+func objects(raws []cas.Raw) []Object {
+	out := make([]Object, len(raws))
+	for i, r := range raws {
+		out[i] = Object{Raw: r}
+	}
+	return out
 }

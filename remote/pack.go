@@ -10,9 +10,11 @@ import (
 // A pack index lists the objects of one pack:
 //
 //	index = "arti" 0x01 uvarint count entry*count
-//	entry = id[32] kind[1] codec[1] uvarint size uvarint offset uvarint length
+//	entry = id[32] kind[1] codec[1] uvarint size uvarint offset uvarint length [base[32]]
 //
-// offset and length locate the object's stored bytes in the pack. The
+// offset and length locate the object's stored bytes in the pack; base, only
+// present when codec is codecDelta, names the tree the bytes are a delta
+// against (see delta.go). The
 // index is untrusted input on the way in: counts are checked against the
 // bytes left and every object it locates is verified on receipt anyway.
 
@@ -32,18 +34,23 @@ type packEntry struct {
 	size   int64
 	offset int64
 	length int64
+	base   cas.ID // codecDelta only
 }
 
-// buildPack concatenates objs and returns the pack and its index.
-func buildPack(objs []cas.Raw) (pack, index []byte) {
+// buildPack concatenates objs and returns the pack and its index. bases[i]
+// is the base of objs[i] when its codec is codecDelta.
+func buildPack(objs []cas.Raw, bases []cas.ID) (pack, index []byte) {
 	index = append([]byte(indexMagic), indexVersion)
 	index = binary.AppendUvarint(index, uint64(len(objs)))
-	for _, o := range objs {
+	for i, o := range objs {
 		index = append(index, o.ID[:]...)
 		index = append(index, byte(o.Kind), o.Codec)
 		index = binary.AppendUvarint(index, uint64(o.Size))
 		index = binary.AppendUvarint(index, uint64(len(pack)))
 		index = binary.AppendUvarint(index, uint64(len(o.Data)))
+		if o.Codec == codecDelta {
+			index = append(index, bases[i][:]...)
+		}
 		pack = append(pack, o.Data...)
 	}
 	return pack, index
@@ -82,6 +89,13 @@ func parseIndex(b []byte, fn func(id cas.ID, e packEntry)) error {
 			return fmt.Errorf("%w: pack index entry %d (%s)", ErrMalformed, i, id.Short())
 		}
 		e.size, e.offset, e.length = int64(size), int64(off), int64(n)
+		if e.codec == codecDelta {
+			if len(b) < 32 {
+				return fmt.Errorf("%w: pack index entry %d (%s): no delta base", ErrMalformed, i, id.Short())
+			}
+			copy(e.base[:], b)
+			b = b[32:]
+		}
 		fn(id, e)
 	}
 	if len(b) != 0 {

@@ -41,7 +41,7 @@ type Remote interface {
 	Has(ctx context.Context, ids []cas.ID) ([]bool, error)
 	// Send stores objs durably (one pack on S3) and returns the bytes put
 	// on the wire. Callers send children before parents.
-	Send(ctx context.Context, objs []cas.Raw) (int64, error)
+	Send(ctx context.Context, objs []Object) (int64, error)
 	// Fetch calls fn with the stored form of each of ids, in any order,
 	// unverified: the caller checks every object. An id the remote lacks
 	// is an *ObjectError wrapping cas.ErrNotFound. It returns the bytes
@@ -53,6 +53,15 @@ type Remote interface {
 	SetRef(ctx context.Context, old Ref, root cas.ID) error
 	// Close releases the remote. It is safe to call twice.
 	Close() error
+}
+
+// Object is an object to send: its stored form and, for a tree, optionally
+// an earlier version of it that the remote holds (Base, with its verified
+// canonical bytes BaseData), which a remote may store it as a delta against.
+type Object struct {
+	cas.Raw
+	Base     cas.ID
+	BaseData []byte
 }
 
 // OpenOptions configure Open.

@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 		if has[0] || has[1] {
 			t.Fatalf("empty remote has %v", has)
 		}
-		n, err := r.Send(ctx, []cas.Raw{chunk, tree})
+		n, err := r.Send(ctx, objects([]cas.Raw{chunk, tree}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("Send reported %d bytes, the objects alone are %d", n, len(chunk.Data)+len(tree.Data))
 		}
 		// Idempotent.
-		if _, err := r.Send(ctx, []cas.Raw{chunk}); err != nil {
+		if _, err := r.Send(ctx, objects([]cas.Raw{chunk})); err != nil {
 			t.Fatal(err)
 		}
 		// A reopened remote (a new process) sees what was sent.
@@ -92,7 +92,7 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("ref after create = %+v, want root %s", cur, tree.ID.Short())
 		}
 		other := rawOf(cas.KindTree, mustTree(t, &cas.Tree{Entries: []cas.Entry{{Name: []byte("d"), Kind: cas.EntryDir, Mode: 0o755, Target: tree.ID}}}))
-		if _, err := r.Send(ctx, []cas.Raw{other}); err != nil {
+		if _, err := r.Send(ctx, objects([]cas.Raw{other})); err != nil {
 			t.Fatal(err)
 		}
 		if err := r2.SetRef(ctx, cur, other.ID); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,7 +63,17 @@ type S3Remote struct {
 	bucket string
 	prefix string
 	index  map[cas.ID]packLoc // nil until loaded
+	local  *cas.Store         // where delta bases are looked for first; may be nil
+
+	cache      map[string][]span // pack name -> bytes read, see cached
+	cacheBytes int64
+	packSize   map[string]int64 // from the index: end of the last object
 }
+
+// SetLocal makes Fetch look for delta bases in objs before fetching them:
+// a store pulling a newer state of a branch usually has the older trees its
+// deltas were made against. objs is used only from Fetch's goroutine.
+func (s *S3Remote) SetLocal(objs *cas.Store) { s.local = objs }
 
 type packLoc struct {
 	pack string
@@ -184,6 +195,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		return nil
 	}
 	idx := map[cas.ID]packLoc{}
+	sizes := map[string]int64{}
 	pre := s.key("packs/")
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
 		if o.Err != nil {
@@ -204,12 +216,15 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 			if _, dup := idx[id]; !dup {
 				idx[id] = packLoc{pack: name, packEntry: e}
 			}
+			if end := e.offset + e.length; end > sizes[name] {
+				sizes[name] = end
+			}
 		})
 		if err != nil {
 			return fmt.Errorf("read %s: %w", s.where(o.Key), err)
 		}
 	}
-	s.index = idx
+	s.index, s.packSize = idx, sizes
 	return nil
 }
 
@@ -226,15 +241,42 @@ func (s *S3Remote) Has(ctx context.Context, ids []cas.ID) ([]bool, error) {
 }
 
 // Send implements Remote: objs become one pack, written before its index so
-// that an index always names a complete pack.
-func (s *S3Remote) Send(ctx context.Context, objs []cas.Raw) (int64, error) {
+// that an index always names a complete pack. A tree whose Base the remote
+// holds is packed as a delta when that is smaller, as long as the chain
+// stays shorter than maxDeltaDepth (readers accept up to maxDeltaDepth).
+func (s *S3Remote) Send(ctx context.Context, objs []Object) (int64, error) {
 	if len(objs) == 0 {
 		return 0, nil
 	}
 	if err := s.loadIndex(ctx); err != nil {
 		return 0, err
 	}
-	pack, index := buildPack(objs)
+	raws := make([]cas.Raw, len(objs))
+	bases := make([]cas.ID, len(objs))
+	for i, o := range objs {
+		raws[i] = o.Raw
+		if o.Kind != cas.KindTree || o.Base.IsZero() || o.BaseData == nil || s.depth(o.Base) >= maxDeltaDepth-1 {
+			continue
+		}
+		full, err := cas.CheckRaw(o.Raw)
+		if err != nil {
+			return 0, &ObjectError{ID: o.ID, Kind: o.Kind, Err: err}
+		}
+		delta, err := encodeDelta(full, o.BaseData)
+		if err != nil {
+			return 0, &ObjectError{ID: o.ID, Kind: o.Kind, Err: err}
+		}
+		if len(delta) < len(o.Data) {
+			raws[i] = cas.Raw{ID: o.ID, Kind: o.Kind, Codec: codecDelta, Size: o.Size, Data: delta}
+			bases[i] = o.Base
+		}
+	}
+	return s.putPack(ctx, raws, bases)
+}
+
+// putPack writes one pack and its index and adds it to the loaded index.
+func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) (int64, error) {
+	pack, index := buildPack(raws, bases)
 	name := cas.Sum(index).String()
 	for _, p := range []struct {
 		key  string
@@ -250,7 +292,27 @@ func (s *S3Remote) Send(ctx context.Context, objs []cas.Raw) (int64, error) {
 		if _, dup := s.index[id]; !dup {
 			s.index[id] = packLoc{pack: name, packEntry: e}
 		}
+		if end := e.offset + e.length; end > s.packSize[name] {
+			s.packSize[name] = end
+		}
 	})
+}
+
+// depth is how many deltas deep object id is stored: 0 for a whole object,
+// maxDeltaDepth or more for a chain too long to build on (or a cycle), and
+// maxDeltaDepth for an object the remote lacks.
+func (s *S3Remote) depth(id cas.ID) int {
+	for d := 0; d < maxDeltaDepth; d++ {
+		loc, ok := s.index[id]
+		if !ok {
+			return maxDeltaDepth
+		}
+		if loc.codec != codecDelta {
+			return d
+		}
+		id = loc.base
+	}
+	return maxDeltaDepth
 }
 
 // maxGap is the largest run of unwanted bytes a ranged read spans rather
@@ -261,8 +323,111 @@ const (
 )
 
 // Fetch implements Remote with ranged GETs, coalescing nearby objects of a
-// pack into one request.
+// pack into one request. Deltas are resolved here (their bases fetched and
+// verified first) and handed to fn as whole objects.
 func (s *S3Remote) Fetch(ctx context.Context, ids []cas.ID, fn func(cas.Raw) error) (int64, error) {
+	var deltas []cas.Raw
+	n, err := s.fetchStored(ctx, ids, func(r cas.Raw) error {
+		if r.Codec != codecDelta {
+			return fn(r)
+		}
+		r.Data = append([]byte(nil), r.Data...)
+		deltas = append(deltas, r)
+		return nil
+	})
+	if err != nil || len(deltas) == 0 {
+		return n, err
+	}
+	full, m, err := s.undelta(ctx, deltas, 1)
+	n += m
+	if err != nil {
+		return n, err
+	}
+	for _, d := range deltas {
+		if err := fn(cas.Raw{ID: d.ID, Kind: d.Kind, Size: d.Size, Data: full[d.ID]}); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// undelta decodes deltas (at chain depth depth) against their bases, which
+// it fetches and verifies first, resolving their own deltas recursively.
+// The results are not verified here (the caller checks every object).
+func (s *S3Remote) undelta(ctx context.Context, deltas []cas.Raw, depth int) (map[cas.ID][]byte, int64, error) {
+	if depth > maxDeltaDepth {
+		d := deltas[0]
+		return nil, 0, &ObjectError{ID: d.ID, Kind: d.Kind, Err: &cas.CorruptError{ID: d.ID, Reason: fmt.Sprintf("delta chain longer than %d", maxDeltaDepth)}}
+	}
+	var baseIDs []cas.ID
+	want := map[cas.ID]bool{}
+	bases := map[cas.ID][]byte{}
+	for _, d := range deltas {
+		b := s.index[d.ID].base
+		if want[b] {
+			continue
+		}
+		want[b] = true
+		if s.local != nil {
+			if k, data, err := s.local.Get(ctx, b); err == nil && k == cas.KindTree {
+				bases[b] = data // verified by Get
+				continue
+			}
+		}
+		baseIDs = append(baseIDs, b)
+	}
+	var nested []cas.Raw
+	n, err := s.fetchStored(ctx, baseIDs, func(r cas.Raw) error {
+		if r.Kind != cas.KindTree {
+			return &ObjectError{ID: r.ID, Kind: r.Kind, Err: fmt.Errorf("%w: a delta base must be a tree", cas.ErrCorrupt)}
+		}
+		if r.Codec == codecDelta {
+			r.Data = append([]byte(nil), r.Data...)
+			nested = append(nested, r)
+			return nil
+		}
+		b, err := cas.CheckRaw(r)
+		if err != nil {
+			return &ObjectError{ID: r.ID, Kind: r.Kind, Err: err}
+		}
+		bases[r.ID] = b
+		return nil
+	})
+	var oe *ObjectError
+	if errors.As(err, &oe) && oe.Kind == 0 {
+		oe.Kind = cas.KindTree
+	}
+	if err != nil {
+		return nil, n, fmt.Errorf("delta base: %w", err)
+	}
+	if len(nested) > 0 {
+		more, m, err := s.undelta(ctx, nested, depth+1)
+		n += m
+		if err != nil {
+			return nil, n, err
+		}
+		for _, r := range nested {
+			b := more[r.ID]
+			if _, err := cas.CheckRaw(cas.Raw{ID: r.ID, Kind: r.Kind, Size: r.Size, Data: b}); err != nil {
+				return nil, n, &ObjectError{ID: r.ID, Kind: r.Kind, Err: err}
+			}
+			bases[r.ID] = b
+		}
+	}
+	out := map[cas.ID][]byte{}
+	for _, d := range deltas {
+		b, err := decodeDelta(d.ID, d.Data, bases[s.index[d.ID].base], d.Size)
+		if err != nil {
+			return nil, n, &ObjectError{ID: d.ID, Kind: d.Kind, Err: err}
+		}
+		out[d.ID] = b
+	}
+	return out, n, nil
+}
+
+// fetchStored calls fn with the stored bytes of each of ids as the pack
+// holds them (deltas included); fn must not retain r.Data.
+func (s *S3Remote) fetchStored(ctx context.Context, ids []cas.ID, fn func(cas.Raw) error) (int64, error) {
 	if err := s.loadIndex(ctx); err != nil {
 		return 0, err
 	}
@@ -295,11 +460,27 @@ func (s *S3Remote) Fetch(ctx context.Context, ids []cas.ID, fn func(cas.Raw) err
 				j++
 			}
 			key := s.key("packs/", p, ".pack")
-			buf, err := s.readRange(ctx, key, start, end)
-			if err != nil {
-				return total, &ObjectError{ID: ws[i].id, Kind: ws[i].kind, Err: fmt.Errorf("read %s: %w", s.where(key), err)}
+			buf, ok := s.cached(p, start, end)
+			if size := s.packSize[p]; !ok && size <= smallPack && end-start < size {
+				// A small pack is read whole: a pull's later levels
+				// find the rest of it in the cache.
+				all, err := s.readRange(ctx, key, 0, size)
+				if err != nil {
+					return total, &ObjectError{ID: ws[i].id, Kind: ws[i].kind, Err: fmt.Errorf("read %s: %w", s.where(key), err)}
+				}
+				total += int64(len(all))
+				s.remember(p, 0, all)
+				buf, ok = all[start:end], true
 			}
-			total += int64(len(buf))
+			if !ok {
+				var err error
+				buf, err = s.readRange(ctx, key, start, end)
+				if err != nil {
+					return total, &ObjectError{ID: ws[i].id, Kind: ws[i].kind, Err: fmt.Errorf("read %s: %w", s.where(key), err)}
+				}
+				total += int64(len(buf))
+				s.remember(p, start, buf)
+			}
 			for _, w := range ws[i:j] {
 				data := buf[w.offset-start : w.offset-start+w.length]
 				if err := fn(cas.Raw{ID: w.id, Kind: w.kind, Codec: w.codec, Size: w.size, Data: data}); err != nil {
@@ -310,6 +491,45 @@ func (s *S3Remote) Fetch(ctx context.Context, ids []cas.ID, fn func(cas.Raw) err
 		}
 	}
 	return total, nil
+}
+
+// span is bytes of a pack read earlier, from offset start.
+type span struct {
+	start int64
+	data  []byte
+}
+
+// maxCache bounds the pack bytes an S3Remote keeps: a pull walks a state one
+// level at a time, and the levels of a small incremental push all live in
+// the same few packs.
+const maxCache = 64 << 20
+
+// smallPack is the size up to which a pack is read whole on first use.
+const smallPack = 1 << 20
+
+// cached returns pack bytes [start, end) if an earlier read covered them.
+func (s *S3Remote) cached(pack string, start, end int64) ([]byte, bool) {
+	for _, sp := range s.cache[pack] {
+		if sp.start <= start && end <= sp.start+int64(len(sp.data)) {
+			return sp.data[start-sp.start : end-sp.start], true
+		}
+	}
+	return nil, false
+}
+
+// remember keeps a read for cached, dropping everything when over maxCache.
+func (s *S3Remote) remember(pack string, start int64, data []byte) {
+	if s.cacheBytes+int64(len(data)) > maxCache {
+		s.cache, s.cacheBytes = nil, 0
+	}
+	if int64(len(data)) > maxCache {
+		return
+	}
+	if s.cache == nil {
+		s.cache = map[string][]span{}
+	}
+	s.cache[pack] = append(s.cache[pack], span{start, data})
+	s.cacheBytes += int64(len(data))
 }
 
 // readRange reads bytes [start, end) of key, all of them or an error.

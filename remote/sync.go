@@ -122,7 +122,11 @@ func pushBranch(ctx context.Context, db *journal.DB, r Remote, name string, opts
 			res.Status = "forced"
 		}
 	}
-	if err := sendState(ctx, db.Objects(), r, root, opts, st); err != nil {
+	var base cas.ID // what the remote's tree at each path was: delta bases
+	if ref.Exists() {
+		base = ref.Root
+	}
+	if err := sendState(ctx, db.Objects(), r, root, base, opts, st); err != nil {
 		return res, err
 	}
 	if err := r.SetRef(ctx, ref, root); err != nil {
@@ -138,20 +142,24 @@ func pushBranch(ctx context.Context, db *journal.DB, r Remote, name string, opts
 type node struct {
 	id       cas.ID
 	kind     cas.Kind
+	base     cas.ID   // trees: the tree at the same path in the remote's state
 	children []cas.ID // the missing ones, for the post-order send
 }
 
 // sendState sends every object under root that r lacks. It walks top-down
 // one level at a time (a Has per level), skipping subtrees r holds, then
-// sends children before parents in packs of about packTarget bytes.
-func sendState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts Options, st *Stats) error {
+// sends children before parents in packs of about packTarget bytes. base is
+// the root of the remote's current state (zero if none): each missing tree
+// is offered with the tree at its path there as a delta base.
+func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID, opts Options, st *Stats) error {
 	missing := map[cas.ID]*node{}
 	type item struct {
 		id   cas.ID
 		kind cas.Kind
-		size int64 // file size for manifests, extent length for chunks
+		size int64  // file size for manifests, extent length for chunks
+		base cas.ID // trees: see node.base
 	}
-	level := []item{{id: root, kind: cas.KindTree}}
+	level := []item{{id: root, kind: cas.KindTree, base: base}}
 	seen := map[cas.ID]bool{root: true}
 	parents := map[cas.ID][]*node{} // the missing objects referring to an id
 	for len(level) > 0 {
@@ -176,7 +184,7 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts
 					st.DedupBytes += n
 					continue
 				}
-				n := &node{id: it.id, kind: it.kind}
+				n := &node{id: it.id, kind: it.kind, base: it.base}
 				missing[it.id] = n
 				for _, p := range parents[it.id] {
 					p.children = append(p.children, it.id)
@@ -189,19 +197,26 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts
 				if err != nil {
 					return err
 				}
-				err = cas.Refs(it.kind, b, func(id cas.ID, k cas.Kind, size int64) error {
+				ref := func(id cas.ID, k cas.Kind, size int64, base cas.ID) {
 					switch {
 					case missing[id] != nil:
 						n.children = append(n.children, id)
 					case !seen[id]:
 						seen[id] = true
-						next = append(next, item{id: id, kind: k, size: size})
+						next = append(next, item{id: id, kind: k, size: size, base: base})
 						parents[id] = append(parents[id], n)
 					default:
 						parents[id] = append(parents[id], n) // pending; linked if found missing
 					}
-					return nil
-				})
+				}
+				if it.kind == cas.KindTree {
+					err = walkTree(ctx, objs, b, it.base, ref)
+				} else {
+					err = cas.Refs(it.kind, b, func(id cas.ID, k cas.Kind, size int64) error {
+						ref(id, k, size, cas.ID{})
+						return nil
+					})
+				}
 				if err != nil {
 					return &ObjectError{ID: it.id, Kind: it.kind, Err: err}
 				}
@@ -225,7 +240,7 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts
 	if m := missing[root]; m != nil {
 		visit(m)
 	}
-	var pack []cas.Raw
+	var pack []Object
 	var packBytes int64
 	flush := func() error {
 		n, err := r.Send(ctx, pack)
@@ -245,7 +260,13 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts
 		if err != nil {
 			return &ObjectError{ID: n.id, Kind: n.kind, Err: err}
 		}
-		pack = append(pack, raw)
+		o := Object{Raw: raw}
+		if n.kind == cas.KindTree && !n.base.IsZero() {
+			if k, b, err := objs.Get(ctx, n.base); err == nil && k == cas.KindTree {
+				o.Base, o.BaseData = n.base, b
+			}
+		}
+		pack = append(pack, o)
 		packBytes += int64(len(raw.Data))
 		if packBytes >= packTarget {
 			if err := flush(); err != nil {
@@ -255,6 +276,36 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts
 	}
 	if len(pack) > 0 {
 		return flush()
+	}
+	return nil
+}
+
+// walkTree calls ref for each manifest and subtree of the tree whose bytes
+// are b, with, for a subtree, the tree at the same name in base (a tree id
+// that may be zero or absent locally: then no base).
+func walkTree(ctx context.Context, objs *cas.Store, b []byte, base cas.ID, ref func(id cas.ID, k cas.Kind, size int64, base cas.ID)) error {
+	t, err := cas.DecodeTree(b)
+	if err != nil {
+		return err
+	}
+	var old *cas.Tree
+	if !base.IsZero() {
+		old, _ = objs.GetTree(ctx, base) // no base is fine: whole trees are sent
+	}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		switch e.Kind {
+		case cas.EntryFile:
+			ref(e.Target, cas.KindManifest, e.Size, cas.ID{})
+		case cas.EntryDir:
+			var sub cas.ID
+			if old != nil {
+				if oe, ok := old.Lookup(e.Name); ok && oe.Kind == cas.EntryDir {
+					sub = oe.Target
+				}
+			}
+			ref(e.Target, cas.KindTree, 0, sub)
+		}
 	}
 	return nil
 }
@@ -376,6 +427,10 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 		}
 	}
 	err = db.ReceiveObjects(ctx, func(objs *cas.Store) error {
+		if l, ok := r.(localBases); ok {
+			l.SetLocal(objs)
+			defer l.SetLocal(nil)
+		}
 		return receiveState(ctx, objs, r, ref.Root, opts, st)
 	})
 	if err != nil {
@@ -387,6 +442,11 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 	}
 	return res, nil
 }
+
+// localBases is implemented by remotes that store deltas (S3Remote): Pull
+// lends them the store being received into, where the base of a delta
+// usually is already.
+type localBases interface{ SetLocal(objs *cas.Store) }
 
 // receiveState fetches every object under root that objs lacks, one level
 // at a time, verifying each (cas.PutRaw checks hash, bounds and encoding)

@@ -187,7 +187,7 @@ type failingRemote struct {
 
 var errInjected = errors.New("injected send failure")
 
-func (f *failingRemote) Send(ctx context.Context, objs []cas.Raw) (int64, error) {
+func (f *failingRemote) Send(ctx context.Context, objs []Object) (int64, error) {
 	if f.ok == 0 {
 		return 0, errInjected
 	}
