@@ -33,6 +33,10 @@
 //	                            index names a complete pack. NAME = BLAKE3
 //	                            of the index bytes.
 //
+// In packs a tree may be a delta against the tree at the same path in the
+// remote's previous state (delta.go); readers resolve bases first, locally
+// when they can, and chains are at most maxDeltaDepth long.
+//
 // Known limits: event chains are store-local (an event's hash covers the
 // store's global sequence number and op ids), so what moves is states:
 // a pull appends one checkout event per branch, and history on the receiving

@@ -61,11 +61,18 @@ func minioBinary() (string, error) {
 func MinIO(t testing.TB) *MinIOServer {
 	t.Helper()
 	Require(t, "minio")
-	minio.once.Do(func() { minio.srv, minio.err = startMinIO() })
-	if minio.err != nil {
-		t.Fatalf("start minio: %v", minio.err)
+	srv, err := StartMinIO()
+	if err != nil {
+		t.Fatalf("start minio: %v", err)
 	}
-	return minio.srv
+	return srv
+}
+
+// StartMinIO is MinIO for programs that are not tests (the benchmarks):
+// the process's server, started on first use.
+func StartMinIO() (*MinIOServer, error) {
+	minio.once.Do(func() { minio.srv, minio.err = startMinIO() })
+	return minio.srv, minio.err
 }
 
 // StopMinIO stops the server MinIO started, if any, and removes its data.
