@@ -169,3 +169,39 @@ func (db *DB) HasRoot(ctx context.Context, name string, root cas.ID) (bool, erro
 	}
 	return err == nil, err
 }
+
+// PackIndexes returns the pack indexes cached for remote (by pack name).
+// The caller checks them: they are remote data.
+func (db *DB) PackIndexes(ctx context.Context, remote string) (map[string][]byte, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT name, idx FROM remote_packs WHERE remote = ?`, remote)
+	if err != nil {
+		return nil, fmt.Errorf("read pack index cache: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var name string
+		var idx []byte
+		if err := rows.Scan(&name, &idx); err != nil {
+			return nil, fmt.Errorf("read pack index cache: %w", err)
+		}
+		out[name] = idx
+	}
+	return out, rows.Err()
+}
+
+// CachePackIndexes records pack indexes of remote (name -> bytes) in one
+// transaction, replacing what was recorded under the same names.
+func (db *DB) CachePackIndexes(ctx context.Context, remote string, idx map[string][]byte) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		for name, b := range idx {
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO remote_packs (remote, name, idx) VALUES (?, ?, ?)`, remote, name, b); err != nil {
+				return fmt.Errorf("cache pack index: %w", err)
+			}
+		}
+		return nil
+	})
+}

@@ -65,9 +65,34 @@ type S3Remote struct {
 	index  map[cas.ID]packLoc // nil until loaded
 	local  *cas.Store         // where delta bases are looked for first; may be nil
 
+	idxCache IndexCache        // optional, see SetIndexCache
+	fresh    map[string][]byte // indexes read or written, not yet in idxCache
+
 	cache      map[string][]span // pack name -> bytes read, see cached
 	cacheBytes int64
 	packSize   map[string]int64 // from the index: end of the last object
+}
+
+// IndexCache keeps pack indexes between runs; *journal.DB implements it in
+// the store's remote_packs table.
+type IndexCache interface {
+	PackIndexes(ctx context.Context, remote string) (map[string][]byte, error)
+	CachePackIndexes(ctx context.Context, remote string, idx map[string][]byte) error
+}
+
+// SetIndexCache makes the remote read pack indexes from c when it has them
+// (an index is immutable and named by its hash, which is checked) and
+// record there, on Close, the ones it fetched or wrote. Recording waits for
+// Close because a pull reads indexes while it holds the store's write
+// transaction.
+func (s *S3Remote) SetIndexCache(c IndexCache) { s.idxCache = c }
+
+// URL is the remote's s3://BUCKET/PREFIX.
+func (s *S3Remote) URL() string {
+	if s.prefix == "" {
+		return "s3://" + s.bucket
+	}
+	return "s3://" + s.bucket + "/" + s.prefix
 }
 
 // SetLocal makes Fetch look for delta bases in objs before fetching them:
@@ -196,6 +221,16 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 	}
 	idx := map[cas.ID]packLoc{}
 	sizes := map[string]int64{}
+	var cached map[string][]byte
+	if s.idxCache != nil {
+		var err error
+		if cached, err = s.idxCache.PackIndexes(ctx, s.URL()); err != nil {
+			return err
+		}
+	}
+	if s.fresh == nil {
+		s.fresh = map[string][]byte{}
+	}
 	pre := s.key("packs/")
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
 		if o.Err != nil {
@@ -205,14 +240,21 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		b, _, err := s.get(ctx, o.Key, 64<<20)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", s.where(o.Key), err)
+		b, ok := cached[name]
+		if !ok || cas.Sum(b).String() != name {
+			var err error
+			if b, _, err = s.get(ctx, o.Key, 64<<20); err != nil {
+				return fmt.Errorf("read %s: %w", s.where(o.Key), err)
+			}
+			if b == nil {
+				continue // deleted between listing and reading
+			}
+			if cas.Sum(b).String() != name {
+				return fmt.Errorf("%w: %s does not hash to its name", ErrMalformed, s.where(o.Key))
+			}
+			s.fresh[name] = b
 		}
-		if b == nil {
-			continue // deleted between listing and reading
-		}
-		err = parseIndex(b, func(id cas.ID, e packEntry) {
+		err := parseIndex(b, func(id cas.ID, e packEntry) {
 			if _, dup := idx[id]; !dup {
 				idx[id] = packLoc{pack: name, packEntry: e}
 			}
@@ -278,6 +320,7 @@ func (s *S3Remote) Send(ctx context.Context, objs []Object) (int64, error) {
 func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) (int64, error) {
 	pack, index := buildPack(raws, bases)
 	name := cas.Sum(index).String()
+	defer func() { s.fresh[name] = index }()
 	for _, p := range []struct {
 		key  string
 		data []byte
@@ -591,5 +634,12 @@ func (s *S3Remote) SetRef(ctx context.Context, old Ref, root cas.ID) error {
 	return nil
 }
 
-// Close implements Remote.
-func (s *S3Remote) Close() error { return nil }
+// Close implements Remote: it records new pack indexes in the index cache.
+func (s *S3Remote) Close() error {
+	if s.idxCache == nil || len(s.fresh) == 0 {
+		return nil
+	}
+	err := s.idxCache.CachePackIndexes(context.Background(), s.URL(), s.fresh)
+	s.fresh = nil
+	return err
+}

@@ -310,3 +310,64 @@ func TestEmptyTreeID(t *testing.T) {
 		t.Fatalf("emptyTree = %s, the empty tree is %s", emptyTree.Short(), cas.Sum(b).Short())
 	}
 }
+
+// TestIndexCache: with the store as index cache, a push reads no index it
+// has seen before: its requests do not grow with the remote's pack count.
+func TestIndexCache(t *testing.T) {
+	k := s3Kind(t)
+	ctx := context.Background()
+	ws := sampleDir(t)
+	a := newStore(t)
+	_, reopen := k.newRemote(t)
+	push := func() int64 {
+		r := reopen().(*S3Remote)
+		r.SetIndexCache(a)
+		before := k.requests.n.Load()
+		if _, err := Push(ctx, a, r, []string{"main"}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		n := k.requests.n.Load() - before
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var counts []int64
+	for round := 0; round < 4; round++ {
+		writeFile(t, filepath.Join(ws, "round"), fmt.Sprint(round))
+		importDir(t, a, ws)
+		counts = append(counts, push())
+	}
+	// Ref GET, LIST, pack PUT, index PUT, ref PUT.
+	for i, n := range counts[1:] {
+		if n != 5 {
+			t.Fatalf("push %d made %d requests, want 5 (all: %v)", i+2, n, counts)
+		}
+	}
+	idx, err := a.PackIndexes(ctx, reopen().(*S3Remote).URL())
+	if err != nil || len(idx) != 4 {
+		t.Fatalf("cached indexes: %d, %v; want 4", len(idx), err)
+	}
+	// A cached index that does not hash to its name is not trusted: it is
+	// fetched again (one more request each) and the push is right.
+	if _, err := openSQL(t, a.Path()).Exec(`UPDATE remote_packs SET idx = x'00'`); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "round"), "last")
+	root := importDir(t, a, ws)
+	if n := push(); n != 5+4 {
+		t.Fatalf("push with a damaged cache made %d requests, want 9", n)
+	}
+	writeFile(t, filepath.Join(ws, "round"), "repaired")
+	root = importDir(t, a, ws)
+	if n := push(); n != 5 {
+		t.Fatalf("push after the cache was repaired made %d requests, want 5", n)
+	}
+	b := newStore(t)
+	if _, err := Pull(ctx, b, reopen(), []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := head(t, b, "main"); got != root {
+		t.Fatalf("pulled %s, pushed %s", got.Short(), root.Short())
+	}
+}

@@ -94,7 +94,10 @@ func remoteTransfer(c *cli.Context, e *env, push bool) error {
 	if err != nil {
 		return withHint(err, "REMOTE is a name from art remote list, a store file, or s3://BUCKET/PREFIX")
 	}
-	defer r.Close()
+	defer r.Close() // records new S3 pack indexes in the store's cache
+	if s3, ok := r.(*remote.S3Remote); ok {
+		s3.SetIndexCache(db)
+	}
 	bar := newProgress(e.stderr)
 	opts := remote.Options{Name: name, Force: c.Bool("force"), Progress: func(s remote.Stats) {
 		bar.update("%s: %d objects, %s", verb, s.Objects, fmtBytes(s.Bytes))
