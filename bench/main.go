@@ -13,6 +13,9 @@
 //	snapshot     TakeSnapshot after changing one file, at 1k, 10k and 100k files
 //	diff         journal.Diff and DB.Checkout with 1..1000 of 10k files
 //	             changed, next to git diff and git reset
+//	remote       art push to another store file, first and after editing 1%
+//	             of the files, next to restic backup and borg create into
+//	             local repositories and git push to a bare repository
 //	overlay      art mount (FUSE) against ext4 on the same disk and go-fuse's
 //	             loopback example: sequential and 4 KiB I/O, passthrough
 //	             reads of lower files, create and stat rates, tar x, rm -rf,
@@ -74,11 +77,11 @@ import (
 )
 
 // sections in the order they run and appear in the table.
-var sections = []string{"ingest", "incremental", "snapshot", "diff", "overlay", "trace"}
+var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace"}
 
 // storeSections are the sections of the store table; the rest have their
 // own tables.
-var storeSections = []string{"ingest", "incremental", "snapshot", "diff"}
+var storeSections = []string{"ingest", "incremental", "snapshot", "diff", "remote"}
 
 type config struct {
 	quick      bool
@@ -198,6 +201,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			err = b.snapshotLatency()
 		case "diff":
 			err = b.diffCheckout()
+		case "remote":
+			err = b.remoteSection()
 		case "overlay":
 			err = b.overlay()
 		case "trace":

@@ -269,6 +269,17 @@ func (c *Config) Args(seccompFD int) []string {
 		}
 		a = append(a, op, b.Host, filepath.Clean(b.Guest))
 	}
+	// The policy shows through any read-write bind of a directory that
+	// holds the workspace (--bind ~/src:/home/agent/src): cover it there
+	// too, or the agent plants a binds.json the next run obeys.
+	if c.PolicyDir != "" && exists(c.PolicyDir) {
+		for _, b := range c.Binds {
+			if rel, ok := within(b.Host, c.PolicyDir); ok && !b.ReadOnly {
+				g := filepath.Join(filepath.Clean(b.Guest), rel)
+				a = append(a, "--tmpfs", g, "--remount-ro", g)
+			}
+		}
+	}
 	for _, h := range c.Hide {
 		if !exists(h) {
 			continue

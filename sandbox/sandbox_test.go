@@ -600,3 +600,24 @@ t = socket.socket(socket.AF_UNIX); t.connect("\0inside"); print("own abstract: c
 		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant:\n%s", out, res.ExitCode, errs, want)
 	}
 }
+
+// Regression: a read-write bind of a directory holding the workspace
+// showed its .art writable: the agent planted a binds.json there.
+func TestPolicyDirCoveredThroughABind(t *testing.T) {
+	c := direct(t)
+	art := filepath.Join(c.Workspace, ".art")
+	if err := os.MkdirAll(filepath.Join(art, "config"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(art, "config"), 0o777)
+	c.PolicyDir = art
+	parent := filepath.Dir(c.Workspace)
+	c.Binds = []sandbox.Bind{{Host: parent, Guest: "/tmp/parent"}}
+	got := sh(t, c, `echo "[$(ls -A /tmp/parent/ws/.art)]"; echo '{}' > /tmp/parent/ws/.art/config/binds.json 2>/dev/null && echo planted; true`)
+	if want := "[]\n"; got != want {
+		t.Fatalf("the workspace's .art through a bind of its parent:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(art, "config", "binds.json")); err == nil {
+		t.Fatal("binds.json planted on the host through the bind")
+	}
+}

@@ -104,6 +104,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newPolicyCommand(e),
 			newNetBridgeCommand(e),
 			newBlameCommand(e),
+			newRemoteCommand(e),
 		},
 	}
 	return app
@@ -155,6 +156,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitNotFound, msg, "art log lists snapshots, art branch lists branches"
 	case errors.Is(err, journal.ErrBadRev):
 		return exitUsage, msg, "REV is NAME, HEX, @SEQ or REV~N"
+	case errors.Is(err, journal.ErrRemoteNotFound):
+		return exitNotFound, msg, "art remote list shows the remotes"
 	case errors.Is(err, fs.ErrNotExist):
 		return exitNotFound, msg, ""
 	}

@@ -1286,3 +1286,38 @@ except OSError as e:
 		}
 	}
 }
+
+// A read-write --bind of a directory that holds the workspace shows the
+// workspace a second time: its policy must stay out of the agent's reach
+// there too, whether or not the host has an .art yet.
+func TestRunPolicyNotPlantableThroughABindOfTheParent(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		haveArt bool
+	}{{"direct", true}, {"overlay", true}, {"direct", false}, {"overlay", false}} {
+		t.Run(fmt.Sprintf("%s/.art=%v", tc.mode, tc.haveArt), func(t *testing.T) {
+			ws, db := runWorkspace(t)
+			parent := filepath.Dir(ws)
+			loot := filepath.Join(parent, "loot")
+			writeFile(t, filepath.Join(loot, "secret"), "host secret\n")
+			if tc.haveArt {
+				bindsJSON(t, ws, `{"binds":[]}`)
+			}
+			if os.Geteuid() == 0 {
+				filepath.Walk(parent, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, 65534, 65534) })
+			}
+			args := []string{"run", "-m", ws, "-i=false", "-q"}
+			if tc.mode == "overlay" {
+				testutil.RequireFUSE(t)
+				args = append(args, "-d", db)
+			}
+			plant := fmt.Sprintf(`{"binds":[{"host":%q,"guest":"/tmp/loot","readonly":false}]}`, loot)
+			artRun(t, append(args, "--bind", parent+":/tmp/parent", "--", "sh", "-c",
+				fmt.Sprintf(`mkdir -p /tmp/parent/ws/.art/config; echo '%s' > /tmp/parent/ws/.art/config/binds.json; true`, plant))...)
+			r := artRun(t, append(args, "--", "sh", "-c", "cat /tmp/loot/secret 2>/dev/null; true")...)
+			if r.stdout != "" {
+				t.Fatalf("after the agent wrote binds.json through a bind of the workspace's parent, the next run sees the host dir: %q", r.stdout)
+			}
+		})
+	}
+}

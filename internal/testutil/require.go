@@ -64,6 +64,11 @@ func probe(what string) string {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return ""
+	case "minio":
+		if _, err := minioBinary(); err != nil {
+			return err.Error()
+		}
+		return ""
 	}
 	return "unknown capability " + what
 }
