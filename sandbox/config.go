@@ -253,14 +253,22 @@ func (c *Config) Args(seccompFD int) []string {
 	if !isSymlink("/var/run") {
 		tmpfs("/var/run")
 	}
+	var policyAt []string
 	if c.Home != "" {
 		a = append(a, "--bind", c.Home, GuestHome)
 	} else {
 		a = append(a, "--dir", GuestHome, "--bind", c.Workspace, c.guestWorkspace())
 	}
 	if c.PolicyDir != "" && exists(c.PolicyDir) {
-		g := c.guestWorkspace() + "/" + filepath.Base(c.PolicyDir)
-		a = append(a, "--tmpfs", g, "--remount-ro", g)
+		// Wherever it shows: in the workspace, and through any bind of a
+		// directory above it.
+		guests := []string{c.guestWorkspace() + "/" + filepath.Base(c.PolicyDir)}
+		for _, b := range c.Binds {
+			if rel, ok := within(b.Host, c.PolicyDir); ok {
+				guests = append(guests, filepath.Join(filepath.Clean(b.Guest), rel))
+			}
+		}
+		policyAt = guests
 	}
 	for _, b := range c.Binds {
 		op := "--bind"
@@ -268,6 +276,10 @@ func (c *Config) Args(seccompFD int) []string {
 			op = "--ro-bind"
 		}
 		a = append(a, op, b.Host, filepath.Clean(b.Guest))
+	}
+	// After the binds, so a bind of the workspace's parent is covered too.
+	for _, g := range policyAt {
+		a = append(a, "--tmpfs", g, "--remount-ro", g)
 	}
 	// The policy shows through any read-write bind of a directory that
 	// holds the workspace (--bind ~/src:/home/agent/src): cover it there

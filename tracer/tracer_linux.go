@@ -30,6 +30,10 @@ type Options struct {
 	// /home/agent, whose changes the overlay journals with the caller's
 	// pid anyway.
 	SkipOpensUnder []string
+	// BeforeStart, if set, runs on the ptrace thread right before the
+	// tracee is started, for per-thread state the tracee must inherit (a
+	// Landlock domain). An error fails Start.
+	BeforeStart func() error
 }
 
 // Tracer traces one command and all its descendants.
@@ -138,6 +142,12 @@ func (t *Tracer) run(started chan<- error) {
 	runtime.LockOSThread()
 	defer close(t.done)
 	defer t.buf.close()
+	if f := t.opts.BeforeStart; f != nil {
+		if err := f(); err != nil {
+			started <- err
+			return
+		}
+	}
 	if err := t.cmd.Start(); err != nil {
 		started <- err
 		return

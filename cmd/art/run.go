@@ -421,6 +421,13 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 		UID: o.uid, GID: o.gid, TmpSize: o.tmpSize, Limits: o.limits,
 		OwnsTTY: o.interactive && isTerminal(os.Stdin) && e.stdin == os.Stdin,
 	}
+	// Where the sandbox can write the host workspace (direct mode, or a
+	// read-write bind of a directory above it), an .art of the host's own
+	// must exist, to be covered read-only inside: otherwise the agent
+	// could create one and plant a binds.json for the next run.
+	if err := protectPolicy(o, cfg); err != nil {
+		return 0, err
+	}
 	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always;
 	// with --trace, also the calls that stop for the tracer.
 	if cfg.Seccomp, err = o.trace.seccompProgram(); err != nil {
@@ -433,12 +440,6 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 }
 
 func runDirect(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) (int, error) {
-	// The workspace is bound read-write: without an .art of the host's
-	// own (covered read-only inside), the agent could create one and
-	// plant a binds.json for the next run.
-	if err := os.Mkdir(cfg.PolicyDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return 0, fmt.Errorf("protect sandbox policy: %w", err)
-	}
 	if o.trace.enabled() && o.trace.Log == "" {
 		o.trace.Log = "-" // no store to journal to: the original art's default, stderr
 	}
@@ -709,4 +710,22 @@ func removeMountPoints(made []string) {
 	for i := len(made) - 1; i >= 0; i-- {
 		os.Remove(made[i])
 	}
+}
+
+// protectPolicy creates the host workspace's .art when the sandbox could
+// otherwise create it.
+func protectPolicy(o runOptions, cfg *sandbox.Config) error {
+	writable := o.db == ""
+	for _, b := range cfg.Binds {
+		if rel, err := filepath.Rel(b.Host, o.dir); err == nil && !b.ReadOnly && rel != ".." && !strings.HasPrefix(rel, "../") {
+			writable = true
+		}
+	}
+	if !writable {
+		return nil
+	}
+	if err := os.Mkdir(cfg.PolicyDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("protect sandbox policy: %w", err)
+	}
+	return nil
 }

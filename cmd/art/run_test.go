@@ -1321,3 +1321,20 @@ func TestRunPolicyNotPlantableThroughABindOfTheParent(t *testing.T) {
 		})
 	}
 }
+
+// The sandbox cannot move itself out of its cgroup (and so out of its
+// limits): /sys is read-only inside.
+func TestRunCannotLeaveItsCgroup(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cgroup limits")
+	}
+	r := artRun(t, "run", "-m", ws, "-i=false", "-q", "--pids", "50", "--", "sh", "-c", `
+for f in /sys/fs/cgroup/pids/cgroup.procs /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/pids/$(cut -d: -f3 /proc/self/cgroup | head -1)/pids.max; do
+  if echo $$ 2>/dev/null > $f; then echo "$f written"; fi
+done 2>/dev/null
+echo done`)
+	if r.stdout != "done\n" || r.code != 0 {
+		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant only done", r.stdout, r.code, r.stderr)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/seccomp"
 	"github.com/artrt/art/tracer"
 )
@@ -56,7 +57,9 @@ func (o traceOptions) start(cmd *exec.Cmd, record func(context.Context, ...journ
 	}
 	// Changes under /home/agent are journaled by the overlay with their
 	// caller's pid: recording those opens too would only slow them down.
-	tr, err = tracer.Start(cmd, tracer.Options{Sink: sink, SkipOpensUnder: []string{guestHome}})
+	tr, err = tracer.Start(cmd, tracer.Options{Sink: sink, SkipOpensUnder: []string{guestHome},
+		// The thread that forks bwrap carries the sandbox's Landlock scope.
+		BeforeStart: func() error { _, err := sandbox.ScopeThread(cmd.Path); return err }})
 	if err != nil {
 		closeLog()
 		return nil, nil, fmt.Errorf("trace %s: %w", cmd.Path, err)
