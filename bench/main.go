@@ -77,7 +77,7 @@ import (
 )
 
 // sections in the order they run and appear in the table.
-var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace"}
+var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace", "sandbox"}
 
 // storeSections are the sections of the store table; the rest have their
 // own tables.
@@ -181,7 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	b.load = loadAvg()
 	start := time.Now()
-	var storeTook, overlayTook, traceTook time.Duration
+	var storeTook, overlayTook, traceTook, sandboxTook time.Duration
 	for _, s := range sections {
 		if !cfg.run[s] {
 			continue
@@ -207,6 +207,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			err = b.overlay()
 		case "trace":
 			err = b.trace()
+		case "sandbox":
+			err = b.sandboxSection()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
@@ -215,6 +217,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			storeTook += time.Since(began)
 		} else if s == "trace" {
 			traceTook += time.Since(began)
+		} else if s == "sandbox" {
+			sandboxTook += time.Since(began)
 		} else {
 			overlayTook += time.Since(began)
 		}
@@ -235,6 +239,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.run["trace"] {
 		parts = append(parts, part{traceMarkers, b.traceMarkdown(traceTook)})
+	}
+	if cfg.run["sandbox"] {
+		parts = append(parts, part{sandboxMarkers, b.sandboxMarkdown(sandboxTook)})
 	}
 	for i, p := range parts {
 		if i > 0 {

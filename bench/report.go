@@ -35,6 +35,7 @@ type report struct {
 	ovNotes []string
 
 	tr []trRow // the trace section's table
+	sb []sbRow // the sandbox section's table
 }
 
 func (r *report) add(x row) { r.rows = append(r.rows, x) }

@@ -227,11 +227,13 @@ func (cg *cgroup) remove() {
 		cg.killAll()
 	}
 	for _, dir := range cg.dirs {
-		for i := 0; i < 50; i++ {
+		// Exiting tasks leave the cgroup asynchronously: retry briefly,
+		// quickly at first (usually they are gone within a millisecond).
+		for wait := 200 * time.Microsecond; wait < time.Second; wait *= 2 {
 			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
 				break
 			}
-			time.Sleep(10 * time.Millisecond) // exiting tasks leave the cgroup asynchronously
+			time.Sleep(wait)
 		}
 	}
 }
