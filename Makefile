@@ -42,6 +42,8 @@ fuzz:
 	$(GO) test ./cas -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./cas -run '^$$' -fuzz '^FuzzChunker$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzCheckSpecial$$' -fuzztime $(FUZZTIME)
 
 ## bench: measure art against native tools; writes docs/benchmarks.md
 bench:

@@ -13,12 +13,18 @@
 //	snapshot     TakeSnapshot after changing one file, at 1k, 10k and 100k files
 //	diff         journal.Diff and DB.Checkout with 1..1000 of 10k files
 //	             changed, next to git diff and git reset
+//	remote       art push to another store file, first and after editing 1%
+//	             of the files, next to restic backup and borg create into
+//	             local repositories and git push to a bare repository
 //	overlay      art mount (FUSE) against ext4 on the same disk and go-fuse's
 //	             loopback example: sequential and 4 KiB I/O, passthrough
 //	             reads of lower files, create and stat rates, tar x, rm -rf,
 //	             git status, make -j2, and the cost of --journal-writes.
 //	             Needs root and /dev/fuse; when not selected with -run it
 //	             is skipped, with the reason, where it cannot run
+//	trace        art's tracer on tar x of the ingest tree and an exec loop,
+//	             in bwrap: untraced, default traced set, trace all, and
+//	             strace -f. Needs bwrap, strace and ptrace
 //
 // The machine bench was written for is a shared 2-core VM, so absolute times
 // drift from run to run; the ratios against peers measured in the same run
@@ -71,11 +77,11 @@ import (
 )
 
 // sections in the order they run and appear in the table.
-var sections = []string{"ingest", "incremental", "snapshot", "diff", "overlay"}
+var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace", "sandbox"}
 
 // storeSections are the sections of the store table; the rest have their
 // own tables.
-var storeSections = []string{"ingest", "incremental", "snapshot", "diff"}
+var storeSections = []string{"ingest", "incremental", "snapshot", "diff", "remote"}
 
 type config struct {
 	quick      bool
@@ -175,7 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	b.load = loadAvg()
 	start := time.Now()
-	var storeTook, overlayTook time.Duration
+	var storeTook, overlayTook, traceTook, sandboxTook time.Duration
 	for _, s := range sections {
 		if !cfg.run[s] {
 			continue
@@ -195,14 +201,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			err = b.snapshotLatency()
 		case "diff":
 			err = b.diffCheckout()
+		case "remote":
+			err = b.remoteSection()
 		case "overlay":
 			err = b.overlay()
+		case "trace":
+			err = b.trace()
+		case "sandbox":
+			err = b.sandboxSection()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}
 		if slices.Contains(storeSections, s) {
 			storeTook += time.Since(began)
+		} else if s == "trace" {
+			traceTook += time.Since(began)
+		} else if s == "sandbox" {
+			sandboxTook += time.Since(began)
 		} else {
 			overlayTook += time.Since(began)
 		}
@@ -220,6 +236,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.run["overlay"] {
 		parts = append(parts, part{overlayMarkers, b.overlayMarkdown(overlayTook)})
+	}
+	if cfg.run["trace"] {
+		parts = append(parts, part{traceMarkers, b.traceMarkdown(traceTook)})
+	}
+	if cfg.run["sandbox"] {
+		parts = append(parts, part{sandboxMarkers, b.sandboxMarkdown(sandboxTook)})
 	}
 	for i, p := range parts {
 		if i > 0 {

@@ -33,6 +33,9 @@ type report struct {
 
 	ov      []ovRow // the overlay section's table
 	ovNotes []string
+
+	tr []trRow // the trace section's table
+	sb []sbRow // the sandbox section's table
 }
 
 func (r *report) add(x row) { r.rows = append(r.rows, x) }

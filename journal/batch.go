@@ -120,6 +120,20 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 	return nil
 }
 
+// Record appends an event that changes no file (see Tx.Record) as one
+// update: how a process's tracer or network proxy journals through the
+// Batch it must share.
+func (b *Batch) Record(ctx context.Context, evs ...Event) error {
+	return b.Update(ctx, func(t *Tx) error {
+		for _, ev := range evs {
+			if err := t.Record(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Commit commits the shared transaction now (a no-op when nothing is
 // pending). After it returns, every earlier Update is committed.
 func (b *Batch) Commit() error {
@@ -168,4 +182,24 @@ func (b *Batch) abortLocked(err error) error {
 	b.paths.clear()
 	b.tx, b.t, b.pending = nil, nil, 0
 	return fmt.Errorf("batch: %w (uncommitted updates lost)", err)
+}
+
+// SetOp commits what is pending and makes later updates part of op (a
+// long-lived writer, such as one overlay serving many requests, journals
+// each request under an op of its own). op must be on the same branch.
+func (b *Batch) SetOp(op *Op) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if op.BranchID != b.op.BranchID {
+		return fmt.Errorf("batch of branch %s cannot take an op of branch %s", b.op.Branch, op.Branch)
+	}
+	if err := b.err; err != nil {
+		b.err = nil
+		return err
+	}
+	if err := b.commitLocked(); err != nil {
+		return err
+	}
+	b.op = op
+	return nil
 }

@@ -16,6 +16,11 @@ var (
 	ErrAmbiguous      = errors.New("ambiguous revision")
 	ErrBadRev         = errors.New("bad revision syntax")
 	ErrNothingToUndo  = errors.New("nothing to undo")
+	ErrRemoteExists   = errors.New("remote already exists")
+	ErrRemoteNotFound = errors.New("remote not found")
+	// ErrHeadMoved reports a compare-and-swap branch move (MoveBranch)
+	// whose branch changed since the caller read it.
+	ErrHeadMoved = errors.New("branch head moved")
 	// ErrCorrupt reports a journal whose chain, payloads or projection do
 	// not agree; object corruption is cas.ErrCorrupt.
 	ErrCorrupt = errors.New("corrupt journal")

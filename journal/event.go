@@ -32,7 +32,8 @@ const (
 	EvExec        EventKind = 17 // a process ran Text (argv, NUL-separated); PID, Value = cwd
 	EvSyscall     EventKind = 18 // a traced system call; Text = name, Value = decoded record
 	EvWriteData   EventKind = 19 // forensic: one write request to Path, Ranges[0], bytes in Attr.Content (a manifest); changes no state
-	evKindMax               = EvWriteData
+	EvNet         EventKind = 20 // a network decision: Name = allow|deny, Text = host:port, PID, Value = JSON record (docs/network.md)
+	evKindMax               = EvNet
 )
 
 var eventKindNames = [...]string{
@@ -41,6 +42,7 @@ var eventKindNames = [...]string{
 	EvRename: "rename", EvSetattr: "setattr", EvWrite: "write", EvSetxattr: "setxattr",
 	EvRemovexattr: "removexattr", EvBegin: "begin", EvEnd: "end", EvExec: "exec", EvSyscall: "syscall",
 	EvWriteData: "writedata",
+	EvNet:       "net",
 }
 
 func (k EventKind) String() string {

@@ -17,7 +17,7 @@ var allKinds = []journal.EventKind{
 	journal.EvBranch, journal.EvCheckout, journal.EvSnapshot, journal.EvCreate, journal.EvMkdir,
 	journal.EvSymlink, journal.EvLink, journal.EvUnlink, journal.EvRmdir, journal.EvRename,
 	journal.EvSetattr, journal.EvWrite, journal.EvSetxattr, journal.EvRemovexattr, journal.EvBegin,
-	journal.EvEnd, journal.EvExec, journal.EvSyscall, journal.EvWriteData,
+	journal.EvEnd, journal.EvExec, journal.EvSyscall, journal.EvWriteData, journal.EvNet,
 }
 
 func TestEventRoundTrip(t *testing.T) {
@@ -61,7 +61,7 @@ func TestEventRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []journal.EventKind{0, journal.EvWriteData + 1, 255} {
+	for _, k := range []journal.EventKind{0, journal.EvNet + 1, 255} {
 		p := (&journal.Event{Kind: k}).Encode()
 		if _, err := journal.DecodeEvent(p); !errors.Is(err, journal.ErrCorrupt) {
 			t.Errorf("kind %d: %v, want ErrCorrupt", k, err)
@@ -124,6 +124,7 @@ func realPayloads(tb testing.TB, dir string) [][]byte {
 			{Kind: journal.EvExec, PID: 7, Text: "sh\x00-c\x00true", Value: []byte("/home/agent")},
 			{Kind: journal.EvSyscall, PID: 7, Text: "openat", Value: []byte{1, 2, 3}},
 			{Kind: journal.EvWriteData, Path: []byte("f"), Ranges: []journal.Range{{Off: 4, Len: 3}}},
+			{Kind: journal.EvNet, PID: 7, Name: "deny", Text: "example.com:443", Value: []byte(`{"allow":false}`)},
 			{Kind: journal.EvEnd, Status: 1},
 		} {
 			if err := tx.Record(ev); err != nil {
@@ -196,7 +197,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		if q := ev.Encode(); !bytes.Equal(q, p) {
 			t.Fatalf("accepted payload re-encodes differently:\n in  %x\n out %x", p, q)
 		}
-		if ev.Kind == 0 || ev.Kind > journal.EvWriteData {
+		if ev.Kind == 0 || ev.Kind > journal.EvNet {
 			t.Fatalf("accepted unknown kind %d", ev.Kind)
 		}
 	})

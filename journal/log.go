@@ -122,6 +122,7 @@ type EventQuery struct {
 	Branch   string // "" = all branches
 	Path     []byte // events whose Path or Path2 is this path or below it
 	Op       int64
+	Kind     EventKind // 0 = every kind
 	AfterSeq int64
 	Limit    int
 }
@@ -139,6 +140,9 @@ func (db *DB) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 	}
 	if q.Op != 0 {
 		conds, args = append(conds, "op = ?"), append(args, q.Op)
+	}
+	if q.Kind != 0 {
+		conds, args = append(conds, "kind = ?"), append(args, int(q.Kind))
 	}
 	if q.AfterSeq != 0 {
 		conds, args = append(conds, "seq > ?"), append(args, q.AfterSeq)

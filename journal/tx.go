@@ -324,10 +324,10 @@ func (t *Tx) RemoveXattr(ino int64, name string) error {
 }
 
 // Record appends an event that does not change the tree (EvBegin, EvEnd,
-// EvExec, EvSyscall, EvWriteData).
+// EvExec, EvSyscall, EvWriteData, EvNet).
 func (t *Tx) Record(ev Event) error {
 	switch ev.Kind {
-	case EvBegin, EvEnd, EvExec, EvSyscall, EvWriteData:
+	case EvBegin, EvEnd, EvExec, EvSyscall, EvWriteData, EvNet:
 	default:
 		return fmt.Errorf("record: %s events change the tree; use the Tx method", ev.Kind)
 	}

@@ -413,7 +413,7 @@ func (n *node) changed(ctx context.Context) {
 
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	ctx = uninterruptible(ctx)
-	if h.n.fsys.quota > 0 && mode&unix.FALLOC_FL_PUNCH_HOLE == 0 && h.n.fsys.reserve(int64(size)) < int64(size) {
+	if h.n.fsys.quota.Load() > 0 && mode&unix.FALLOC_FL_PUNCH_HOLE == 0 && h.n.fsys.reserve(int64(size)) < int64(size) {
 		return syscall.ENOSPC
 	}
 	lf, errno := h.lockContent(ctx, true)

@@ -60,6 +60,11 @@ type Options struct {
 	// fallocate, truncate growth); past it writes fail with ENOSPC and
 	// statfs reports the remainder. 0 = no cap.
 	Quota int64
+	// NameCallers records, the first time a process changes something,
+	// an exec event naming it (argv, cwd from /proc), so every change
+	// can be attributed to a command (art blame) even when untraced.
+	// Every event carries its caller's pid either way.
+	NameCallers bool
 }
 
 // Owner is a uid and gid.
@@ -76,15 +81,17 @@ type FS struct {
 	statDir       string
 	readOnly      bool
 	journalWrites bool
-	lower         string // host workspace, "" for none
-	lowerPfx      string // its path in the store, "ws/"
+	nameCallers   bool
+	callers       sync.Map // pids already named (NameCallers)
+	lower         string   // host workspace, "" for none
+	lowerPfx      string   // its path in the store, "ws/"
 
 	emptyOnce sync.Once
 	empty     cas.ID
 
 	owner       *Owner
 	recordOwner *Owner
-	quota       int64
+	quota       atomic.Int64 // bytes writable through the mount; 0 = no cap
 	used        atomic.Int64 // bytes written, against quota
 	ownOp       bool         // Mount began the op; Unmount ends it
 
@@ -109,7 +116,8 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, err
 	}
 	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
-		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, quota: opts.Quota}
+		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, nameCallers: opts.NameCallers}
+	f.quota.Store(opts.Quota)
 	if opts.Lower != "" {
 		abs, err := filepath.Abs(opts.Lower)
 		if err != nil {
@@ -200,9 +208,11 @@ func mountOptions(ro bool) []string {
 // CleanStale detaches a FUSE mount left at mountpoint by a daemon that
 // died (its accesses fail with ENOTCONN), so a new mount can take its place.
 func CleanStale(mountpoint string) error {
-	var st unix.Stat_t
-	err := unix.Stat(mountpoint, &st)
-	if !errors.Is(err, syscall.ENOTCONN) {
+	// statfs, not stat: the kernel answers stat of the root from its
+	// attribute cache (an hour here) without asking the dead daemon.
+	var st unix.Statfs_t
+	err := unix.Statfs(mountpoint, &st)
+	if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
 		return nil
 	}
 	if err := unix.Unmount(mountpoint, unix.MNT_DETACH); err != nil {
@@ -353,11 +363,24 @@ func (f *FS) live(ino int64) *node {
 // tx runs fn in one journal transaction of the mount's operation. On a
 // read-only mount a transaction that would append an event fails with
 // EROFS and changes nothing (the kernel's "ro" refuses most earlier).
+//
+// Events are attributed to the request's caller pid.
 func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
+	pid := callerPid(ctx)
+	appended := false
+	defer func() {
+		if appended {
+			f.noteCaller(ctx, pid)
+		}
+	}()
 	return f.batch.Update(ctx, func(tx *journal.Tx) error {
+		tx.SetPID(pid)
+		defer tx.SetPID(0) // the Tx is shared with later updates
+		before := tx.Appended()
 		if err := fn(tx); err != nil {
 			return err
 		}
+		appended = tx.Appended() > before
 		if tx.Appended() > 0 {
 			if f.readOnly {
 				return syscall.EROFS
@@ -405,12 +428,12 @@ func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
 	out.Files, out.Ffree = st.Files, st.Ffree
 	out.Bsize, out.Frsize = uint32(st.Bsize), uint32(st.Frsize)
-	if f.quota > 0 && st.Frsize > 0 {
+	if quota := f.quota.Load(); quota > 0 && st.Frsize > 0 {
 		// The quota is the filesystem's size, what is left of it the free
 		// space (never more than the disk really has).
 		bs := uint64(st.Frsize)
-		left := max(f.quota-f.used.Load(), 0)
-		out.Blocks = uint64(f.quota) / bs
+		left := max(quota-f.used.Load(), 0)
+		out.Blocks = uint64(quota) / bs
 		out.Bfree = min(out.Bfree, uint64(left)/bs)
 		out.Bavail = min(out.Bavail, uint64(left)/bs)
 	}
@@ -421,12 +444,13 @@ func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 // reserve counts n more bytes written against the quota and returns how
 // many of them fit (all, without a quota).
 func (f *FS) reserve(n int64) int64 {
-	if f.quota == 0 || n <= 0 {
+	quota := f.quota.Load()
+	if quota == 0 || n <= 0 {
 		return n
 	}
 	for {
 		used := f.used.Load()
-		fit := min(n, max(f.quota-used, 0))
+		fit := min(n, max(quota-used, 0))
 		if fit == 0 || f.used.CompareAndSwap(used, used+fit) {
 			return fit
 		}
@@ -436,3 +460,33 @@ func (f *FS) reserve(n int64) int64 {
 // Used is the number of bytes written through the mount (counted only
 // with a quota).
 func (f *FS) Used() int64 { return f.used.Load() }
+
+// SetOp journals every later change under op (nil: the mount's own op
+// again), after committing what is pending. Call it between sessions of
+// a long-lived mount (art exec --jsonl: one op per request), when no file
+// of the previous session is open: a file still open is journaled at its
+// close, under whichever op is current then.
+func (f *FS) SetOp(op *journal.Op) error {
+	if op == nil {
+		op = f.op
+	}
+	return f.batch.SetOp(op)
+}
+
+// Flush journals every file still dirty (content written through a
+// mapping, say, after its last close) and commits every change made so
+// far: a snapshot taken after it sees them all.
+func (f *FS) Flush(ctx context.Context) error {
+	if err := f.journalAll(ctx); err != nil {
+		return err
+	}
+	return f.commit()
+}
+
+// SetQuota starts counting bytes written afresh against a new quota (0:
+// none), for a long-lived mount that serves requests with limits of
+// their own.
+func (f *FS) SetQuota(n int64) {
+	f.used.Store(0)
+	f.quota.Store(n)
+}

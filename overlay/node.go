@@ -699,7 +699,7 @@ func (n *node) truncateUpperLocked(ctx context.Context, size int64) error {
 	if err := n.ensureUpperLocked(ctx); err != nil {
 		return err
 	}
-	if n.fsys.quota > 0 {
+	if n.fsys.quota.Load() > 0 {
 		var st unix.Stat_t
 		if unix.Stat(n.upper, &st) == nil && size > st.Size && n.fsys.reserve(size-st.Size) < size-st.Size {
 			return syscall.ENOSPC

@@ -137,7 +137,7 @@ func newCgroupV1(name string, lim Limits) (*cgroup, error) {
 func writeFile(dir, file string, v any) error {
 	p := filepath.Join(dir, file)
 	if err := os.WriteFile(p, []byte(fmt.Sprint(v)), 0); err != nil {
-		return fmt.Errorf("cgroup: write %s: %w", p, err)
+		return fmt.Errorf("cgroup: %w", err) // the PathError names p
 	}
 	return nil
 }
@@ -227,11 +227,49 @@ func (cg *cgroup) remove() {
 		cg.killAll()
 	}
 	for _, dir := range cg.dirs {
-		for i := 0; i < 50; i++ {
+		// Exiting tasks leave the cgroup asynchronously: retry briefly,
+		// quickly at first (usually they are gone within a millisecond).
+		for wait := 200 * time.Microsecond; wait < time.Second; wait *= 2 {
 			if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
 				break
 			}
-			time.Sleep(10 * time.Millisecond) // exiting tasks leave the cgroup asynchronously
+			time.Sleep(wait)
+		}
+	}
+}
+
+// cleanStaleCgroups removes the cgroups that an art killed with SIGKILL
+// left behind (its deferred remove never ran): art-PID-N whose PID is
+// gone, in every controller art uses. Only empty ones go - rmdir refuses
+// the others - and nothing in them is killed: a killed art's sandbox died
+// with it (--die-with-parent, the pid namespace), so a cgroup with
+// processes belongs to a live art in another pid namespace, whose PID
+// this one cannot see.
+func cleanStaleCgroups() {
+	var st unix.Statfs_t
+	if unix.Statfs(cgroupRoot, &st) != nil {
+		return
+	}
+	var parents []string
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		parents = []string{filepath.Join(cgroupRoot, ownCgroup(""))}
+	} else {
+		for _, c := range []string{"memory", "pids", "cpu"} {
+			parents = append(parents, filepath.Join(cgroupRoot, c, ownCgroup(c)))
+		}
+	}
+	for _, parent := range parents {
+		dirs, _ := filepath.Glob(filepath.Join(parent, "art-*-*"))
+		for _, d := range dirs {
+			f := strings.Split(filepath.Base(d), "-")
+			if len(f) != 3 {
+				continue
+			}
+			pid, err := strconv.Atoi(f[1])
+			if err != nil || pid <= 0 || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+				continue
+			}
+			os.Remove(d)
 		}
 	}
 }

@@ -19,6 +19,9 @@ type Net string
 const (
 	NetHost Net = "host" // the host's network namespace (the original art's behaviour)
 	NetNone Net = "none" // a namespace of its own with only loopback
+	// NetAllow is NetNone's namespace; the caller binds art's proxy
+	// sockets in and wraps the command in the bridge (docs/network.md).
+	NetAllow Net = "allow"
 )
 
 // Bind is an extra host path made visible in the sandbox.
@@ -48,9 +51,13 @@ type Config struct {
 	Home string
 	// Workspace is the host workspace (direct mode's bind source).
 	Workspace string
-	// PolicyDir, when it exists, is hidden read-only inside: the host
-	// workspace's .art/config (binds.json). Its guest path is the same
-	// relative path under /home/agent/<Name>.
+	// PolicyDir is the host workspace's art directory (.art, which holds
+	// the sandbox policy .art/config/binds.json). When it exists it is
+	// covered inside by an empty read-only tmpfs at the same relative path
+	// under /home/agent/<Name>: hidden, unwritable, and - being a mount
+	// point - impossible to rename away and replace. In direct mode the
+	// caller creates it first (Config.Args does not touch the host), so an
+	// agent can never plant a policy the next run would read.
 	PolicyDir string
 	// Cwd is the working directory inside; default /home/agent/<Name>.
 	Cwd string
@@ -85,6 +92,9 @@ type Limits struct {
 	MemoryBytes int64   // resident memory + swap of the whole tree
 	Pids        int64   // processes and threads
 	CPU         float64 // CPUs' worth of time (1.5 = one and a half cores)
+	// CPUSeconds caps each process's CPU time (RLIMIT_CPU: SIGXCPU at
+	// the limit, SIGKILL a second later). Per process, not per tree.
+	CPUSeconds int64
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -168,14 +178,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch c.Net {
-	case "", NetHost, NetNone:
+	case "", NetHost, NetNone, NetAllow:
 	default:
-		return invalidf("network %q: want host or none", c.Net)
+		return invalidf("network %q: want host, none or allow", c.Net)
 	}
 	if c.UID == 0 || c.GID == 0 {
 		return invalidf("the sandbox never runs as uid or gid 0")
 	}
-	if c.Limits.MemoryBytes < 0 || c.Limits.Pids < 0 || c.Limits.CPU < 0 || c.TmpSize < 0 {
+	if c.Limits.MemoryBytes < 0 || c.Limits.Pids < 0 || c.Limits.CPU < 0 || c.Limits.CPUSeconds < 0 || c.TmpSize < 0 {
 		return invalidf("negative limit")
 	}
 	return nil
@@ -217,7 +227,7 @@ func (c *Config) Args(seccompFD int) []string {
 		"--disable-userns",
 		"--clearenv",
 	}
-	if c.Net != NetNone {
+	if c.Net != NetNone && c.Net != NetAllow {
 		a = append(a, "--share-net")
 	}
 	if !c.OwnsTTY {
@@ -243,15 +253,22 @@ func (c *Config) Args(seccompFD int) []string {
 	if !isSymlink("/var/run") {
 		tmpfs("/var/run")
 	}
+	var policyAt []string
 	if c.Home != "" {
 		a = append(a, "--bind", c.Home, GuestHome)
 	} else {
 		a = append(a, "--dir", GuestHome, "--bind", c.Workspace, c.guestWorkspace())
 	}
 	if c.PolicyDir != "" && exists(c.PolicyDir) {
-		// Hidden and read-only: an empty, read-only tmpfs over it.
-		g := c.guestWorkspace() + "/" + PolicyRel
-		a = append(a, "--tmpfs", g, "--remount-ro", g)
+		// Wherever it shows: in the workspace, and through any bind of a
+		// directory above it.
+		guests := []string{c.guestWorkspace() + "/" + filepath.Base(c.PolicyDir)}
+		for _, b := range c.Binds {
+			if rel, ok := within(b.Host, c.PolicyDir); ok {
+				guests = append(guests, filepath.Join(filepath.Clean(b.Guest), rel))
+			}
+		}
+		policyAt = guests
 	}
 	for _, b := range c.Binds {
 		op := "--bind"
@@ -259,6 +276,21 @@ func (c *Config) Args(seccompFD int) []string {
 			op = "--ro-bind"
 		}
 		a = append(a, op, b.Host, filepath.Clean(b.Guest))
+	}
+	// After the binds, so a bind of the workspace's parent is covered too.
+	for _, g := range policyAt {
+		a = append(a, "--tmpfs", g, "--remount-ro", g)
+	}
+	// The policy shows through any read-write bind of a directory that
+	// holds the workspace (--bind ~/src:/home/agent/src): cover it there
+	// too, or the agent plants a binds.json the next run obeys.
+	if c.PolicyDir != "" && exists(c.PolicyDir) {
+		for _, b := range c.Binds {
+			if rel, ok := within(b.Host, c.PolicyDir); ok && !b.ReadOnly {
+				g := filepath.Join(filepath.Clean(b.Guest), rel)
+				a = append(a, "--tmpfs", g, "--remount-ro", g)
+			}
+		}
 	}
 	for _, h := range c.Hide {
 		if !exists(h) {
@@ -285,8 +317,12 @@ func (c *Config) Args(seccompFD int) []string {
 	return append(a, c.Command...)
 }
 
-// PolicyRel is the workspace-relative directory of sandbox policy.
-const PolicyRel = ".art/config"
+// ArtDir is the workspace-relative directory of art's files, and
+// PolicyRel that of sandbox policy within it.
+const (
+	ArtDir    = ".art"
+	PolicyRel = ArtDir + "/config"
+)
 
 // underTmpfs reports whether host path p is already hidden by one of the
 // sandbox's private tmpfs mounts.

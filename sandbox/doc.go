@@ -24,7 +24,11 @@
 // thread that forked, not the process); --new-session unless art owns the
 // PTY (no TIOCSTI into the caller's terminal); only fds 0-2 (plus the
 // seccomp program's, which bwrap closes) reach the sandbox; a cleared
-// environment; --disable-userns; the store and art's state hidden.
+// environment; --disable-userns; the store and art's state hidden; host
+// abstract UNIX sockets (shared through the host network namespace, which
+// no mount hides) and host processes' signals out of reach by a Landlock
+// scope on the thread that starts bwrap (ScopeThread; Linux 6.12+, a
+// no-op on older kernels).
 //
 // Failure modes: bwrap's own errors (a missing bind source, say) arrive on
 // the command's stderr and as exit status 1 before the command ran;

@@ -30,7 +30,8 @@ type IO struct {
 // call cmd.Start on a goroutine locked to its OS thread and keep that
 // thread alive until the process is waited for: bwrap's --die-with-parent
 // is a parent-death signal, delivered when the forking *thread* exits.
-// The tracer supplies its own (it must also ptrace from that thread).
+// The tracer supplies its own (it must also ptrace from that thread);
+// like StartLocked it should call ScopeThread on that thread first.
 type Starter func(cmd *exec.Cmd) (wait func() (syscall.WaitStatus, *syscall.Rusage, error), err error)
 
 // Result is how a sandbox ended.
@@ -99,6 +100,7 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	// Limits: a cgroup when this machine lets art make one, else rlimits.
 	name := fmt.Sprintf("art-%d-%d", os.Getpid(), seq.Add(1))
 	if os.Geteuid() == 0 {
+		cleanStaleCgroups()
 		cg, err := newCgroup(name, c.Limits)
 		if err == nil {
 			p.cg, p.limitBy = cg, cg.String()
@@ -189,17 +191,30 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	}
 	infoW.Close()
 	child, ierr := readChildPid(infoR)
+	childGone := false
 	if ierr == nil {
 		ierr = p.confine(cmd.Process.Pid, child)
+		// bwrap's child does its set-up (the mounts) before it waits
+		// for the release: a bind it cannot mount ends it, and bwrap
+		// after it, with bwrap's message on stderr. That is the
+		// command's failure (bwrap's exit 1), not art's: the command
+		// never ran, and no kill may turn the status into 137.
+		if errors.Is(ierr, syscall.ESRCH) {
+			ierr, childGone = errBwrapExited, true
+		}
 	}
-	if ierr != nil {
+	switch {
+	case childGone:
+	case ierr != nil:
 		// bwrap failed before the sandbox was ready (its message is on
 		// the command's stderr), or confinement failed: nothing of the
 		// command has run. Kill and reap.
 		cmd.Process.Kill()
-	} else if _, err := blockW.Write([]byte{1}); err != nil {
-		ierr = fmt.Errorf("release sandbox: %w", err)
-		cmd.Process.Kill()
+	default:
+		if _, err := blockW.Write([]byte{1}); err != nil {
+			ierr = fmt.Errorf("release sandbox: %w", err)
+			cmd.Process.Kill()
+		}
 	}
 	go p.wait(wait)
 	if ierr != nil && !errors.Is(ierr, errBwrapExited) {
@@ -224,6 +239,14 @@ func readChildPid(r io.Reader) (int, error) {
 // confine applies the limits to bwrap and its child while the command
 // has not started.
 func (p *Process) confine(pids ...int) error {
+	if n := p.cfg.Limits.CPUSeconds; n > 0 {
+		rl := unix.Rlimit{Cur: uint64(n), Max: uint64(n) + 1}
+		for _, pid := range pids {
+			if err := unix.Prlimit(pid, unix.RLIMIT_CPU, &rl, nil); err != nil {
+				return fmt.Errorf("cpu time rlimit: %w", err)
+			}
+		}
+	}
 	if p.cg != nil {
 		if err := p.cg.add(pids...); err != nil {
 			return fmt.Errorf("confine sandbox: %w", err)
@@ -369,6 +392,12 @@ func StartLocked(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, er
 		// Never unlocked: the thread exits with the goroutine, after the
 		// process it forked is gone.
 		runtime.LockOSThread()
+		// Abstract sockets and signals of the host out of reach: the
+		// Landlock domain is this thread's, inherited by bwrap.
+		if _, err := ScopeThread(cmd.Path); err != nil {
+			started <- err
+			return
+		}
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return

@@ -3,8 +3,10 @@ package sandbox_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -227,8 +229,13 @@ func TestPrivateTmpfsHideHostFilesAndSockets(t *testing.T) {
 	}
 	marker.Close()
 	defer os.Remove(marker.Name())
+	// A host socket where services keep theirs; /tmp when not root.
 	sock := filepath.Join("/run", "art-test-"+strconv.Itoa(os.Getpid())+".sock")
 	l, err := net.Listen("unix", sock)
+	if err != nil && os.Geteuid() != 0 {
+		sock = filepath.Join("/tmp", filepath.Base(sock))
+		l, err = net.Listen("unix", sock)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,9 +310,21 @@ func TestStopAfterTimeoutKillsTheTree(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("Stop took %v with a 500ms grace", d)
 	}
-	for _, pid := range pids {
-		if s := procStatus(pid, "State"); s != "" && !strings.HasPrefix(s, "Z") {
-			t.Errorf("pid %d (%s) survived the stop: %s", pid, comm(pid), s)
+	// bwrap's init dies of its parent-death signal and takes the pid
+	// namespace with it, asynchronously after bwrap itself: issue 4 asks
+	// for no survivor within 1 s.
+	alive := func() []int {
+		var out []int
+		for _, pid := range pids {
+			if s := procStatus(pid, "State"); s != "" && !strings.HasPrefix(s, "Z") {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	if !waitFor(time.Second, func() bool { return len(alive()) == 0 }) {
+		for _, pid := range alive() {
+			t.Errorf("pid %d (%s) survived the stop by 1s: %s", pid, comm(pid), procStatus(pid, "State"))
 		}
 	}
 }
@@ -319,7 +338,7 @@ func TestPolicyDirHiddenReadOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(policy, "binds.json"), []byte(`{"binds":[]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.PolicyDir = policy
+	c.PolicyDir = filepath.Dir(policy) // .art
 	got := sh(t, c, `echo "[$(ls -A .art/config)]"; if echo x > .art/config/binds.json; then echo written; fi 2>/dev/null; if mkdir .art/config/d; then echo made; fi 2>/dev/null; true`)
 	if want := "[]\n"; got != want {
 		t.Fatalf("policy dir inside:\n%s\nwant:\n%s", got, want)
@@ -434,5 +453,171 @@ func TestValidateRefusesUnsafeConfigs(t *testing.T) {
 		if _, err := sandbox.Start(c, sandbox.IO{}, nil); !errors.Is(err, sandbox.ErrInvalid) {
 			t.Errorf("%s: Start = %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// Regression: an art killed with SIGKILL never removes its cgroups; the
+// next sandbox removes the empty ones whose art is gone, and no other.
+func TestStartSweepsCgroupsOfDeadArt(t *testing.T) {
+	requireRoot(t)
+	if cgroupMechanism(t) != "cgroup v1" {
+		t.Skip("cgroup v2 here: the v1 layout this test builds does not apply")
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	parent := "/sys/fs/cgroup/pids" + ownPidsCgroup(t)
+	stale := filepath.Join(parent, fmt.Sprintf("art-%d-1", dead.Process.Pid))
+	live := filepath.Join(parent, fmt.Sprintf("art-%d-999999", os.Getpid()))
+	for _, d := range []string{stale, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(d)
+	}
+	c := direct(t)
+	sh(t, c, "true")
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup %s of a dead art still there after the next Start: %v", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("cgroup %s of a live art removed: %v", live, err)
+	}
+}
+
+// ownPidsCgroup is this process's path in the v1 pids hierarchy.
+func ownPidsCgroup(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] == "pids" {
+			return strings.TrimSuffix(f[2], "/")
+		}
+	}
+	t.Skip("no v1 pids hierarchy")
+	return ""
+}
+
+// Regression: a bind bwrap cannot mount (its guest path cannot be made on
+// the read-only root) ends the sandbox with bwrap's own message and exit
+// 1, not with an error about the cgroup art could not join the dead
+// child to.
+func TestBwrapSetupFailureIsTheCommandsFailure(t *testing.T) {
+	c := direct(t)
+	c.Binds = []sandbox.Bind{{Host: c.Workspace, Guest: "/nonexistent-art-test/data", ReadOnly: true}}
+	c.Limits.Pids = 100 // a cgroup to join, as root
+	for i := 0; i < 5; i++ {
+		out, errs, res := run(t, c, "echo", "ran")
+		if want := "bwrap: Can't mkdir parents for /nonexistent-art-test/data: Read-only file system\n"; out != "" || res.ExitCode != 1 || errs != want {
+			t.Fatalf("run %d: stdout %q exit %d stderr %q, want exit 1 and bwrap's message", i, out, res.ExitCode, errs)
+		}
+	}
+}
+
+// Regression: the sweep of stale cgroups kills nothing. A cgroup named
+// for an art this process cannot see (another pid namespace) that still
+// holds processes is a live sandbox: it keeps them and stays.
+func TestStartSweepKeepsNonEmptyCgroups(t *testing.T) {
+	requireRoot(t)
+	if cgroupMechanism(t) != "cgroup v1" {
+		t.Skip("cgroup v2 here: the v1 layout this test builds does not apply")
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	parent := "/sys/fs/cgroup/pids" + ownPidsCgroup(t)
+	other := filepath.Join(parent, fmt.Sprintf("art-%d-1", dead.Process.Pid))
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := exec.Command("sleep", "30")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		victim.Process.Kill()
+		victim.Wait()
+		waitFor(2*time.Second, func() bool { return os.Remove(other) == nil })
+	}()
+	if err := os.WriteFile(filepath.Join(other, "cgroup.procs"), []byte(strconv.Itoa(victim.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	c := direct(t)
+	sh(t, c, "true")
+	if s := procStatus(victim.Process.Pid, "State"); s == "" || strings.HasPrefix(s, "Z") {
+		t.Fatalf("a process in another art's cgroup was killed by the sweep (state %q)", s)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("non-empty cgroup %s removed: %v", other, err)
+	}
+}
+
+// Regression: with the host's network (Net host, the default) abstract
+// UNIX sockets are shared - an X11 or D-Bus socket of the host would be
+// one connect away - and no mount hides them. The sandbox is scoped
+// against them (Landlock); its own abstract sockets work.
+func TestHostAbstractSocketsOutOfReach(t *testing.T) {
+	var abi int
+	if r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1); errno == 0 {
+		abi = int(r)
+	}
+	if abi < 6 {
+		t.Skipf("Landlock ABI %d: scoping needs 6 (Linux 6.12)", abi)
+	}
+	name := fmt.Sprintf("art-test-abstract-%d", os.Getpid())
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	c := direct(t)
+	c.Net = sandbox.NetHost
+	script := fmt.Sprintf(`
+import os, socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0%s"); print("abstract: connected")
+except OSError as e:
+    print("abstract: errno", e.errno)
+own = socket.socket(socket.AF_UNIX); own.bind("\0inside"); own.listen(1)
+t = socket.socket(socket.AF_UNIX); t.connect("\0inside"); print("own abstract: connected")
+`, name)
+	out, errs, res := run(t, c, "python3", "-c", script)
+	if want := fmt.Sprintf("abstract: errno %d\nown abstract: connected\n", unix.EPERM); out != want || res.ExitCode != 0 {
+		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant:\n%s", out, res.ExitCode, errs, want)
+	}
+}
+
+// Regression: a read-write bind of a directory holding the workspace
+// showed its .art writable: the agent planted a binds.json there.
+func TestPolicyDirCoveredThroughABind(t *testing.T) {
+	c := direct(t)
+	art := filepath.Join(c.Workspace, ".art")
+	if err := os.MkdirAll(filepath.Join(art, "config"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(art, "config"), 0o777)
+	c.PolicyDir = art
+	parent := filepath.Dir(c.Workspace)
+	c.Binds = []sandbox.Bind{{Host: parent, Guest: "/tmp/parent"}}
+	got := sh(t, c, `echo "[$(ls -A /tmp/parent/ws/.art)]"; echo '{}' > /tmp/parent/ws/.art/config/binds.json 2>/dev/null && echo planted; true`)
+	if want := "[]\n"; got != want {
+		t.Fatalf("the workspace's .art through a bind of its parent:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(art, "config", "binds.json")); err == nil {
+		t.Fatal("binds.json planted on the host through the bind")
 	}
 }

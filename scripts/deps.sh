@@ -9,6 +9,7 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3) # overlay tests run a real WAL database
 command -v make >/dev/null 2>&1 || need+=(make)
+command -v curl >/dev/null 2>&1 || need+=(curl) # --net allow tests run curl inside the sandbox
 
 if ! command -v go >/dev/null 2>&1; then
 	echo "deps: Go 1.24 or newer is required and not on PATH (https://go.dev/dl/)" >&2

@@ -78,16 +78,13 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
    HEX       a snapshot id or a unique prefix of it (4+ hex digits)
    @SEQ      the state right after journal event SEQ
    REV~N     N snapshots before REV (main~1: the snapshot before the latest)`,
-		Writer:                 e.stdout,
-		ErrWriter:              e.stderr,
-		Reader:                 e.stdin,
-		HideHelpCommand:        false,
-		UseShortOptionHandling: true,
-		ExitErrHandler:         func(*cli.Context, error) {}, // run maps errors to codes
-		CustomAppHelpTemplate:  cli.AppHelpTemplate + "\n" + exitCodesHelp,
-		// The original art's form: art [flags] [-- COMMAND...] is art run.
-		Flags:                     runFlags(),
-		Action:                    func(c *cli.Context) error { return runAction(c, e) },
+		Writer:                    e.stdout,
+		ErrWriter:                 e.stderr,
+		Reader:                    e.stdin,
+		HideHelpCommand:           false,
+		UseShortOptionHandling:    true,
+		ExitErrHandler:            func(*cli.Context, error) {}, // run maps errors to codes
+		CustomAppHelpTemplate:     cli.AppHelpTemplate + "\n" + exitCodesHelp,
 		DisableSliceFlagSeparator: true, // --env K=a,b is one entry
 		Commands: []*cli.Command{
 			newRunCommand(e),
@@ -103,6 +100,11 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newCatCommand(e),
 			newVerifyCommand(e),
 			newMountCommand(e),
+			newExecCommand(e),
+			newPolicyCommand(e),
+			newNetBridgeCommand(e),
+			newBlameCommand(e),
+			newRemoteCommand(e),
 		},
 	}
 	return app
@@ -154,6 +156,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitNotFound, msg, "art log lists snapshots, art branch lists branches"
 	case errors.Is(err, journal.ErrBadRev):
 		return exitUsage, msg, "REV is NAME, HEX, @SEQ or REV~N"
+	case errors.Is(err, journal.ErrRemoteNotFound):
+		return exitNotFound, msg, "art remote list shows the remotes"
 	case errors.Is(err, fs.ErrNotExist):
 		return exitNotFound, msg, ""
 	}
@@ -171,6 +175,7 @@ func isFlagError(err error) bool {
 // parsing flags at the first positional argument. Everything after "--" is
 // left alone.
 func permuteArgs(app *cli.App, args []string) []string {
+	args = originalForm(app, args)
 	if len(args) < 2 {
 		return args
 	}
@@ -190,6 +195,11 @@ func permuteArgs(app *cli.App, args []string) []string {
 	}
 	out = append(out, args[i])
 	i++
+	for i < len(args) && cmd.Command(args[i]) != nil { // art policy suggest
+		cmd = cmd.Command(args[i])
+		out = append(out, args[i])
+		i++
+	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
 		_, isBool := f.(*cli.BoolFlag)
@@ -220,4 +230,43 @@ func permuteArgs(app *cli.App, args []string) []string {
 		out = append(out, "--")
 	}
 	return append(out, pos...)
+}
+
+// originalForm rewrites the original art's command line - art [run flags]
+// [-- COMMAND...], no verb - as art run [run flags] [-- COMMAND...]. A
+// command named like a verb (art -m ws -- ls) stays the sandbox's command.
+// Bare art is art run too: the user's shell in the sandbox.
+func originalForm(app *cli.App, args []string) []string {
+	if len(args) < 1 {
+		return args
+	}
+	if len(args) >= 2 {
+		switch args[1] {
+		case "-h", "--help", "-help", "help", "--version", "-v":
+			return args
+		}
+	}
+	takesValue := map[string]bool{}
+	for _, f := range runFlags() {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			takesValue[n] = !isBool
+		}
+	}
+	i := 1
+	for i < len(args) && len(args[i]) > 1 && strings.HasPrefix(args[i], "-") && args[i] != "--" {
+		name := strings.TrimLeft(args[i], "-")
+		if !strings.Contains(name, "=") && takesValue[name] {
+			i++
+		}
+		i++
+	}
+	if i < len(args) && args[i] != "--" && app.Command(args[i]) != nil {
+		if i == 1 {
+			return args // art VERB ...
+		}
+		// art FLAGS VERB: the flags were run's; keep urfave's reading.
+		return args
+	}
+	return append([]string{args[0], "run"}, args[1:]...)
 }

@@ -12,13 +12,16 @@ func newLogCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "log",
 		Usage:     "show the operation log (imports, runs, snapshots, checkouts) or the journal's events",
-		UsageText: "art log -d FILE [--branch B | --all] [--events] [--path P] [-n N] [--json]",
+		UsageText: "art log -d FILE [--branch B | --all] [--events | --execs | --syscalls | --net] [--path P] [-n N] [--json]",
 		Flags: []cli.Flag{
 			dbFlag(),
 			branchFlag("branch to show"),
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every branch"},
 			&cli.BoolFlag{Name: "events", Aliases: []string{"e"}, Usage: "list journal events instead of operations"},
+			&cli.BoolFlag{Name: "net", Usage: "list network decisions (--net allow runs): host, port, allow or deny, the rule"},
 			&cli.StringFlag{Name: "path", Aliases: []string{"p"}, Usage: "only events touching `P` (relative to /home/agent, e.g. ws/main.py) or below it; implies --events"},
+			&cli.BoolFlag{Name: "execs", Usage: "the commands each session ran, as a process tree (from the tracer, or named from /proc)"},
+			&cli.BoolFlag{Name: "syscalls", Usage: "the system calls the tracer recorded (art run --trace)"},
 			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "show at most `N` entries"},
 			jsonFlag(),
 		},
@@ -35,12 +38,24 @@ func newLogCommand(e *env) *cli.Command {
 			if c.Bool("all") {
 				branch = ""
 			}
+			switch {
+			case c.Bool("net"):
+				return logNet(c, e, db, branch)
+			case c.Bool("execs"):
+				return logExecs(c.Context, db, branch, c.Bool("json"), e.stdout)
+			case c.Bool("syscalls"):
+				return logSyscalls(c.Context, db, branch, c.Bool("json"), e.stdout)
+			}
 			if c.Bool("events") || c.IsSet("path") {
 				q := journal.EventQuery{Branch: branch, Limit: c.Int("limit")}
 				if c.IsSet("path") {
-					q.Path = []byte(strings.Trim(c.String("path"), "/"))
+					q.Path = []byte(guestPath(c.String("path")))
 				}
 				evs, err := db.Events(c.Context, q)
+				if err != nil {
+					return err
+				}
+				attr, err := loadAttribution(c.Context, db, branch)
 				if err != nil {
 					return err
 				}
@@ -48,11 +63,18 @@ func newLogCommand(e *env) *cli.Command {
 					out := make([]eventJSON, len(evs))
 					for i := range evs {
 						out[i] = toEventJSON(&evs[i])
+						if v, ok := attr.command(&evs[i]); ok && isChange(evs[i].Kind) {
+							out[i].Argv = v.Argv
+						}
 					}
 					return writeJSON(e.stdout, out)
 				}
 				for i := range evs {
-					fmt.Fprintln(e.stdout, formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch)))
+					line := formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch))
+					if v, ok := attr.command(&evs[i]); ok && isChange(evs[i].Kind) {
+						line += fmt.Sprintf("  <- pid %d %s", evs[i].PID, shellQuote(v.Argv))
+					}
+					fmt.Fprintln(e.stdout, line)
 				}
 				return nil
 			}
@@ -90,6 +112,8 @@ type eventJSON struct {
 	journal.Event
 	Path  string `json:"path,omitempty"`
 	Path2 string `json:"path2,omitempty"`
+	// Argv names the command that made a change (exec events by pid).
+	Argv []string `json:"argv,omitempty"`
 }
 
 func toEventJSON(ev *journal.Event) eventJSON {
@@ -132,4 +156,27 @@ func quote(p []byte) string {
 		}
 	}
 	return s
+}
+
+// logNet lists the network decisions recorded on branch ("" = all).
+func logNet(c *cli.Context, e *env, db *journal.DB, branch string) error {
+	evs, err := db.Events(c.Context, journal.EventQuery{Branch: branch, Kind: journal.EvNet, Limit: c.Int("limit")})
+	if err != nil {
+		return err
+	}
+	out := make([]netLogJSON, 0, len(evs))
+	for i := range evs {
+		a, err := attemptOf(&evs[i])
+		if err != nil {
+			return err
+		}
+		out = append(out, netLogJSON{Seq: evs[i].Seq, Branch: db.BranchName(c.Context, evs[i].Branch), Op: evs[i].Op, Attempt: a})
+	}
+	if c.Bool("json") {
+		return writeJSON(e.stdout, out)
+	}
+	for i := range out {
+		fmt.Fprintln(e.stdout, formatNet(&evs[i], out[i].Branch, out[i].Attempt))
+	}
+	return nil
 }

@@ -14,11 +14,15 @@ func newPullCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "pull",
 		Usage:     "write a state of the workspace back to the host directory",
-		UsageText: "art pull -m DIR -d FILE [--branch B] [--at REV] [--checksum] [--quiet] [--json]",
+		UsageText: "art pull -m DIR -d FILE [--branch B] [--at REV] [--checksum] [--quiet] [--json]\n   art pull -d FILE REMOTE [BRANCH...] [--force] [--json]",
 		Description: `Makes DIR equal to /<basename of DIR>/ of the branch head (or of --at REV), writing
 only what differs, deletions included. Every tree is read and checked before anything
 is written, new contents are staged and verified inside DIR first, and no path in the
-store can reach outside DIR. .art/config/ (sandbox policy) is never written.`,
+store can reach outside DIR. .art/config/ (sandbox policy) is never written.
+
+With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), fetches
+BRANCHes (default: all) from there instead: every object is verified before a branch
+moves, and a branch moves only as a fast-forward unless --force.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`"},
 			dbFlag(), durabilityFlag(),
@@ -26,11 +30,11 @@ store can reach outside DIR. .art/config/ (sandbox policy) is never written.`,
 			&cli.StringFlag{Name: "at", Usage: "pull the state at `REV` instead of the branch head"},
 			&cli.BoolFlag{Name: "checksum", Usage: "compare the bytes of files whose size and mtime match"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
-			jsonFlag(),
+			jsonFlag(), forceFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usagef("pull takes no arguments (got %q); pulling from a remote store is not available yet", c.Args().First())
+				return remoteTransfer(c, e, false)
 			}
 			db, err := openStore(c, false)
 			if err != nil {

@@ -12,23 +12,27 @@ func newPushCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "push",
 		Usage:     "capture the host workspace into the store (incremental) and snapshot it",
-		UsageText: "art push -m DIR -d FILE [--branch B] [--message TEXT] [--quiet] [--json]",
+		UsageText: "art push -m DIR -d FILE [--branch B] [--message TEXT] [--quiet] [--json]\n   art push -d FILE REMOTE [BRANCH...] [--force] [--json]",
 		Description: `Imports DIR under /<basename of DIR>/ in the store. Unchanged files are skipped by
 their (size, mtime, ctime, inode); changed files are re-chunked and only new chunks
 are stored; deletions are recorded. Files, directories, symlinks, hard links, modes,
 owners, ns mtimes and user.* xattrs are kept; fifos, sockets and devices are skipped
-with a warning. Ends with a snapshot, so after two pushes main~1 is the first.`,
+with a warning. Ends with a snapshot, so after two pushes main~1 is the first.
+
+With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), sends
+BRANCHes (default: all) there instead: only objects the remote lacks move, and a
+branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`"},
 			dbFlag(), durabilityFlag(),
 			branchFlag("branch to push to"),
 			&cli.StringFlag{Name: "message", Usage: "snapshot message (default: push DIR)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
-			jsonFlag(),
+			jsonFlag(), forceFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usagef("push takes no arguments (got %q); pushing to a remote store is not available yet", c.Args().First())
+				return remoteTransfer(c, e, true)
 			}
 			db, err := openStore(c, true)
 			if err != nil {

@@ -9,17 +9,20 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/netpolicy"
+	"github.com/artrt/art/netproxy"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
-	"github.com/artrt/art/seccomp"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -50,7 +53,7 @@ workspace's .art/config/binds.json ({"binds":[{"host":..,"guest":..,"readonly":.
 which the sandbox sees as an empty read-only directory and pull never writes.`
 
 func runFlags() []cli.Flag {
-	return []cli.Flag{
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`, at /home/agent/<basename>"},
 		&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE`: overlay mode with history (without it the workspace is bound read-write, no history)"},
 		durabilityFlag(),
@@ -59,7 +62,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "at", Usage: "start from the state at `REV` on a new branch (--branch names it)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `KEY=VALUE` inside (repeatable); nothing else comes from the host environment"},
 		&cli.StringSliceFlag{Name: "bind", Usage: "bind `HOST:GUEST[:ro|rw]` (repeatable; default rw)"},
-		&cli.StringFlag{Name: "net", Value: "host", Usage: "network: `host` (shared) or none (own namespace, loopback only)"},
+		&cli.StringFlag{Name: "net", Value: "host", Usage: "network: `host` (shared), none (own namespace, loopback only) or allow (only --allow targets, through art's proxy; needs -d)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop the command after `DURATION` (SIGTERM, 5s grace, SIGKILL of the whole tree; exit 124)"},
 		&cli.StringFlag{Name: "memory", Usage: "memory limit of the whole tree, `SIZE` (e.g. 512M, 2G)"},
 		&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads, `N`"},
@@ -73,6 +76,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "trace-syscalls", Usage: "comma-separated `LIST` of syscalls to trace, or all (default: execve, execveat, connect, opens for writing)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no summary line at the end"},
 	}
+	return append(flags, netFlags()...)
 }
 
 func newRunCommand(e *env) *cli.Command {
@@ -95,11 +99,13 @@ type runOptions struct {
 	env                 []string
 	binds               []sandbox.Bind
 	net                 sandbox.Net
+	netPolicy           *netpolicy.Policy // --net allow
 	timeout             time.Duration
 	limits              sandbox.Limits
 	diskQuota, tmpSize  int64
 	uid, gid            int
 	journalWrites       bool
+	trace               traceOptions
 	quiet               bool
 	command             []string
 }
@@ -130,8 +136,11 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		interactive: c.Bool("interactive"), branch: c.String("branch"), branchSet: c.IsSet("branch"), at: c.String("at"),
 		timeout: c.Duration("timeout"), journalWrites: c.Bool("journal-writes"), quiet: c.Bool("quiet"),
 		command: c.Args().Slice()}
-	if c.Bool("trace") || c.IsSet("trace-log") || c.IsSet("trace-syscalls") {
-		return o, usagef("--trace is not available in this build yet")
+	o.trace = traceOptions{Trace: c.Bool("trace"), Log: c.String("trace-log"), Syscalls: c.String("trace-syscalls")}
+	if o.trace.enabled() {
+		if _, err := tracePolicy(o.trace.Syscalls); err != nil {
+			return o, err
+		}
 	}
 	if o.db == "" {
 		for _, f := range []string{"branch", "at", "disk-quota", "journal-writes"} {
@@ -173,11 +182,28 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		}
 		o.binds = append(o.binds, b)
 	}
-	switch n := sandbox.Net(c.String("net")); n {
+	// Network defaults come from the host user's config file, never the
+	// workspace's.
+	pol, mode, err := loadNetPolicy("", c.StringSlice("allow"), c.StringSlice("deny"))
+	if err != nil {
+		return o, err
+	}
+	if c.IsSet("net") || mode == "" {
+		mode = c.String("net")
+	}
+	switch n := sandbox.Net(mode); n {
 	case sandbox.NetHost, sandbox.NetNone:
 		o.net = n
+	case sandbox.NetAllow:
+		o.net, o.netPolicy = n, pol
+		if o.db == "" {
+			return o, usagef("--net allow needs a store (-d FILE): every connection attempt is journaled")
+		}
 	default:
-		return o, usagef("--net %q: want host or none", n)
+		return o, usagef("--net %q: want host, none or allow", n)
+	}
+	if o.net != sandbox.NetAllow && (c.IsSet("allow") || c.IsSet("deny")) {
+		return o, usagef("--allow and --deny need --net allow")
 	}
 	sizes := map[string]*int64{"memory": &o.limits.MemoryBytes, "disk-quota": &o.diskQuota, "tmp-size": &o.tmpSize}
 	for name, dst := range sizes {
@@ -390,13 +416,21 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 	}
 	cfg := &sandbox.Config{
 		Command: o.command, Env: o.env, Name: name, Workspace: o.dir,
-		PolicyDir: filepath.Join(o.dir, sandbox.PolicyRel),
+		PolicyDir: filepath.Join(o.dir, sandbox.ArtDir),
 		Binds:     append(fileBinds, o.binds...), Net: o.net,
 		UID: o.uid, GID: o.gid, TmpSize: o.tmpSize, Limits: o.limits,
 		OwnsTTY: o.interactive && isTerminal(os.Stdin) && e.stdin == os.Stdin,
 	}
-	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always.
-	if cfg.Seccomp, err = (seccomp.Policy{}).Program(); err != nil {
+	// Where the sandbox can write the host workspace (direct mode, or a
+	// read-write bind of a directory above it), an .art of the host's own
+	// must exist, to be covered read-only inside: otherwise the agent
+	// could create one and plant a binds.json for the next run.
+	if err := protectPolicy(o, cfg); err != nil {
+		return 0, err
+	}
+	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always;
+	// with --trace, also the calls that stop for the tracer.
+	if cfg.Seccomp, err = o.trace.seccompProgram(); err != nil {
 		return 0, err
 	}
 	if o.db == "" {
@@ -406,7 +440,10 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 }
 
 func runDirect(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) (int, error) {
-	res, err := supervise(ctx, e, o, cfg)
+	if o.trace.enabled() && o.trace.Log == "" {
+		o.trace.Log = "-" // no store to journal to: the original art's default, stderr
+	}
+	res, err := supervise(ctx, e, o, cfg, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -420,89 +457,45 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 	// The store is written after the command ends, whatever signal ended
 	// it: cleanup must not see a cancelled context.
 	bg := context.WithoutCancel(ctx)
-	db, err := journal.Open(ctx, o.db, journal.Options{Create: true, Durability: journal.Durability(o.durability)})
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	base, err := stateDir()
-	if err != nil {
-		return 0, err
-	}
-	branch, err := prepareBranch(ctx, e, db, o)
-	if err != nil {
-		return 0, err
-	}
-	lock, err := branchLock(base, o.db, branch)
-	if err != nil {
-		return 0, err
-	}
-	defer lock.Close()
-
-	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: o.dir, Branch: branch, Warn: e.stderr,
-		Message: "capture workspace for run", Capture: true})
-	if err != nil {
-		return 0, err
-	}
-	before := st.Snapshot
-	cleanStaleSessions(e, base)
-	session, err := os.MkdirTemp(base, "session-")
-	if err != nil {
-		return 0, fmt.Errorf("session dir: %w", err)
-	}
-	defer os.RemoveAll(session)
-	if err := os.Chmod(session, 0o711); err != nil {
-		return 0, err
-	}
-	// Held while this run lives: a later run that can take it knows the
-	// session's art is gone (cleanStaleSessions).
-	alive, err := os.OpenFile(filepath.Join(session, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return 0, err
-	}
-	defer alive.Close()
-	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
-		return 0, err
-	}
-	mnt, upper := filepath.Join(session, "home"), filepath.Join(session, "upper")
-	for _, d := range []string{mnt, upper} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return 0, err
-		}
-	}
-	os.Chmod(mnt, 0o755)
-
 	desc := strings.Join(o.command, " ")
-	op, err := db.BeginOp(ctx, branch, "run", desc)
-	if err != nil {
-		return 0, err
-	}
+	var op *journal.Op
 	status := -1
+	s, err := openSession(ctx, e, o, cfg, func(db *journal.DB, branch string) (*journal.Op, error) {
+		var err error
+		if op, err = db.BeginOp(ctx, branch, "run", desc); err != nil {
+			return nil, err
+		}
+		err = op.Update(ctx, func(tx *journal.Tx) error {
+			return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(os.Getpid()), Text: desc})
+		})
+		return op, err
+	})
 	defer func() {
 		if op != nil { // an early failure: close the op so the log is true
 			op.End(bg, &status)
 		}
+		if s.db != nil {
+			s.db.Close()
+		}
 	}()
-	if err := op.Update(ctx, func(tx *journal.Tx) error {
-		return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(os.Getpid()), Text: desc})
-	}); err != nil {
-		return 0, err
-	}
-	var wst unix.Stat_t
-	if err := unix.Stat(o.dir, &wst); err != nil {
-		return 0, fmt.Errorf("workspace: %w", err)
-	}
-	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: o.dir, Op: op,
-		UpperDir: upper, AllowOther: os.Geteuid() == 0, Owner: &overlay.Owner{UID: uint32(o.uid), GID: uint32(o.gid)},
-		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
-		Quota:       o.diskQuota, JournalWrites: o.journalWrites, Description: "run " + desc})
 	if err != nil {
 		return 0, err
 	}
-	cfg.Home = mnt
-	cfg.Hide = append(workspace.StoreFiles(db.Path()), base)
-	res, runErr := supervise(ctx, e, o, cfg)
-	uerr := fsys.Unmount(bg)
+	var proxy *netproxy.Proxy
+	if o.net == sandbox.NetAllow {
+		if proxy, err = setupNetAllow(bg, s.dir, o.netPolicy, s.fsys, cfg); err != nil {
+			return 0, errors.Join(err, s.close(bg))
+		}
+	}
+	made := bindMountPoints(cfg)
+	res, runErr := supervise(ctx, e, o, cfg, s.fsys.Record)
+	removeMountPoints(made)
+	if proxy != nil {
+		// Before the unmount commits the run's Batch for the last time:
+		// the proxy records through it.
+		proxy.Close()
+	}
+	uerr := s.close(bg)
 	if runErr != nil {
 		return 0, errors.Join(runErr, uerr)
 	}
@@ -527,9 +520,9 @@ func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) 
 	op = nil
 	if !o.quiet {
 		changed := 0
-		journal.Diff(bg, db.Objects(), before.Root, snap.Root, func(journal.Change) error { changed++; return nil })
+		journal.Diff(bg, s.db.Objects(), s.before.Root, snap.Root, func(journal.Change) error { changed++; return nil })
 		fmt.Fprintf(e.stderr, "art: %s in %s; %d paths changed; snapshot %s on branch %s\n",
-			describeExit(res), res.Wall.Round(time.Millisecond), changed, snap.ID.Short(), branch)
+			describeExit(res), res.Wall.Round(time.Millisecond), changed, snap.ID.Short(), s.branch)
 	}
 	return res.ExitCode, nil
 }
@@ -582,11 +575,32 @@ func prepareBranch(ctx context.Context, e *env, db *journal.DB, o runOptions) (s
 
 // supervise starts the sandbox and waits for it, forwarding signals and
 // enforcing the timeout.
-func supervise(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) (sandbox.Result, error) {
+// record journals trace records (nil: direct mode, nothing to journal to).
+func supervise(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
+	record func(context.Context, ...journal.Event) error) (sandbox.Result, error) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-	p, err := sandbox.Start(cfg, sandbox.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}, nil)
+	var start sandbox.Starter
+	if o.trace.enabled() {
+		if record == nil {
+			record = func(context.Context, ...journal.Event) error { return nil }
+		}
+		start = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, error), error) {
+			tr, finish, err := o.trace.start(cmd, record, e.stderr)
+			if err != nil {
+				return nil, err
+			}
+			return func() (syscall.WaitStatus, *syscall.Rusage, error) {
+				ws, err := tr.Wait()
+				if ferr := finish(); err == nil {
+					err = ferr
+				}
+				return ws, nil, err
+			}, nil
+		}
+	}
+	p, err := sandbox.Start(cfg, sandbox.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}, start)
 	if err != nil {
 		return sandbox.Result{}, err
 	}
@@ -651,12 +665,67 @@ func cleanStaleSessions(e *env, base string) {
 			f.Close()
 			continue // alive
 		}
-		if err := overlay.CleanStale(filepath.Join(d, "home")); err != nil {
-			fmt.Fprintf(e.stderr, "art: warning: %v\n", err)
+		home := filepath.Join(d, "home")
+		err = overlay.CleanStale(home)
+		if err == nil {
+			// Fails while anything is still mounted there: then the
+			// directory stays, lock included, for a later try.
+			err = os.Remove(home)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(e.stderr, "art: warning: cannot clean up killed session %s: %v\n", filepath.Base(d), err)
 		} else {
 			fmt.Fprintf(e.stderr, "art: cleaned up after a killed session (%s)\n", filepath.Base(d))
 			os.RemoveAll(d)
 		}
 		f.Close()
 	}
+}
+
+// bindMountPoints lists, deepest last, the directories bwrap will create
+// in the overlay as mount points for binds below /home/agent: they are
+// scaffolding, not the agent's work (removeMountPoints takes them out
+// again, so they never reach the branch's snapshot or the host).
+func bindMountPoints(cfg *sandbox.Config) []string {
+	var made []string
+	for _, b := range cfg.Binds {
+		rel, ok := strings.CutPrefix(filepath.Clean(b.Guest), sandbox.GuestHome+"/")
+		if !ok {
+			continue
+		}
+		p := cfg.Home
+		for _, part := range strings.Split(rel, "/") {
+			p = filepath.Join(p, part)
+			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && !slices.Contains(made, p) {
+				made = append(made, p)
+			}
+		}
+	}
+	return made
+}
+
+// removeMountPoints removes the scaffolding directories, deepest first;
+// one the agent put something in stays.
+func removeMountPoints(made []string) {
+	for i := len(made) - 1; i >= 0; i-- {
+		os.Remove(made[i])
+	}
+}
+
+// protectPolicy creates the host workspace's .art when the sandbox could
+// otherwise create it.
+func protectPolicy(o runOptions, cfg *sandbox.Config) error {
+	writable := o.db == ""
+	for _, b := range cfg.Binds {
+		if rel, err := filepath.Rel(b.Host, o.dir); err == nil && !b.ReadOnly && rel != ".." && !strings.HasPrefix(rel, "../") {
+			writable = true
+		}
+	}
+	if !writable {
+		return nil
+	}
+	if err := os.Mkdir(cfg.PolicyDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("protect sandbox policy: %w", err)
+	}
+	return nil
 }

@@ -3,7 +3,9 @@ package testutil
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -50,6 +52,22 @@ func probe(what string) string {
 		}
 		return ""
 	case "ptrace":
+		// Start a traced child as the tracer does (PTRACE_TRACEME from a
+		// locked thread); Yama or a container's seccomp may forbid it.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+		if err := cmd.Start(); err != nil {
+			return "cannot start a traced process: " + err.Error()
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		return ""
+	case "minio":
+		if _, err := minioBinary(); err != nil {
+			return err.Error()
+		}
 		return ""
 	}
 	return "unknown capability " + what

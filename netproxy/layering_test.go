@@ -1,0 +1,33 @@
+package netproxy
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLayering: netpolicy is a leaf and netproxy builds only on it, so
+// neither can reach the journal or the sandbox (the caller wires them).
+func TestLayering(t *testing.T) {
+	for pkg, allowed := range map[string][]string{
+		"github.com/artrt/art/netpolicy": {"github.com/artrt/art/netpolicy"},
+		"github.com/artrt/art/netproxy":  {"github.com/artrt/art/netproxy", "github.com/artrt/art/netpolicy"},
+	} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if !strings.HasPrefix(dep, "github.com/artrt/art/") {
+				continue
+			}
+			ok := false
+			for _, a := range allowed {
+				ok = ok || dep == a
+			}
+			if !ok {
+				t.Errorf("%s imports %s", pkg, dep)
+			}
+		}
+	}
+}

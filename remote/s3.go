@@ -1,0 +1,645 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/artrt/art/cas"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3Config says how to reach an S3-compatible service.
+type S3Config struct {
+	Endpoint  string // host[:port], or a URL; http:// means no TLS
+	Region    string
+	AccessKey string
+	SecretKey string
+	Token     string            // session token, optional
+	Transport http.RoundTripper // optional; tests count requests with it
+}
+
+// S3ConfigFromEnv reads AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN, AWS_REGION (default us-east-1) and ART_S3_ENDPOINT
+// (default s3.amazonaws.com).
+func S3ConfigFromEnv() (S3Config, error) {
+	c := S3Config{
+		Endpoint:  os.Getenv("ART_S3_ENDPOINT"),
+		Region:    os.Getenv("AWS_REGION"),
+		AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"),
+		SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+		Token:     os.Getenv("AWS_SESSION_TOKEN"),
+	}
+	if c.Endpoint == "" {
+		c.Endpoint = "s3.amazonaws.com"
+	}
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if c.AccessKey == "" || c.SecretKey == "" {
+		return c, fmt.Errorf("%w: s3 remote needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", ErrBadURL)
+	}
+	return c, nil
+}
+
+// packTarget is the size at which Push starts a new pack: large enough that
+// a 16 KiB chunk is not one request, small enough that an interrupted push
+// loses little.
+const packTarget = 8 << 20
+
+// S3Remote keeps a remote under a prefix of a bucket (layout in the package
+// doc). Its pack index is read once, on the first Has or Fetch, and kept up
+// to date with what it sends.
+type S3Remote struct {
+	c      *minio.Client
+	bucket string
+	prefix string
+	index  map[cas.ID]packLoc // nil until loaded
+	local  *cas.Store         // where delta bases are looked for first; may be nil
+
+	idxCache IndexCache        // optional, see SetIndexCache
+	fresh    map[string][]byte // indexes read or written, not yet in idxCache
+
+	cache      map[string][]span // pack name -> bytes read, see cached
+	cacheBytes int64
+	packSize   map[string]int64 // from the index: end of the last object
+}
+
+// IndexCache keeps pack indexes between runs; *journal.DB implements it in
+// the store's remote_packs table.
+type IndexCache interface {
+	PackIndexes(ctx context.Context, remote string) (map[string][]byte, error)
+	CachePackIndexes(ctx context.Context, remote string, idx map[string][]byte) error
+}
+
+// SetIndexCache makes the remote read pack indexes from c when it has them
+// (an index is immutable and named by its hash, which is checked) and
+// record there, on Close, the ones it fetched or wrote. Recording waits for
+// Close because a pull reads indexes while it holds the store's write
+// transaction.
+func (s *S3Remote) SetIndexCache(c IndexCache) { s.idxCache = c }
+
+// URL is the remote's s3://BUCKET/PREFIX.
+func (s *S3Remote) URL() string {
+	if s.prefix == "" {
+		return "s3://" + s.bucket
+	}
+	return "s3://" + s.bucket + "/" + s.prefix
+}
+
+// SetLocal makes Fetch look for delta bases in objs before fetching them:
+// a store pulling a newer state of a branch usually has the older trees its
+// deltas were made against. objs is used only from Fetch's goroutine.
+func (s *S3Remote) SetLocal(objs *cas.Store) { s.local = objs }
+
+type packLoc struct {
+	pack string
+	packEntry
+}
+
+// OpenS3 opens the remote at bucket/prefix. It makes no request.
+func OpenS3(ctx context.Context, cfg S3Config, bucket, prefix string) (*S3Remote, error) {
+	endpoint, secure := cfg.Endpoint, true
+	if rest, ok := strings.CutPrefix(endpoint, "http://"); ok {
+		endpoint, secure = rest, false
+	} else if rest, ok := strings.CutPrefix(endpoint, "https://"); ok {
+		endpoint = rest
+	}
+	endpoint = strings.TrimSuffix(endpoint, "/")
+	c, err := minio.New(endpoint, &minio.Options{
+		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.Token),
+		Secure:    secure,
+		Region:    cfg.Region, // known: no bucket-location request
+		Transport: cfg.Transport,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: s3 endpoint %s: %v", ErrBadURL, cfg.Endpoint, err)
+	}
+	return &S3Remote{c: c, bucket: bucket, prefix: prefix}, nil
+}
+
+func (s *S3Remote) key(parts ...string) string {
+	k := strings.Join(parts, "")
+	if s.prefix == "" {
+		return k
+	}
+	return s.prefix + "/" + k
+}
+
+func (s *S3Remote) where(key string) string { return "s3://" + s.bucket + "/" + key }
+
+func isNotFound(err error) bool {
+	code := minio.ToErrorResponse(err).Code
+	return code == "NoSuchKey" || code == "NotFound"
+}
+
+// get reads a whole object and its ETag; a missing key is (nil, "", nil).
+func (s *S3Remote) get(ctx context.Context, key string, limit int64) ([]byte, string, error) {
+	obj, err := s.c.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(io.LimitReader(obj, limit+1))
+	if err != nil {
+		if isNotFound(err) {
+			return nil, "", nil
+		}
+		return nil, "", err
+	}
+	if int64(len(b)) > limit {
+		return nil, "", fmt.Errorf("%w: %s is over %d bytes", ErrMalformed, s.where(key), limit)
+	}
+	info, err := obj.Stat() // cached from the GET above: no request
+	if err != nil {
+		return nil, "", err
+	}
+	return b, info.ETag, nil
+}
+
+// refDoc is the JSON of PREFIX/refs/BRANCH.
+type refDoc struct {
+	Version int      `json:"version"`
+	Root    cas.ID   `json:"root"`
+	History []cas.ID `json:"history,omitempty"`
+}
+
+const maxRefDoc = 1 << 20
+
+// Ref implements Remote with one GET.
+func (s *S3Remote) Ref(ctx context.Context, branch string) (Ref, error) {
+	key := s.key("refs/", branch)
+	b, etag, err := s.get(ctx, key, maxRefDoc)
+	if err != nil {
+		return Ref{}, fmt.Errorf("read %s: %w", s.where(key), err)
+	}
+	if b == nil {
+		return Ref{Branch: branch}, nil
+	}
+	var d refDoc
+	if err := json.Unmarshal(b, &d); err != nil || d.Version != 1 || d.Root.IsZero() {
+		return Ref{}, fmt.Errorf("%w: %s: not a version 1 ref", ErrMalformed, s.where(key))
+	}
+	if etag == "" {
+		etag = "-" // exists; a service without ETags cannot CAS, SetRef will fail
+	}
+	return Ref{Branch: branch, Root: d.Root, Version: etag, History: d.History}, nil
+}
+
+// Refs implements Remote: one listing, then one GET per branch.
+func (s *S3Remote) Refs(ctx context.Context) ([]Ref, error) {
+	pre := s.key("refs/")
+	var out []Ref
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("list %s: %w", s.where(pre), o.Err)
+		}
+		r, err := s.Ref(ctx, strings.TrimPrefix(o.Key, pre))
+		if err != nil {
+			return nil, err
+		}
+		if r.Exists() {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Branch < out[j].Branch })
+	return out, nil
+}
+
+// loadIndex reads every pack index: one listing and one GET per pack.
+func (s *S3Remote) loadIndex(ctx context.Context) error {
+	if s.index != nil {
+		return nil
+	}
+	idx := map[cas.ID]packLoc{}
+	sizes := map[string]int64{}
+	var cached map[string][]byte
+	if s.idxCache != nil {
+		var err error
+		if cached, err = s.idxCache.PackIndexes(ctx, s.URL()); err != nil {
+			return err
+		}
+	}
+	if s.fresh == nil {
+		s.fresh = map[string][]byte{}
+	}
+	pre := s.key("packs/")
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
+		if o.Err != nil {
+			return fmt.Errorf("list %s: %w", s.where(pre), o.Err)
+		}
+		name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, pre), ".idx")
+		if !ok {
+			continue
+		}
+		b, ok := cached[name]
+		if !ok || cas.Sum(b).String() != name {
+			var err error
+			if b, _, err = s.get(ctx, o.Key, 64<<20); err != nil {
+				return fmt.Errorf("read %s: %w", s.where(o.Key), err)
+			}
+			if b == nil {
+				continue // deleted between listing and reading
+			}
+			if cas.Sum(b).String() != name {
+				return fmt.Errorf("%w: %s does not hash to its name", ErrMalformed, s.where(o.Key))
+			}
+			s.fresh[name] = b
+		}
+		err := parseIndex(b, func(id cas.ID, e packEntry) {
+			if _, dup := idx[id]; !dup {
+				idx[id] = packLoc{pack: name, packEntry: e}
+			}
+			if end := e.offset + e.length; end > sizes[name] {
+				sizes[name] = end
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("read %s: %w", s.where(o.Key), err)
+		}
+	}
+	s.index, s.packSize = idx, sizes
+	return nil
+}
+
+// Has implements Remote from the pack indexes.
+func (s *S3Remote) Has(ctx context.Context, ids []cas.ID) ([]bool, error) {
+	if err := s.loadIndex(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		_, out[i] = s.index[id]
+	}
+	return out, nil
+}
+
+// Send implements Remote: objs become one pack, written before its index so
+// that an index always names a complete pack. A tree whose Base the remote
+// holds is packed as a delta when that is smaller, as long as the chain
+// stays shorter than maxDeltaDepth (readers accept up to maxDeltaDepth).
+func (s *S3Remote) Send(ctx context.Context, objs []Object) (int64, error) {
+	if len(objs) == 0 {
+		return 0, nil
+	}
+	if err := s.loadIndex(ctx); err != nil {
+		return 0, err
+	}
+	raws := make([]cas.Raw, len(objs))
+	bases := make([]cas.ID, len(objs))
+	for i, o := range objs {
+		raws[i] = o.Raw
+		if o.Kind != cas.KindTree || o.Base.IsZero() || o.BaseData == nil || s.depth(o.Base) >= maxDeltaDepth-1 {
+			continue
+		}
+		full, err := cas.CheckRaw(o.Raw)
+		if err != nil {
+			return 0, &ObjectError{ID: o.ID, Kind: o.Kind, Err: err}
+		}
+		delta, err := encodeDelta(full, o.BaseData)
+		if err != nil {
+			return 0, &ObjectError{ID: o.ID, Kind: o.Kind, Err: err}
+		}
+		if len(delta) < len(o.Data) {
+			raws[i] = cas.Raw{ID: o.ID, Kind: o.Kind, Codec: codecDelta, Size: o.Size, Data: delta}
+			bases[i] = o.Base
+		}
+	}
+	return s.putPack(ctx, raws, bases)
+}
+
+// putPack writes one pack and its index and adds it to the loaded index.
+func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) (int64, error) {
+	pack, index := buildPack(raws, bases)
+	name := cas.Sum(index).String()
+	defer func() { s.fresh[name] = index }()
+	for _, p := range []struct {
+		key  string
+		data []byte
+	}{{s.key("packs/", name, ".pack"), pack}, {s.key("packs/", name, ".idx"), index}} {
+		_, err := s.c.PutObject(ctx, s.bucket, p.key, bytes.NewReader(p.data), int64(len(p.data)),
+			minio.PutObjectOptions{ContentType: "application/octet-stream"})
+		if err != nil {
+			return 0, fmt.Errorf("write %s: %w", s.where(p.key), err)
+		}
+	}
+	return int64(len(pack) + len(index)), parseIndex(index, func(id cas.ID, e packEntry) {
+		if _, dup := s.index[id]; !dup {
+			s.index[id] = packLoc{pack: name, packEntry: e}
+		}
+		if end := e.offset + e.length; end > s.packSize[name] {
+			s.packSize[name] = end
+		}
+	})
+}
+
+// depth is how many deltas deep object id is stored: 0 for a whole object,
+// maxDeltaDepth or more for a chain too long to build on (or a cycle), and
+// maxDeltaDepth for an object the remote lacks.
+func (s *S3Remote) depth(id cas.ID) int {
+	for d := 0; d < maxDeltaDepth; d++ {
+		loc, ok := s.index[id]
+		if !ok {
+			return maxDeltaDepth
+		}
+		if loc.codec != codecDelta {
+			return d
+		}
+		id = loc.base
+	}
+	return maxDeltaDepth
+}
+
+// maxGap is the largest run of unwanted bytes a ranged read spans rather
+// than starting a new request; maxRange bounds one read's buffer.
+const (
+	maxGap   = 256 << 10
+	maxRange = 16 << 20
+)
+
+// Fetch implements Remote with ranged GETs, coalescing nearby objects of a
+// pack into one request. Deltas are resolved here (their bases fetched and
+// verified first) and handed to fn as whole objects.
+func (s *S3Remote) Fetch(ctx context.Context, ids []cas.ID, fn func(cas.Raw) error) (int64, error) {
+	var deltas []cas.Raw
+	n, err := s.fetchStored(ctx, ids, func(r cas.Raw) error {
+		if r.Codec != codecDelta {
+			return fn(r)
+		}
+		r.Data = append([]byte(nil), r.Data...)
+		deltas = append(deltas, r)
+		return nil
+	})
+	if err != nil || len(deltas) == 0 {
+		return n, err
+	}
+	full, m, err := s.undelta(ctx, deltas, 1)
+	n += m
+	if err != nil {
+		return n, err
+	}
+	for _, d := range deltas {
+		if err := fn(cas.Raw{ID: d.ID, Kind: d.Kind, Size: d.Size, Data: full[d.ID]}); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// undelta decodes deltas (at chain depth depth) against their bases, which
+// it fetches and verifies first, resolving their own deltas recursively.
+// The results are not verified here (the caller checks every object).
+func (s *S3Remote) undelta(ctx context.Context, deltas []cas.Raw, depth int) (map[cas.ID][]byte, int64, error) {
+	if depth > maxDeltaDepth {
+		d := deltas[0]
+		return nil, 0, &ObjectError{ID: d.ID, Kind: d.Kind, Err: &cas.CorruptError{ID: d.ID, Reason: fmt.Sprintf("delta chain longer than %d", maxDeltaDepth)}}
+	}
+	var baseIDs []cas.ID
+	want := map[cas.ID]bool{}
+	bases := map[cas.ID][]byte{}
+	for _, d := range deltas {
+		b := s.index[d.ID].base
+		if want[b] {
+			continue
+		}
+		want[b] = true
+		if s.local != nil {
+			if k, data, err := s.local.Get(ctx, b); err == nil && k == cas.KindTree {
+				bases[b] = data // verified by Get
+				continue
+			}
+		}
+		baseIDs = append(baseIDs, b)
+	}
+	var nested []cas.Raw
+	n, err := s.fetchStored(ctx, baseIDs, func(r cas.Raw) error {
+		if r.Kind != cas.KindTree {
+			return &ObjectError{ID: r.ID, Kind: r.Kind, Err: fmt.Errorf("%w: a delta base must be a tree", cas.ErrCorrupt)}
+		}
+		if r.Codec == codecDelta {
+			r.Data = append([]byte(nil), r.Data...)
+			nested = append(nested, r)
+			return nil
+		}
+		b, err := cas.CheckRaw(r)
+		if err != nil {
+			return &ObjectError{ID: r.ID, Kind: r.Kind, Err: err}
+		}
+		bases[r.ID] = b
+		return nil
+	})
+	var oe *ObjectError
+	if errors.As(err, &oe) && oe.Kind == 0 {
+		oe.Kind = cas.KindTree
+	}
+	if err != nil {
+		return nil, n, fmt.Errorf("delta base: %w", err)
+	}
+	if len(nested) > 0 {
+		more, m, err := s.undelta(ctx, nested, depth+1)
+		n += m
+		if err != nil {
+			return nil, n, err
+		}
+		for _, r := range nested {
+			b := more[r.ID]
+			if _, err := cas.CheckRaw(cas.Raw{ID: r.ID, Kind: r.Kind, Size: r.Size, Data: b}); err != nil {
+				return nil, n, &ObjectError{ID: r.ID, Kind: r.Kind, Err: err}
+			}
+			bases[r.ID] = b
+		}
+	}
+	out := map[cas.ID][]byte{}
+	for _, d := range deltas {
+		b, err := decodeDelta(d.ID, d.Data, bases[s.index[d.ID].base], d.Size)
+		if err != nil {
+			return nil, n, &ObjectError{ID: d.ID, Kind: d.Kind, Err: err}
+		}
+		out[d.ID] = b
+	}
+	return out, n, nil
+}
+
+// fetchStored calls fn with the stored bytes of each of ids as the pack
+// holds them (deltas included); fn must not retain r.Data.
+func (s *S3Remote) fetchStored(ctx context.Context, ids []cas.ID, fn func(cas.Raw) error) (int64, error) {
+	if err := s.loadIndex(ctx); err != nil {
+		return 0, err
+	}
+	type want struct {
+		id cas.ID
+		packLoc
+	}
+	byPack := map[string][]want{}
+	for _, id := range ids {
+		loc, ok := s.index[id]
+		if !ok {
+			return 0, &ObjectError{ID: id, Err: fmt.Errorf("%w on the remote", cas.ErrNotFound)}
+		}
+		byPack[loc.pack] = append(byPack[loc.pack], want{id, loc})
+	}
+	packs := make([]string, 0, len(byPack))
+	for p := range byPack {
+		packs = append(packs, p)
+	}
+	sort.Strings(packs)
+	var total int64
+	for _, p := range packs {
+		ws := byPack[p]
+		sort.Slice(ws, func(i, j int) bool { return ws[i].offset < ws[j].offset })
+		for i := 0; i < len(ws); {
+			start, end := ws[i].offset, ws[i].offset+ws[i].length
+			j := i + 1
+			for j < len(ws) && ws[j].offset-end <= maxGap && ws[j].offset+ws[j].length-start <= maxRange {
+				end = max(end, ws[j].offset+ws[j].length)
+				j++
+			}
+			key := s.key("packs/", p, ".pack")
+			buf, ok := s.cached(p, start, end)
+			if size := s.packSize[p]; !ok && size <= smallPack && end-start < size {
+				// A small pack is read whole: a pull's later levels
+				// find the rest of it in the cache.
+				all, err := s.readRange(ctx, key, 0, size)
+				if err != nil {
+					return total, &ObjectError{ID: ws[i].id, Kind: ws[i].kind, Err: fmt.Errorf("read %s: %w", s.where(key), err)}
+				}
+				total += int64(len(all))
+				s.remember(p, 0, all)
+				buf, ok = all[start:end], true
+			}
+			if !ok {
+				var err error
+				buf, err = s.readRange(ctx, key, start, end)
+				if err != nil {
+					return total, &ObjectError{ID: ws[i].id, Kind: ws[i].kind, Err: fmt.Errorf("read %s: %w", s.where(key), err)}
+				}
+				total += int64(len(buf))
+				s.remember(p, start, buf)
+			}
+			for _, w := range ws[i:j] {
+				data := buf[w.offset-start : w.offset-start+w.length]
+				if err := fn(cas.Raw{ID: w.id, Kind: w.kind, Codec: w.codec, Size: w.size, Data: data}); err != nil {
+					return total, err
+				}
+			}
+			i = j
+		}
+	}
+	return total, nil
+}
+
+// span is bytes of a pack read earlier, from offset start.
+type span struct {
+	start int64
+	data  []byte
+}
+
+// maxCache bounds the pack bytes an S3Remote keeps: a pull walks a state one
+// level at a time, and the levels of a small incremental push all live in
+// the same few packs.
+const maxCache = 64 << 20
+
+// smallPack is the size up to which a pack is read whole on first use.
+const smallPack = 1 << 20
+
+// cached returns pack bytes [start, end) if an earlier read covered them.
+func (s *S3Remote) cached(pack string, start, end int64) ([]byte, bool) {
+	for _, sp := range s.cache[pack] {
+		if sp.start <= start && end <= sp.start+int64(len(sp.data)) {
+			return sp.data[start-sp.start : end-sp.start], true
+		}
+	}
+	return nil, false
+}
+
+// remember keeps a read for cached, dropping everything when over maxCache.
+func (s *S3Remote) remember(pack string, start int64, data []byte) {
+	if s.cacheBytes+int64(len(data)) > maxCache {
+		s.cache, s.cacheBytes = nil, 0
+	}
+	if int64(len(data)) > maxCache {
+		return
+	}
+	if s.cache == nil {
+		s.cache = map[string][]span{}
+	}
+	s.cache[pack] = append(s.cache[pack], span{start, data})
+	s.cacheBytes += int64(len(data))
+}
+
+// readRange reads bytes [start, end) of key, all of them or an error.
+func (s *S3Remote) readRange(ctx context.Context, key string, start, end int64) ([]byte, error) {
+	var opts minio.GetObjectOptions
+	if end <= start {
+		return nil, nil
+	}
+	if err := opts.SetRange(start, end-1); err != nil {
+		return nil, err
+	}
+	obj, err := s.c.GetObject(ctx, s.bucket, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	buf := make([]byte, end-start)
+	if _, err := io.ReadFull(obj, buf); err != nil {
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return nil, fmt.Errorf("pack shorter than its index says (want bytes %d-%d)", start, end)
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// SetRef implements Remote with a conditional PUT: If-Match on the ETag that
+// Ref read, or If-None-Match: * to create.
+func (s *S3Remote) SetRef(ctx context.Context, old Ref, root cas.ID) error {
+	key := s.key("refs/", old.Branch)
+	d := refDoc{Version: 1, Root: root}
+	if old.Exists() && old.Root != root {
+		d.History = append([]cas.ID{old.Root}, old.History...)
+	} else {
+		d.History = old.History
+	}
+	if len(d.History) > maxHistory {
+		d.History = d.History[:maxHistory]
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/json"}
+	if old.Exists() {
+		opts.SetMatchETag(old.Version)
+	} else {
+		opts.SetMatchETagExcept("*")
+	}
+	_, err = s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(b), int64(len(b)), opts)
+	if err != nil {
+		resp := minio.ToErrorResponse(err)
+		if resp.StatusCode == http.StatusPreconditionFailed || resp.StatusCode == http.StatusConflict ||
+			resp.Code == "PreconditionFailed" || resp.Code == "ConditionalRequestConflict" {
+			return fmt.Errorf("write %s: %w", s.where(key), ErrRefChanged)
+		}
+		return fmt.Errorf("write %s: %w", s.where(key), err)
+	}
+	return nil
+}
+
+// Close implements Remote: it records new pack indexes in the index cache.
+func (s *S3Remote) Close() error {
+	if s.idxCache == nil || len(s.fresh) == 0 {
+		return nil
+	}
+	err := s.idxCache.CachePackIndexes(context.Background(), s.URL(), s.fresh)
+	s.fresh = nil
+	return err
+}

@@ -1,0 +1,531 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+)
+
+// Stats summarize a push or a pull.
+type Stats struct {
+	Branches []BranchResult `json:"branches"`
+	// Objects and Bytes moved: objects sent (push) or received (pull), and
+	// the bytes on the wire for them (stored, compressed form; pack
+	// indexes included).
+	Objects int64 `json:"objects"`
+	Bytes   int64 `json:"bytes"`
+	// DedupObjects is how many objects the walk found already on the
+	// other side (each may stand for a whole subtree); DedupBytes the file
+	// content under them, which did not move.
+	DedupObjects int64 `json:"dedup_objects"`
+	DedupBytes   int64 `json:"dedup_bytes"`
+}
+
+// BranchResult is what happened to one branch.
+type BranchResult struct {
+	Branch string `json:"branch"`
+	Old    cas.ID `json:"old"` // zero: the branch did not exist
+	New    cas.ID `json:"new"`
+	// Status: "up to date", "created", "fast-forward" or "forced".
+	Status string `json:"status"`
+}
+
+// Options configure Push and Pull.
+type Options struct {
+	// Name describes the remote in journal op descriptions ("origin",
+	// a path...).
+	Name string
+	// Force moves branches that are not fast-forwards.
+	Force bool
+	// Progress, when set, is called on the calling goroutine after each
+	// batch of objects.
+	Progress func(Stats)
+}
+
+// emptyTree is the id of an empty directory: replacing it loses nothing,
+// so a new store's main branch takes any pull.
+var emptyTree = cas.Sum([]byte("artt\x01\x00\x00"))
+
+// fetchBatch bounds the ids asked for in one Fetch or Has.
+const fetchBatch = 4096
+
+// Push sends branches (all local branches when empty) to r. For each branch
+// the local head is first recorded as a snapshot if its root is not already
+// on the branch's chain (so that a later push can recognise the remote's
+// root as an ancestor), then compared with the remote ref: equal roots cost
+// nothing more. Otherwise the missing objects are sent children first and
+// the ref is moved by compare-and-swap; a remote root that is not on the
+// local branch's chain is refused with ErrNonFastForward unless
+// opts.Force. Objects sent before an error stay on the remote, so a rerun
+// sends only the rest.
+func Push(ctx context.Context, db *journal.DB, r Remote, branches []string, opts Options) (Stats, error) {
+	var st Stats
+	if len(branches) == 0 {
+		bs, err := db.Branches(ctx)
+		if err != nil {
+			return st, err
+		}
+		for _, b := range bs {
+			branches = append(branches, b.Name)
+		}
+	}
+	for _, name := range branches {
+		res, err := pushBranch(ctx, db, r, name, opts, &st)
+		if err != nil {
+			return st, fmt.Errorf("push %s: %w", name, err)
+		}
+		st.Branches = append(st.Branches, res)
+	}
+	return st, nil
+}
+
+func pushBranch(ctx context.Context, db *journal.DB, r Remote, name string, opts Options, st *Stats) (BranchResult, error) {
+	ref, err := r.Ref(ctx, name)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	head, err := db.Head(ctx, name)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	root := head.Root
+	res := BranchResult{Branch: name, Old: ref.Root, New: root}
+	if ref.Exists() && ref.Root == root {
+		res.Status = "up to date"
+		return res, nil
+	}
+	if ok, err := db.HasRoot(ctx, name, root); err != nil {
+		return res, err
+	} else if !ok {
+		snap, err := db.TakeSnapshot(ctx, name, "push to "+opts.Name)
+		if err != nil {
+			return res, err
+		}
+		root, res.New = snap.Root, snap.Root
+	}
+	res.Status = "created"
+	if ref.Exists() {
+		res.Status = "fast-forward"
+		ok, err := db.HasRoot(ctx, name, ref.Root)
+		if err != nil {
+			return res, err
+		}
+		ok = ok || ref.Root == emptyTree // nothing to lose
+		if !ok {
+			if !opts.Force {
+				return res, fmt.Errorf("%w: the remote's %s is at %s, which local %s never had (pull it first, or push --force to replace it)",
+					ErrNonFastForward, name, ref.Root.Short(), name)
+			}
+			res.Status = "forced"
+		}
+	}
+	var base cas.ID // what the remote's tree at each path was: delta bases
+	if ref.Exists() {
+		base = ref.Root
+	}
+	if err := sendState(ctx, db.Objects(), r, root, base, opts, st); err != nil {
+		return res, err
+	}
+	if err := r.SetRef(ctx, ref, root); err != nil {
+		if errors.Is(err, ErrRefChanged) {
+			return res, fmt.Errorf("%w (another push won the race; the objects sent stay, rerun to retry)", err)
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// node is one object found missing on the other side during a walk.
+type node struct {
+	id       cas.ID
+	kind     cas.Kind
+	base     cas.ID   // trees: the tree at the same path in the remote's state
+	children []cas.ID // the missing ones, for the post-order send
+}
+
+// sendState sends every object under root that r lacks. It walks top-down
+// one level at a time (a Has per level), skipping subtrees r holds, then
+// sends children before parents in packs of about packTarget bytes. base is
+// the root of the remote's current state (zero if none): each missing tree
+// is offered with the tree at its path there as a delta base.
+func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID, opts Options, st *Stats) error {
+	missing := map[cas.ID]*node{}
+	type item struct {
+		id   cas.ID
+		kind cas.Kind
+		size int64  // file size for manifests, extent length for chunks
+		base cas.ID // trees: see node.base
+	}
+	level := []item{{id: root, kind: cas.KindTree, base: base}}
+	seen := map[cas.ID]bool{root: true}
+	parents := map[cas.ID][]*node{} // the missing objects referring to an id
+	for len(level) > 0 {
+		var next []item
+		for lo := 0; lo < len(level); lo += fetchBatch {
+			batch := level[lo:min(lo+fetchBatch, len(level))]
+			ids := make([]cas.ID, len(batch))
+			for i, it := range batch {
+				ids[i] = it.id
+			}
+			has, err := r.Has(ctx, ids)
+			if err != nil {
+				return err
+			}
+			for i, it := range batch {
+				if has[i] {
+					st.DedupObjects++
+					n, err := contentSize(ctx, objs, it.id, it.kind, it.size)
+					if err != nil {
+						return err
+					}
+					st.DedupBytes += n
+					continue
+				}
+				n := &node{id: it.id, kind: it.kind, base: it.base}
+				missing[it.id] = n
+				for _, p := range parents[it.id] {
+					p.children = append(p.children, it.id)
+				}
+				delete(parents, it.id)
+				if it.kind == cas.KindChunk {
+					continue
+				}
+				b, err := readKind(ctx, objs, it.id, it.kind)
+				if err != nil {
+					return err
+				}
+				ref := func(id cas.ID, k cas.Kind, size int64, base cas.ID) {
+					switch {
+					case missing[id] != nil:
+						n.children = append(n.children, id)
+					case !seen[id]:
+						seen[id] = true
+						next = append(next, item{id: id, kind: k, size: size, base: base})
+						parents[id] = append(parents[id], n)
+					default:
+						parents[id] = append(parents[id], n) // pending; linked if found missing
+					}
+				}
+				if it.kind == cas.KindTree {
+					err = walkTree(ctx, objs, b, it.base, ref)
+				} else {
+					err = cas.Refs(it.kind, b, func(id cas.ID, k cas.Kind, size int64) error {
+						ref(id, k, size, cas.ID{})
+						return nil
+					})
+				}
+				if err != nil {
+					return &ObjectError{ID: it.id, Kind: it.kind, Err: err}
+				}
+			}
+		}
+		level = next
+	}
+	// Post-order from the root: children before parents.
+	var order []*node
+	done := map[cas.ID]bool{}
+	var visit func(n *node)
+	visit = func(n *node) {
+		done[n.id] = true
+		for _, c := range n.children {
+			if m := missing[c]; m != nil && !done[c] {
+				visit(m)
+			}
+		}
+		order = append(order, n)
+	}
+	if m := missing[root]; m != nil {
+		visit(m)
+	}
+	var pack []Object
+	var packBytes int64
+	flush := func() error {
+		n, err := r.Send(ctx, pack)
+		if err != nil {
+			return err
+		}
+		st.Objects += int64(len(pack))
+		st.Bytes += n
+		pack, packBytes = pack[:0], 0
+		if opts.Progress != nil {
+			opts.Progress(*st)
+		}
+		return nil
+	}
+	for _, n := range order {
+		raw, err := objs.GetRaw(ctx, n.id)
+		if err != nil {
+			return &ObjectError{ID: n.id, Kind: n.kind, Err: err}
+		}
+		o := Object{Raw: raw}
+		if n.kind == cas.KindTree && !n.base.IsZero() {
+			if k, b, err := objs.Get(ctx, n.base); err == nil && k == cas.KindTree {
+				o.Base, o.BaseData = n.base, b
+			}
+		}
+		pack = append(pack, o)
+		packBytes += int64(len(raw.Data))
+		if packBytes >= packTarget {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if len(pack) > 0 {
+		return flush()
+	}
+	return nil
+}
+
+// walkTree calls ref for each manifest and subtree of the tree whose bytes
+// are b, with, for a subtree, the tree at the same name in base (a tree id
+// that may be zero or absent locally: then no base).
+func walkTree(ctx context.Context, objs *cas.Store, b []byte, base cas.ID, ref func(id cas.ID, k cas.Kind, size int64, base cas.ID)) error {
+	t, err := cas.DecodeTree(b)
+	if err != nil {
+		return err
+	}
+	var old *cas.Tree
+	if !base.IsZero() {
+		old, _ = objs.GetTree(ctx, base) // no base is fine: whole trees are sent
+	}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		switch e.Kind {
+		case cas.EntryFile:
+			ref(e.Target, cas.KindManifest, e.Size, cas.ID{})
+		case cas.EntryDir:
+			var sub cas.ID
+			if old != nil {
+				if oe, ok := old.Lookup(e.Name); ok && oe.Kind == cas.EntryDir {
+					sub = oe.Target
+				}
+			}
+			ref(e.Target, cas.KindTree, 0, sub)
+		}
+	}
+	return nil
+}
+
+// readKind reads and verifies a local object of kind k.
+func readKind(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind) ([]byte, error) {
+	got, b, err := objs.Get(ctx, id)
+	if err != nil {
+		return nil, &ObjectError{ID: id, Kind: k, Err: err}
+	}
+	if got != k {
+		return nil, &ObjectError{ID: id, Kind: k, Err: fmt.Errorf("%w: is a %s", cas.ErrCorrupt, got)}
+	}
+	return b, nil
+}
+
+// contentSize is the file content under an object the other side already
+// has: an extent's or a file's size, or the sum of a subtree's files
+// (read locally, trees only).
+func contentSize(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind, size int64) (int64, error) {
+	if k != cas.KindTree {
+		return size, nil
+	}
+	t, err := objs.GetTree(ctx, id)
+	if err != nil {
+		return 0, &ObjectError{ID: id, Kind: k, Err: err}
+	}
+	var n int64
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		switch e.Kind {
+		case cas.EntryFile:
+			n += e.Size
+		case cas.EntryDir:
+			s, err := contentSize(ctx, objs, e.Target, cas.KindTree, 0)
+			if err != nil {
+				return 0, err
+			}
+			n += s
+		}
+	}
+	return n, nil
+}
+
+// Pull fetches branches (all of the remote's when empty) from r into db.
+// A branch that does not exist locally is created; one whose head is the
+// remote's root or one of its earlier roots is fast-forwarded; anything else
+// is refused with ErrNonFastForward unless opts.Force. The objects of each
+// branch are received in one transaction, each verified, and the branch
+// moves (by compare-and-swap on its head) only once the whole state is in:
+// a missing, corrupt or malformed object fails the pull with an error naming
+// it and leaves the store and its branches as they were.
+func Pull(ctx context.Context, db *journal.DB, r Remote, branches []string, opts Options) (Stats, error) {
+	var st Stats
+	var refs []Ref
+	if len(branches) == 0 {
+		all, err := r.Refs(ctx)
+		if err != nil {
+			return st, err
+		}
+		refs = all
+	} else {
+		for _, name := range branches {
+			ref, err := r.Ref(ctx, name)
+			if err != nil {
+				return st, err
+			}
+			if !ref.Exists() {
+				return st, fmt.Errorf("pull %s: %w", name, ErrNoBranch)
+			}
+			refs = append(refs, ref)
+		}
+	}
+	for _, ref := range refs {
+		res, err := pullBranch(ctx, db, r, ref, opts, &st)
+		if err != nil {
+			return st, fmt.Errorf("pull %s: %w", ref.Branch, err)
+		}
+		st.Branches = append(st.Branches, res)
+	}
+	return st, nil
+}
+
+func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Options, st *Stats) (BranchResult, error) {
+	if err := journal.ValidBranchName(ref.Branch); err != nil {
+		return BranchResult{}, fmt.Errorf("%w: remote branch name: %v", ErrMalformed, err)
+	}
+	res := BranchResult{Branch: ref.Branch, New: ref.Root, Status: "created"}
+	var expect cas.ID
+	b, err := db.Branch(ctx, ref.Branch)
+	switch {
+	case errors.Is(err, journal.ErrBranchNotFound):
+	case err != nil:
+		return res, err
+	default:
+		expect = b.HeadHash
+		head, err := db.Head(ctx, ref.Branch)
+		if err != nil {
+			return res, err
+		}
+		res.Old = head.Root
+		if head.Root == ref.Root {
+			res.Status = "up to date"
+			return res, nil
+		}
+		res.Status = "forced"
+		if head.Root == emptyTree {
+			res.Status = "fast-forward" // nothing to lose
+		}
+		for _, h := range ref.History {
+			if h == head.Root {
+				res.Status = "fast-forward"
+				break
+			}
+		}
+		if res.Status == "forced" && !opts.Force {
+			return res, fmt.Errorf("%w: local %s is at %s, which the remote's %s never had (push it first, or pull --force to replace it)",
+				ErrNonFastForward, ref.Branch, head.Root.Short(), ref.Branch)
+		}
+	}
+	err = db.ReceiveObjects(ctx, func(objs *cas.Store) error {
+		if l, ok := r.(localBases); ok {
+			l.SetLocal(objs)
+			defer l.SetLocal(nil)
+		}
+		return receiveState(ctx, objs, r, ref.Root, opts, st)
+	})
+	if err != nil {
+		return res, err
+	}
+	desc := fmt.Sprintf("pull %s %s: %s", opts.Name, ref.Branch, ref.Root.Short())
+	if _, err := db.MoveBranch(ctx, ref.Branch, expect, ref.Root, "pull", desc); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// localBases is implemented by remotes that store deltas (S3Remote): Pull
+// lends them the store being received into, where the base of a delta
+// usually is already.
+type localBases interface{ SetLocal(objs *cas.Store) }
+
+// receiveState fetches every object under root that objs lacks, one level
+// at a time, verifying each (cas.PutRaw checks hash, bounds and encoding)
+// and checking it is of the kind its parent says.
+func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts Options, st *Stats) error {
+	type want struct {
+		kind cas.Kind
+		size int64
+	}
+	level := map[cas.ID]want{root: {kind: cas.KindTree}}
+	seen := map[cas.ID]bool{root: true}
+	for len(level) > 0 {
+		next := map[cas.ID]want{}
+		var ids []cas.ID
+		for id, w := range level {
+			ok, err := objs.Has(ctx, id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				st.DedupObjects++
+				n, err := contentSize(ctx, objs, id, w.kind, w.size)
+				if err != nil {
+					return err
+				}
+				st.DedupBytes += n
+				continue
+			}
+			ids = append(ids, id)
+		}
+		for lo := 0; lo < len(ids); lo += fetchBatch {
+			batch := ids[lo:min(lo+fetchBatch, len(ids))]
+			got := map[cas.ID]bool{}
+			n, err := r.Fetch(ctx, batch, func(raw cas.Raw) error {
+				w, asked := level[raw.ID]
+				if !asked || got[raw.ID] {
+					return &ObjectError{ID: raw.ID, Kind: raw.Kind, Err: fmt.Errorf("%w: the remote sent an object not asked for", cas.ErrCorrupt)}
+				}
+				got[raw.ID] = true
+				if raw.Kind != w.kind {
+					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: fmt.Errorf("%w: the remote says it is a %s", cas.ErrCorrupt, raw.Kind)}
+				}
+				if _, err := objs.PutRaw(ctx, raw); err != nil {
+					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
+				}
+				st.Objects++
+				if w.kind == cas.KindChunk {
+					return nil
+				}
+				b, err := cas.CheckRaw(raw) // verified above; now for its references
+				if err != nil {
+					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
+				}
+				return cas.Refs(w.kind, b, func(id cas.ID, k cas.Kind, size int64) error {
+					if !seen[id] {
+						seen[id] = true
+						next[id] = want{kind: k, size: size}
+					}
+					return nil
+				})
+			})
+			st.Bytes += n
+			var oe *ObjectError
+			if errors.As(err, &oe) && oe.Kind == 0 {
+				oe.Kind = level[oe.ID].kind
+			}
+			if err != nil {
+				return err
+			}
+			for _, id := range batch {
+				if !got[id] {
+					return &ObjectError{ID: id, Kind: level[id].kind, Err: fmt.Errorf("%w on the remote", cas.ErrNotFound)}
+				}
+			}
+			if opts.Progress != nil {
+				opts.Progress(*st)
+			}
+		}
+		level = next
+	}
+	return nil
+}
