@@ -449,6 +449,9 @@ func (s *Store) PutSparseFile(ctx context.Context, f *os.File) (ID, FileStats, e
 			break
 		}
 		hole, err := seekHole(f, data)
+		if errors.Is(err, syscall.ENXIO) {
+			break // the file shrank under us below data: stop at what was read
+		}
 		if err != nil {
 			return ID{}, st, fmt.Errorf("put file %s: seek hole: %w", f.Name(), err)
 		}

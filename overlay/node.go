@@ -153,7 +153,7 @@ func (n *node) fillLocked(out *fuse.Attr) {
 	if n.attr.Kind == cas.EntrySymlink {
 		out.Size = uint64(len(n.attr.Link))
 	}
-	out.Blocks = (out.Size + 511) / 512
+	out.Blocks = (out.Size + 4095) / 4096 * 8 // as ext4 counts a file without holes
 	switch {
 	case n.upper != "":
 		var st unix.Stat_t
