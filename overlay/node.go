@@ -45,6 +45,7 @@ type node struct {
 	listing    map[string]*journal.Node
 	listingGen uint64
 	listVer    uint64
+	misses     int // lookups by query since the listing was last valid
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content
 	pending uint32      // attributes (journal.SetMode...) changed in attr since the last journal; only while dirty
@@ -195,8 +196,19 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, syscall.ENAMETOOLONG
 	}
 	n.mu.Lock()
+	l := n.listingLocked()
+	if l == nil {
+		n.misses++
+		if n.misses >= lookupsBeforeListing {
+			n.misses = 0
+			n.mu.Unlock()
+			n.list(ctx) // on failure, one lookup at a time as before
+			n.mu.Lock()
+			l = n.listingLocked()
+		}
+	}
 	cached, listed := (*journal.Node)(nil), false
-	if l := n.listingLocked(); l != nil {
+	if l != nil {
 		cached, listed = l[name]
 		if !listed {
 			n.mu.Unlock()
@@ -222,8 +234,29 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	return in, 0
 }
 
+// lookupsBeforeListing is how many names Lookup finds by a query each in
+// a directory without a listing before it reads the whole listing
+// instead: after the kernel forgot a directory (drop_caches, memory
+// pressure), a stat of each of its files then costs one read of it, not
+// a query per name.
+const lookupsBeforeListing = 16
+
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx = uninterruptible(ctx)
+	des, err := n.list(ctx)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	out := make([]fuse.DirEntry, len(des))
+	for i := range des {
+		d := &des[i]
+		out[i] = fuse.DirEntry{Name: string(d.Name), Mode: typeBits(d.Node.Kind), Ino: uint64(d.Node.Ino)}
+	}
+	return fs.NewListDirStream(out), 0
+}
+
+// list reads the directory and makes what it read its listing.
+func (n *node) list(ctx context.Context) ([]journal.Dirent, error) {
 	// Before reading: an edit during the read keeps what it read out.
 	gen := n.fsys.gen.Load()
 	n.mu.Lock()
@@ -236,13 +269,11 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		return err
 	})
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, err
 	}
-	out := make([]fuse.DirEntry, len(des))
 	listing := make(map[string]*journal.Node, len(des))
 	for i := range des {
 		d := &des[i]
-		out[i] = fuse.DirEntry{Name: string(d.Name), Mode: typeBits(d.Node.Kind), Ino: uint64(d.Node.Ino)}
 		if d.Node.IsDir() || d.Node.Nlink != 1 {
 			listing[string(d.Name)] = nil
 		} else {
@@ -254,7 +285,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		n.listing, n.listingGen = listing, gen
 	}
 	n.mu.Unlock()
-	return fs.NewListDirStream(out), 0
+	return des, nil
 }
 
 func caller(ctx context.Context) (uint32, uint32) {
