@@ -388,8 +388,11 @@ func (n *node) recordWrite(ctx context.Context, data []byte, off int64) error {
 // filesystem clears setuid/setgid when an unprivileged caller writes (the
 // kernel's rule is "lacks CAP_FSETID"; uid 0 stands in for it here).
 func (n *node) changed(ctx context.Context) {
-	n.dirty.Store(true)
-	defer n.stale() // after the mode change below
+	if !n.dirty.Swap(true) {
+		// The first change since the content was journaled voids the
+		// listing entry; the journal's own stale() follows it.
+		defer n.stale() // after the mode change below
+	}
 	n.mu.Lock()
 	n.attr.MTime = now()
 	n.ctime = n.attr.MTime
