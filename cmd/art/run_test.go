@@ -235,6 +235,8 @@ func TestRunDieWithParentOnKill9(t *testing.T) {
 			if mode == "overlay" {
 				testutil.RequireFUSE(t)
 				args = append(args, "-d", db)
+				// The next run cleans up the killed one's mount.
+				t.Cleanup(func() { artRun(t, append(args, "--", "true")...) })
 			}
 			cmd := artCmd(t, append(args, "--", "sh", "-c", "sleep 60.25 & sleep 60.25")...)
 			if err := cmd.Start(); err != nil {
