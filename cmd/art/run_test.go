@@ -1340,3 +1340,33 @@ echo done`)
 		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant only done", r.stdout, r.code, r.stderr)
 	}
 }
+
+// Signals sent to art reach the command: SIGINT and SIGQUIT as they are,
+// SIGTERM and SIGHUP end the run (SIGTERM to the command, then SIGKILL).
+// In overlay mode the run still ends with its snapshot.
+func TestRunSignalsToArtReachTheCommand(t *testing.T) {
+	ws, db := overlayWorkspace(t)
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGQUIT, 131}, {syscall.SIGTERM, 143}, {syscall.SIGHUP, 143}} {
+		t.Run(unix.SignalName(tc.sig), func(t *testing.T) {
+			cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "--", "sleep", "30.5")
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			findBelow(t, cmd.Process.Pid, "sleep")
+			cmd.Process.Signal(tc.sig)
+			cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Fatalf("art after %v: exit %d, want %d\n%s", tc.sig, code, tc.code, errb.String())
+			}
+			re := regexp.MustCompile(fmt.Sprintf(`(?m)^art: killed by %s \(exit %d\) in \d+(\.\d+)?m?s; 0 paths changed; snapshot [0-9a-f]{12} on branch main$`, unix.SignalName(syscall.Signal(tc.code-128)), tc.code))
+			if !re.MatchString(errb.String()) {
+				t.Fatalf("summary after %v:\n%s\nwant to match %s", tc.sig, errb.String(), re)
+			}
+		})
+	}
+}
