@@ -1370,3 +1370,28 @@ func TestRunSignalsToArtReachTheCommand(t *testing.T) {
 		})
 	}
 }
+
+// A missing command exits 127 and a non-executable one 126, as a shell
+// would, with art's message rather than bwrap's exit 1.
+func TestRunMissingCommandExits127(t *testing.T) {
+	ws, db := overlayWorkspace(t)
+	for _, mode := range []string{"direct", "overlay"} {
+		args := []string{"run", "-m", ws, "-i=false", "-q"}
+		if mode == "overlay" {
+			args = append(args, "-d", db)
+		}
+		for _, tc := range []struct {
+			argv []string
+			code int
+			msg  string
+		}{
+			{[]string{"no-such-command-xyz"}, 127, "command not found: no-such-command-xyz"},
+			{[]string{"./main.py"}, 126, "main.py is not executable"},
+		} {
+			r := artRun(t, append(append(args, "--"), tc.argv...)...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+				t.Errorf("%s mode: art run -- %s: exit %d stderr %q, want %d and %q", mode, tc.argv[0], r.code, r.stderr, tc.code, tc.msg)
+			}
+		}
+	}
+}
