@@ -105,7 +105,26 @@ func (b *bench) trace() error {
 	loop := func() []string {
 		return []string{"/bin/sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done", n)}
 	}
-	return b.traceRow(fmt.Sprintf("exec loop: %d x /bin/true from sh", n), progs, dest, loop)
+	if err := b.traceRow(fmt.Sprintf("exec loop: %d x /bin/true from sh", n), progs, dest, loop); err != nil {
+		return err
+	}
+	if b.cfg.quick {
+		return nil
+	}
+
+	// Workload 3: go build of a hello-world module with an empty build
+	// cache (the runtime and fmt compiled too): forks, execs of compile
+	// and link, many files written.
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("go not found: %w", err)
+	}
+	build := func() []string {
+		return []string{"/bin/sh", "-c", `printf 'module hello\ngo 1.22\n' > go.mod &&
+printf 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello") }\n' > main.go &&
+mkdir -p tmp && HOME=$PWD TMPDIR=$PWD/tmp GOCACHE=$PWD/cache GOPATH=$PWD/gopath GOTOOLCHAIN=local GOFLAGS= ` + goBin + ` build -o hello .`}
+	}
+	return b.traceRow("go build of hello world, empty build cache", progs, dest, build)
 }
 
 // traceRow times argv() under every variant, interleaved per repetition,

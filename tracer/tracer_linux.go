@@ -226,7 +226,10 @@ func wait4(pid int, ws *unix.WaitStatus, options int) (int, error) {
 func (t *Tracer) loop() error {
 	for {
 		var ws unix.WaitStatus
-		wpid, err := wait4(-1, &ws, unix.WALL)
+		// __WNOTHREAD: only this thread's children and tracees. Without
+		// it, wait4(-1) would also reap children other goroutines of the
+		// process started (their cmd.Wait would then hang forever).
+		wpid, err := wait4(-1, &ws, unix.WALL|unix.WNOTHREAD)
 		if err == unix.ECHILD {
 			return nil
 		}

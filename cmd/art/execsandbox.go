@@ -107,7 +107,7 @@ func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal
 	}
 	cfg.Limits = sandbox.Limits{MemoryBytes: req.Resources.MemoryBytes, Pids: req.Resources.MaxPids,
 		CPUSeconds: (req.Resources.CPUMS + 999) / 1000}
-	if e := x.lookCommand(&cfg); e != nil {
+	if e := lookCommand(&cfg); e != nil {
 		return execapi.Failed(e)
 	}
 
@@ -167,7 +167,7 @@ func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal
 
 // lookCommand checks that the request's command exists in the sandbox,
 // so a missing one is E3001 rather than bwrap's exit 1.
-func (x *execSandbox) lookCommand(cfg *sandbox.Config) *execapi.Error {
+func lookCommand(cfg *sandbox.Config) *execapi.Error {
 	name := cfg.Command[0]
 	path := sandbox.DefaultPath
 	for _, kv := range cfg.Env {
@@ -200,7 +200,13 @@ func (x *execSandbox) lookCommand(cfg *sandbox.Config) *execapi.Error {
 		if host != c {
 			// reached through a bind
 		} else if rel, ok := strings.CutPrefix(c, sandbox.GuestHome+"/"); ok {
-			host = filepath.Join(cfg.Home, rel)
+			if cfg.Home != "" {
+				host = filepath.Join(cfg.Home, rel)
+			} else if wrel, ok := strings.CutPrefix(rel, cfg.Name+"/"); ok {
+				host = filepath.Join(cfg.Workspace, wrel) // direct mode: the workspace bind
+			} else {
+				return nil // direct mode's /home/agent is a private tmpfs: let it try
+			}
 		} else if strings.HasPrefix(c, "/tmp/") || strings.HasPrefix(c, "/run/") || c == sandbox.GuestHome {
 			return nil // private to the sandbox: let it try
 		}

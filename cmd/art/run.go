@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/artrt/art/execapi"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
 	"github.com/artrt/art/netproxy"
@@ -578,6 +579,16 @@ func prepareBranch(ctx context.Context, e *env, db *journal.DB, o runOptions) (s
 // record journals trace records (nil: direct mode, nothing to journal to).
 func supervise(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 	record func(context.Context, ...journal.Event) error) (sandbox.Result, error) {
+	// A missing command is the shell's 127 (126: not executable), not
+	// bwrap's 1, with art's own message.
+	if le := lookCommand(cfg); le != nil {
+		fmt.Fprintf(e.stderr, "art: %s\n", le.Message)
+		code := 127
+		if le.Code == execapi.CodeNoExec {
+			code = 126
+		}
+		return sandbox.Result{ExitCode: code}, nil
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)

@@ -235,6 +235,8 @@ func TestRunDieWithParentOnKill9(t *testing.T) {
 			if mode == "overlay" {
 				testutil.RequireFUSE(t)
 				args = append(args, "-d", db)
+				// The next run cleans up the killed one's mount.
+				t.Cleanup(func() { artRun(t, append(args, "--", "true")...) })
 			}
 			cmd := artCmd(t, append(args, "--", "sh", "-c", "sleep 60.25 & sleep 60.25")...)
 			if err := cmd.Start(); err != nil {
@@ -1336,5 +1338,60 @@ done 2>/dev/null
 echo done`)
 	if r.stdout != "done\n" || r.code != 0 {
 		t.Fatalf("inside:\n%s(exit %d, stderr %s)\nwant only done", r.stdout, r.code, r.stderr)
+	}
+}
+
+// Signals sent to art reach the command: SIGINT and SIGQUIT as they are,
+// SIGTERM and SIGHUP end the run (SIGTERM to the command, then SIGKILL).
+// In overlay mode the run still ends with its snapshot.
+func TestRunSignalsToArtReachTheCommand(t *testing.T) {
+	ws, db := overlayWorkspace(t)
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGQUIT, 131}, {syscall.SIGTERM, 143}, {syscall.SIGHUP, 143}} {
+		t.Run(unix.SignalName(tc.sig), func(t *testing.T) {
+			cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "--", "sleep", "30.5")
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			findBelow(t, cmd.Process.Pid, "sleep")
+			cmd.Process.Signal(tc.sig)
+			cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Fatalf("art after %v: exit %d, want %d\n%s", tc.sig, code, tc.code, errb.String())
+			}
+			re := regexp.MustCompile(fmt.Sprintf(`(?m)^art: killed by %s \(exit %d\) in \d+(\.\d+)?m?s; 0 paths changed; snapshot [0-9a-f]{12} on branch main$`, unix.SignalName(syscall.Signal(tc.code-128)), tc.code))
+			if !re.MatchString(errb.String()) {
+				t.Fatalf("summary after %v:\n%s\nwant to match %s", tc.sig, errb.String(), re)
+			}
+		})
+	}
+}
+
+// A missing command exits 127 and a non-executable one 126, as a shell
+// would, with art's message rather than bwrap's exit 1.
+func TestRunMissingCommandExits127(t *testing.T) {
+	ws, db := overlayWorkspace(t)
+	for _, mode := range []string{"direct", "overlay"} {
+		args := []string{"run", "-m", ws, "-i=false", "-q"}
+		if mode == "overlay" {
+			args = append(args, "-d", db)
+		}
+		for _, tc := range []struct {
+			argv []string
+			code int
+			msg  string
+		}{
+			{[]string{"no-such-command-xyz"}, 127, "command not found: no-such-command-xyz"},
+			{[]string{"./main.py"}, 126, "main.py is not executable"},
+		} {
+			r := artRun(t, append(append(args, "--"), tc.argv...)...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+				t.Errorf("%s mode: art run -- %s: exit %d stderr %q, want %d and %q", mode, tc.argv[0], r.code, r.stderr, tc.code, tc.msg)
+			}
+		}
 	}
 }

@@ -83,13 +83,20 @@ func openSession(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
 		return s, err
 	}
-	mnt, upper := filepath.Join(dir, "home"), filepath.Join(dir, "upper")
+	mnt := filepath.Join(dir, "home")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		return s, err
 	}
-	if err := os.Mkdir(upper, 0o700); err != nil {
-		return s, err
+	// Private copies of files being written live on disk (/var/tmp), not
+	// under /run: that is a small tmpfs on most hosts, which an agent
+	// writing a large file would fill. The sandbox has /var/tmp of its own.
+	upper, err := os.MkdirTemp("/var/tmp", "art-upper-")
+	if err != nil {
+		if upper, err = os.MkdirTemp("", "art-upper-"); err != nil {
+			return s, fmt.Errorf("upper dir: %w", err)
+		}
 	}
+	s.undo = append(s.undo, func() { os.RemoveAll(upper) })
 	var wst unix.Stat_t
 	if err := unix.Stat(o.dir, &wst); err != nil {
 		return s, fmt.Errorf("workspace: %w", err)
@@ -110,7 +117,7 @@ func openSession(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 		return s, err
 	}
 	cfg.Home = mnt
-	cfg.Hide = append(workspace.StoreFiles(db.Path()), base)
+	cfg.Hide = append(workspace.StoreFiles(db.Path()), base, upper)
 	return s, nil
 }
 
