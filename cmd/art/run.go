@@ -58,7 +58,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`, at /home/agent/<basename>"},
 		&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE`: overlay mode with history (without it the workspace is bound read-write, no history)"},
 		durabilityFlag(),
-		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Value: true, Usage: "give the command a PTY when stdin is a terminal (-i=false: plain pipes)"},
+		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Value: true, Usage: "give the command a PTY when stdin and stdout are terminals (-i=false: plain pipes always)"},
 		&cli.StringFlag{Name: "branch", Aliases: []string{"b"}, Usage: "branch to run on, created from main's head if new (default main)"},
 		&cli.StringFlag{Name: "at", Usage: "start from the state at `REV` on a new branch (--branch names it)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set `KEY=VALUE` inside (repeatable); nothing else comes from the host environment"},
@@ -420,7 +420,7 @@ func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
 		PolicyDir: filepath.Join(o.dir, sandbox.ArtDir),
 		Binds:     append(fileBinds, o.binds...), Net: o.net,
 		UID: o.uid, GID: o.gid, TmpSize: o.tmpSize, Limits: o.limits,
-		OwnsTTY: o.interactive && isTerminal(os.Stdin) && e.stdin == os.Stdin,
+		OwnsTTY: o.interactive && e.stdin == os.Stdin && isTerminal(os.Stdin) && isTerminal(e.stdout),
 	}
 	// Where the sandbox can write the host workspace (direct mode, or a
 	// read-write bind of a directory above it), an .art of the host's own

@@ -56,8 +56,13 @@ func openSession(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 	}
 	s.undo = append(s.undo, func() { lock.Close() })
 
+	bar := newProgress(e.stderr)
 	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: o.dir, Branch: s.branch, Warn: e.stderr,
-		Message: "capture workspace", Capture: true})
+		Message: "capture workspace", Capture: true,
+		Progress: func(s workspace.ImportStats) {
+			bar.update("capturing %s: %d files, %s read", o.dir, s.Files, fmtBytes(s.BytesRead))
+		}})
+	bar.done()
 	if err != nil {
 		return s, err
 	}
