@@ -85,7 +85,30 @@ func Version(ctx context.Context, db *sql.DB) (int, error) {
 // IMMEDIATE (go-sqlite3's _txlock=immediate), so two processes opening a new
 // store at once serialize; each re-checks the version inside its transaction.
 // It returns the versions before and after.
+//
+// Two connections turning a brand-new file to WAL at once can deadlock on
+// the lock upgrade, and SQLite then answers SQLITE_BUSY at once instead of
+// waiting (its busy handler is skipped when waiting could not help): Apply
+// retries that, briefly.
 func Apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int, err error) {
+	for wait := 5 * time.Millisecond; ; wait *= 2 {
+		from, to, err = apply(ctx, db, now)
+		if err == nil || !isBusy(err) || wait > time.Second {
+			return from, to, err
+		}
+		select {
+		case <-ctx.Done():
+			return from, to, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// isBusy reports SQLITE_BUSY, by its fixed message (sqlite3_errstr(5)):
+// this package does not import the driver.
+func isBusy(err error) bool { return strings.Contains(err.Error(), "database is locked") }
+
+func apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int, err error) {
 	from, err = Version(ctx, db)
 	if err != nil {
 		return 0, 0, err
