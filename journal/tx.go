@@ -481,6 +481,14 @@ func (t *Tx) HasStatCacheUnder(dir string) (bool, error) {
 	return err == nil, err
 }
 
+// ResetStatCache forgets the cached host stats of every file below store
+// directory dir ("/ws"): a pull has just made the host directory a copy
+// of another state, and records what it wrote instead.
+func (t *Tx) ResetStatCache(dir string) error {
+	return t.p.exec(`DELETE FROM import_cache WHERE branch = ? AND path >= ? AND path < ?`,
+		t.op.BranchID, []byte(dir+"/"), []byte(dir+"0"))
+}
+
 // SetStatCache records the host stat of a store path.
 func (t *Tx) SetStatCache(path string, c StatCache) error {
 	return t.p.exec(`INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest) VALUES (?,?,?,?,?,?,?)`,

@@ -38,6 +38,12 @@ type ExportOptions struct {
 	// Keep lists host files never removed or replaced (the store's own
 	// files when it lives inside the workspace: see StoreFiles).
 	Keep []string
+	// Written, if set, receives after a successful export every regular
+	// file of the state as the host now has it: its store path
+	// ("/ws/main.py") and host stat with the content's manifest - what
+	// the import stat cache records, so the next capture knows the host
+	// holds the pulled state, not edits.
+	Written func(path string, c journal.StatCache)
 }
 
 // ExportStats summarizes an export.
@@ -90,6 +96,12 @@ type exporter struct {
 	warned bool
 	total  int64
 	keep   map[string]bool // workspace-relative paths never touched
+	files  []pulledFile    // every regular file of the state, for Written
+}
+
+type pulledFile struct {
+	rel      string
+	manifest cas.ID
 }
 
 // Export makes opts.Dir equal to /<name>/ of opts.State, writing only what
@@ -133,6 +145,20 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 	for i := range ex.plan {
 		if err := ex.apply(&ex.plan[i], staging); err != nil {
 			return ex.stats, err
+		}
+	}
+	if opts.Written != nil {
+		for _, f := range ex.files {
+			fi, err := ex.root.Lstat(f.rel)
+			if err != nil {
+				continue // a kept file (the store's own) or a race: no entry
+			}
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok || st.Mode&unix.S_IFMT != unix.S_IFREG {
+				continue
+			}
+			opts.Written("/"+name+"/"+f.rel, journal.StatCache{Size: st.Size, MTime: st.Mtim.Sec*1e9 + st.Mtim.Nsec,
+				CTime: st.Ctim.Sec*1e9 + st.Ctim.Nsec, Ino: st.Ino, Manifest: f.manifest})
 		}
 	}
 	return ex.stats, nil
@@ -238,6 +264,7 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 			if err := ex.planFile(child, e, st); err != nil {
 				return err
 			}
+			ex.files = append(ex.files, pulledFile{child, e.Target})
 		case cas.EntrySymlink:
 			ex.stats.Symlinks++
 			fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, e.Link)
