@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"sync"
 )
 
 // Route is one bridged port: connections to Listen (a TCP address on the
@@ -20,12 +19,8 @@ type Route struct {
 // nothing of the protocols: every decision is the Proxy's.
 type Bridge struct {
 	lns  []net.Listener
-	wg   sync.WaitGroup
 	done chan struct{}
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	tracker
 }
 
 // Routes returns the standard routes for the sockets of a Proxy whose
@@ -39,7 +34,7 @@ func Routes(httpAddr, socksAddr, dir string) []Route {
 
 // StartBridge listens on every route's address and serves until Close.
 func StartBridge(routes []Route) (*Bridge, error) {
-	b := &Bridge{conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
+	b := &Bridge{done: make(chan struct{})}
 	for _, r := range routes {
 		ln, err := net.Listen("tcp", r.Listen)
 		if err != nil {
@@ -63,16 +58,9 @@ func (b *Bridge) Done() <-chan struct{} { return b.done }
 
 // Close stops listening, closes every connection and waits. Idempotent.
 func (b *Bridge) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.shut() {
 		return nil
 	}
-	b.closed = true
-	for c := range b.conns {
-		c.Close()
-	}
-	b.mu.Unlock()
 	for _, ln := range b.lns {
 		ln.Close()
 	}
@@ -109,27 +97,4 @@ func (b *Bridge) accept(ln net.Listener, socket string) {
 			splice(c, up, c.Read)
 		}()
 	}
-}
-
-// track registers c (and with count, one goroutine in wg); false, with c
-// closed, once the bridge is closed.
-func (b *Bridge) track(c net.Conn, count bool) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		c.Close()
-		return false
-	}
-	b.conns[c] = struct{}{}
-	if count {
-		b.wg.Add(1)
-	}
-	return true
-}
-
-func (b *Bridge) untrack(c net.Conn) {
-	c.Close()
-	b.mu.Lock()
-	delete(b.conns, c)
-	b.mu.Unlock()
 }

@@ -110,7 +110,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, pid int) {
 	if err != nil {
 		return
 	}
-	if !p.track(c) {
+	if !p.track(c, false) {
 		return
 	}
 	defer p.untrack(c)

@@ -34,7 +34,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -67,13 +66,9 @@ type Proxy struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 
 	httpSrv *http.Server
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	tracker
 }
 
 // Start creates http.sock and socks.sock in dir (which must exist; stale
@@ -94,7 +89,7 @@ func Start(dir string, opts Options) (*Proxy, error) {
 		opts.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Proxy{opts: opts, dir: dir, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{opts: opts, dir: dir, ctx: ctx, cancel: cancel}
 	p.httpSrv = &http.Server{
 		Handler: http.HandlerFunc(p.serveHTTP),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -133,16 +128,9 @@ func (p *Proxy) Dir() string { return p.dir }
 // Close stops accepting, closes every open connection and waits for the
 // connection goroutines. It is idempotent.
 func (p *Proxy) Close() error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if !p.shut() {
 		return nil
 	}
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
 	p.cancel()
 	p.httpSrv.Close()
 	for _, ln := range p.lns {
@@ -169,44 +157,12 @@ func (p *Proxy) acceptSOCKS(ln net.Listener) {
 		}
 		go func() {
 			defer p.wg.Done()
-			if p.track(c) {
+			if p.track(c, false) {
 				defer p.untrack(c)
 				p.serveSOCKS(c)
 			}
 		}()
 	}
-}
-
-// enter counts one connection goroutine in wg; false once closed. Holding
-// mu keeps Add from racing with Close's Wait.
-func (p *Proxy) enter() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	p.wg.Add(1)
-	return true
-}
-
-// track registers c so Close can end it; false (and c closed) once closed.
-func (p *Proxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		c.Close()
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-// untrack closes c and forgets it.
-func (p *Proxy) untrack(c net.Conn) {
-	c.Close()
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
 }
 
 type pidKey struct{}
@@ -239,7 +195,7 @@ func (p *Proxy) open(proto, host string, port int, pid int) (net.Conn, netpolicy
 			return nil, a, fmt.Errorf("record connection to %s: %w", a.Target(), err)
 		}
 	}
-	if up != nil && !p.track(up) {
+	if up != nil && !p.track(up, false) {
 		return nil, a, ErrClosed
 	}
 	return up, a, nil
