@@ -31,10 +31,7 @@ func newBlameCommand(e *env) *cli.Command {
 				return err
 			}
 			defer db.Close()
-			branch := c.String("branch")
-			if c.Bool("all") {
-				branch = ""
-			}
+			branch := branchScope(c)
 			lines, err := blame(c.Context, db, branch, guestPath(c.Args().First()))
 			if err != nil {
 				return err

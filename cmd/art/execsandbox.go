@@ -119,10 +119,10 @@ func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal
 		stdio.Stdin = stdin
 	}
 	made := bindMountPoints(&cfg)
-	defer removeMountPoints(made)
 	started := time.Now()
 	p, err := sandbox.Start(&cfg, stdio, nil)
 	if err != nil {
+		removeMountPoints(made)
 		return execapi.Failed(execapi.Errorf(execapi.CodeSetup, "start the sandbox: %v", err))
 	}
 	timeout := time.Duration(req.Timeout()) * time.Millisecond
@@ -138,14 +138,12 @@ func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal
 		p.Stop(0, false)
 	}
 	res, werr := p.Wait()
+	removeMountPoints(made)
 	if werr != nil {
 		return execapi.Failed(execapi.Errorf(execapi.CodeExecFailed, "%v", werr))
 	}
 	// Whatever the command left dirty (written through a mapping after
-	// its last close) is journaled before the snapshot, and the bind
-	// mount points are gone.
-	removeMountPoints(made)
-	made = nil
+	// its last close) is journaled before the snapshot.
 	if err := fsys.Flush(context.WithoutCancel(ctx)); err != nil {
 		return execapi.Failed(execapi.Errorf(execapi.CodeStore, "journal the changes of %s: %v", req.ExecutionID, err))
 	}

@@ -34,10 +34,7 @@ func newLogCommand(e *env) *cli.Command {
 				return err
 			}
 			defer db.Close()
-			branch := c.String("branch")
-			if c.Bool("all") {
-				branch = ""
-			}
+			branch := branchScope(c)
 			switch {
 			case c.Bool("net"):
 				return logNet(c, e, db, branch)

@@ -27,6 +27,15 @@ func branchFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: "branch", Aliases: []string{"b"}, Value: journal.DefaultBranch, Usage: usage}
 }
 
+// branchScope is the branch a read verb shows: --branch, or "" (every
+// branch) with --all.
+func branchScope(c *cli.Context) string {
+	if c.Bool("all") {
+		return ""
+	}
+	return c.String("branch")
+}
+
 func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print machine-readable JSON on stdout"}
 }
