@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/artrt/art/overlay"
@@ -31,6 +33,8 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 			&cli.BoolFlag{Name: "journal-writes", Usage: "forensic mode: also journal every write request with its range and bytes (slower; see docs/benchmarks.md)"},
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users (the sandbox's uid) use the mount"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request to stderr"},
+			// For profiling the daemon (docs/benchmarks.md), not for users.
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the mount's daemon to `FILE` at unmount", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -43,6 +47,13 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 				return usagef("--at and -m do not combine: a past state already holds its workspace")
 			}
 			mnt := c.Args().First()
+			if p := c.String("cpuprofile"); p != "" {
+				stop, err := startCPUProfile(p)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			db, err := openStore(c, true)
 			if err != nil {
 				return err
@@ -94,4 +105,17 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 			return nil
 		},
 	}
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
