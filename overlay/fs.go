@@ -97,7 +97,8 @@ type FS struct {
 
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by a change whose listing entries are unknown; voids every listing (listing.go)
-	stats   struct{ lowerOpens, copies atomic.Int64 }
+	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
+	stats   struct{ lowerOpens, copies, readdirs atomic.Int64 }
 
 	mu      sync.Mutex
 	nodes   map[int64]*node    // live nodes by art inode, for journaling at unmount
@@ -159,7 +160,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	f.nodes[jn.Ino] = root // so link-count refreshes reach it like any node
 	long := time.Hour      // art is the only writer of its upper: the kernel's caches stay true
 	negative := time.Hour
-	server, err := fs.Mount(mountpoint, root, &fs.Options{
+	fsOpts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName:        "art",
 			Name:          "art",
@@ -188,7 +189,16 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		NegativeTimeout: &negative,
 		RootStableAttr:  &fs.StableAttr{Ino: uint64(journal.RootIno)},
 		NullPermissions: true,
-	})
+		// Node ids are art inode numbers (never reused), so requests the
+		// bridge does not serve find their node (readdir.go).
+		ExternalNodeID: true,
+	}
+	raw := &rawFS{RawFileSystem: fs.NewNodeFS(root, fsOpts), f: f}
+	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
+	if err == nil {
+		go server.Serve()
+		err = server.WaitMount() // on failure the serve loop ends with the device
+	}
 	if err != nil {
 		f.end(ctx)
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
@@ -225,11 +235,12 @@ func CleanStale(mountpoint string) error {
 type Stats struct {
 	LowerOpens int64 // read-only opens served from the host file
 	Copies     int64 // files copied out of the store into a private copy
+	Readdirs   int64 // READDIR requests: listings the kernel had not cached
 }
 
 // Stats reports counters since the mount.
 func (f *FS) Stats() Stats {
-	return Stats{LowerOpens: f.stats.lowerOpens.Load(), Copies: f.stats.copies.Load()}
+	return Stats{LowerOpens: f.stats.lowerOpens.Load(), Copies: f.stats.copies.Load(), Readdirs: f.stats.readdirs.Load()}
 }
 
 // FastPaths describes the performance features in force on this mount.

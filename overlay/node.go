@@ -45,7 +45,8 @@ type node struct {
 	listing    map[string]*journal.Node
 	listingGen uint64
 	listVer    uint64
-	misses     int // lookups by query since the listing was last valid
+	misses     int                 // lookups by query since the listing was last valid
+	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content
 	pending uint32      // attributes (journal.SetMode...) changed in attr since the last journal; only while dirty

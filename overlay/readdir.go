@@ -1,0 +1,171 @@
+package overlay
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Directories are read without OPENDIR.
+//
+// With default_permissions the kernel checks access to a directory itself,
+// so an OPENDIR would only cost two round trips (OPENDIR, RELEASEDIR) per
+// opendir(3). Answering the first one ENOSYS makes the kernel stop sending
+// them (no_opendir, Linux 5.1+): it then opens directories on its own, with
+// FOPEN_KEEP_CACHE|FOPEN_CACHE_DIR, so a listing stays in its page cache
+// until an entry changes through the mount. git status, which opens every
+// directory of the work tree, then never reaches the daemon at all.
+//
+// Without an open handle a READDIR carries only the directory and an
+// offset, so the daemon keeps what it served: a numbered snapshot of the
+// listing per directory (node.snaps). An entry's offset (d_off) is
+// snapshot<<32 | position+1; a READDIR resumes in the snapshot it names, so
+// entries removed while a program reads a directory (rm's "read, unlink,
+// read on") neither shift nor hide the ones after them. A new read from
+// offset 0 reuses the newest snapshot while the directory is unchanged.
+
+// rawFS is go-fuse's node bridge with the directory requests answered
+// here. Node ids are art inode numbers (fs.Options.ExternalNodeID), so a
+// READDIR finds its directory in FS.nodes.
+type rawFS struct {
+	fuse.RawFileSystem
+	f      *FS
+	server *fuse.Server
+}
+
+func (r *rawFS) Init(s *fuse.Server) {
+	r.server = s
+	r.RawFileSystem.Init(s)
+}
+
+func (r *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	if r.server.KernelSettings().Flags64()&fuse.CAP_NO_OPENDIR_SUPPORT != 0 {
+		return fuse.ENOSYS
+	}
+	// An older kernel: the bridge opens it (node.OpendirHandle).
+	return r.RawFileSystem.OpenDir(cancel, in, out)
+}
+
+func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	if in.Fh != 0 {
+		return r.RawFileSystem.ReadDir(cancel, in, out)
+	}
+	return r.readDir(cancel, in, out, false)
+}
+
+func (r *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	if in.Fh != 0 {
+		return r.RawFileSystem.ReadDirPlus(cancel, in, out)
+	}
+	return r.readDir(cancel, in, out, true)
+}
+
+func (r *rawFS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	d := r.f.live(int64(in.NodeId))
+	if d == nil {
+		// The kernel holds the directory, so we do: never expected.
+		return fuse.EIO
+	}
+	r.f.stats.readdirs.Add(1)
+	ctx := uninterruptible(&fuse.Context{Caller: in.Caller, Cancel: cancel})
+	ents, errno := d.entriesFrom(ctx, in.Offset)
+	if errno != 0 {
+		return fuse.Status(errno)
+	}
+	for _, e := range ents {
+		if !plus {
+			if !out.AddDirEntry(e) {
+				break
+			}
+			continue
+		}
+		eo := out.AddDirLookupEntry(e)
+		if eo == nil {
+			break
+		}
+		// The bridge's LOOKUP hands the kernel the entry and counts the
+		// reference, as its own READDIRPLUS does. An entry gone since the
+		// snapshot keeps node id 0: the kernel then takes the name alone.
+		hdr := fuse.InHeader{NodeId: in.NodeId, Caller: in.Caller}
+		if st := r.RawFileSystem.Lookup(cancel, &hdr, e.Name, eo); !st.Ok() {
+			*eo = fuse.EntryOut{}
+		}
+	}
+	return fuse.OK
+}
+
+// dirSnap is a directory's listing as served to READDIR.
+type dirSnap struct {
+	id   uint64 // offset<<32 of its entries
+	ver  uint64 // the directory's listVer when read
+	gen  uint64 // FS.gen when read
+	ents []fuse.DirEntry
+}
+
+// snapsKept is how many snapshots a directory keeps for readers still
+// in the middle of an older one. A reader resuming in a snapshot dropped
+// since - more than snapsKept listings of the directory, each after a
+// change to it, were served meanwhile - continues at the same position in
+// a fresh one, which can skip or repeat entries; the kernel's own cache
+// keeps most readers off this path (it serves a stream it filled itself).
+const snapsKept = 4
+
+// entriesFrom returns the directory's entries after offset off.
+func (d *node) entriesFrom(ctx context.Context, off uint64) ([]fuse.DirEntry, syscall.Errno) {
+	id, pos := off&^(1<<32-1), off&(1<<32-1)
+	d.mu.Lock()
+	var snap *dirSnap
+	for _, s := range d.snaps {
+		if s == nil {
+			continue
+		}
+		if off == 0 {
+			if s.ver == d.listVer && s.gen == d.fsys.gen.Load() {
+				snap = s
+			}
+			break // only the newest can be current
+		}
+		if s.id == id {
+			snap = s
+			break
+		}
+	}
+	d.mu.Unlock()
+	if snap == nil {
+		// A new read, or one resuming in a snapshot dropped since (then
+		// the position is a best effort in the fresh one).
+		var errno syscall.Errno
+		if snap, errno = d.snapshot(ctx); errno != 0 {
+			return nil, errno
+		}
+	}
+	if pos >= uint64(len(snap.ents)) {
+		return nil, 0
+	}
+	return snap.ents[pos:], 0
+}
+
+// snapshot reads the listing and makes it the directory's newest
+// snapshot.
+func (d *node) snapshot(ctx context.Context) (*dirSnap, syscall.Errno) {
+	d.mu.Lock()
+	ver := d.listVer // before reading: an edit during the read makes it stale
+	d.mu.Unlock()
+	gen := d.fsys.gen.Load()
+	des, err := d.list(ctx)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	// Offsets are signed to the kernel (loff_t): ids stay in 31 bits, never 0.
+	s := &dirSnap{id: ((d.fsys.snapIDs.Add(1)-1)%(1<<31-1) + 1) << 32, ver: ver, gen: gen, ents: make([]fuse.DirEntry, len(des))}
+	for i := range des {
+		de := &des[i]
+		s.ents[i] = fuse.DirEntry{Name: string(de.Name), Mode: typeBits(de.Node.Kind), Ino: uint64(de.Node.Ino), Off: s.id | uint64(i+1)}
+	}
+	d.mu.Lock()
+	copy(d.snaps[1:], d.snaps[:snapsKept-1])
+	d.snaps[0] = s
+	d.mu.Unlock()
+	return s, 0
+}
