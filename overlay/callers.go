@@ -39,6 +39,9 @@ func (f *FS) noteCaller(ctx context.Context, pid int64) {
 		return // gone already: its events keep the bare pid
 	}
 	// Best effort: naming must not fail the change it follows.
+	if f.caughtUp() != nil {
+		return
+	}
 	f.batch.Update(ctx, func(tx *journal.Tx) error { return tx.Record(ev) })
 }
 
@@ -88,5 +91,8 @@ func procExec(pid int64, now time.Time) (journal.Event, bool) {
 // writers must use this. Safe from any goroutine; the events commit with
 // the next group commit.
 func (f *FS) Record(ctx context.Context, evs ...journal.Event) error {
+	if err := f.caughtUp(); err != nil {
+		return err
+	}
 	return f.batch.Record(ctx, evs...)
 }

@@ -75,6 +75,7 @@ type FS struct {
 	db            *journal.DB
 	op            *journal.Op
 	batch         *journal.Batch
+	behind        *behind // unlinks written behind (behind.go); nil when read-only
 	server        *fuse.Server
 	upperDir      string
 	ownUpper      bool
@@ -98,7 +99,7 @@ type FS struct {
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by a change whose listing entries are unknown; voids every listing (listing.go)
 	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
-	stats   struct{ lowerOpens, copies, readdirs atomic.Int64 }
+	stats   struct{ lowerOpens, copies, readdirs, unlinksBehind atomic.Int64 }
 
 	mu      sync.Mutex
 	nodes   map[int64]*node    // live nodes by art inode, for journaling at unmount
@@ -147,6 +148,9 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	// that commits within a few milliseconds, and always before a close,
 	// fsync or unmount returns.
 	f.batch = op.NewBatch(5*time.Millisecond, 1000)
+	if !f.readOnly {
+		f.behind = newBehind(f)
+	}
 	var jn journal.Node
 	if err := f.tx(ctx, func(tx *journal.Tx) error {
 		var err error
@@ -236,11 +240,14 @@ type Stats struct {
 	LowerOpens int64 // read-only opens served from the host file
 	Copies     int64 // files copied out of the store into a private copy
 	Readdirs   int64 // READDIR requests: listings the kernel had not cached
+	// UnlinksBehind counts unlinks answered before the journal had them
+	// (behind.go).
+	UnlinksBehind int64
 }
 
 // Stats reports counters since the mount.
 func (f *FS) Stats() Stats {
-	return Stats{LowerOpens: f.stats.lowerOpens.Load(), Copies: f.stats.copies.Load(), Readdirs: f.stats.readdirs.Load()}
+	return Stats{LowerOpens: f.stats.lowerOpens.Load(), Copies: f.stats.copies.Load(), Readdirs: f.stats.readdirs.Load(), UnlinksBehind: f.stats.unlinksBehind.Load()}
 }
 
 // FastPaths describes the performance features in force on this mount.
@@ -294,6 +301,11 @@ func (f *FS) Unmount(ctx context.Context) error {
 		}
 		f.server = nil
 	}
+	if f.behind != nil {
+		if berr := f.behind.close(); err == nil {
+			err = berr
+		}
+	}
 	if jerr := f.journalAll(ctx); err == nil {
 		err = jerr
 	}
@@ -321,8 +333,13 @@ func (f *FS) Unmount(ctx context.Context) error {
 
 func (f *FS) end(ctx context.Context) error {
 	var err error
+	if f.behind != nil {
+		err = f.behind.close()
+	}
 	if f.op != nil && f.ownOp {
-		err = f.op.End(ctx, nil)
+		if eerr := f.op.End(ctx, nil); err == nil {
+			err = eerr
+		}
 	}
 	f.op = nil
 	f.cleanup()
@@ -377,6 +394,9 @@ func (f *FS) live(ino int64) *node {
 //
 // Events are attributed to the request's caller pid.
 func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
+	if err := f.caughtUp(); err != nil {
+		return err
+	}
 	pid := callerPid(ctx)
 	appended := false
 	defer func() {
@@ -402,12 +422,26 @@ func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
 	})
 }
 
+// caughtUp waits until every unlink answered so far is in the batch
+// (behind.go): the first step of every other journal access.
+func (f *FS) caughtUp() error {
+	if f.behind == nil {
+		return nil
+	}
+	return f.behind.wait()
+}
+
 // commit commits every change made so far.
-func (f *FS) commit() error { return f.batch.Commit() }
+func (f *FS) commit() error {
+	if err := f.caughtUp(); err != nil {
+		return err
+	}
+	return f.batch.Commit()
+}
 
 // sync commits every change made so far and makes it durable.
 func (f *FS) sync() error {
-	if err := f.batch.Commit(); err != nil {
+	if err := f.commit(); err != nil {
 		return err
 	}
 	return f.db.Sync()
@@ -480,6 +514,9 @@ func (f *FS) Used() int64 { return f.used.Load() }
 func (f *FS) SetOp(op *journal.Op) error {
 	if op == nil {
 		op = f.op
+	}
+	if err := f.caughtUp(); err != nil {
+		return err
 	}
 	return f.batch.SetOp(op)
 }

@@ -464,6 +464,9 @@ func (n *node) removeChild(ctx context.Context, name string, remove func(tx *jou
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = uninterruptible(ctx)
+	if n.unlinkBehind(ctx, name) {
+		return 0
+	}
 	c, errno := n.removeChild(ctx, name, (*journal.Tx).Unlink)
 	if c != nil {
 		c.mu.Lock()
@@ -472,6 +475,54 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		c.mu.Unlock()
 	}
 	return errno
+}
+
+// unlinkBehind unlinks name without waiting for the journal (behind.go)
+// when the listing knows it as a file with one link; false when the
+// journal must decide.
+func (n *node) unlinkBehind(ctx context.Context, name string) bool {
+	f := n.fsys
+	if f.behind == nil {
+		return false
+	}
+	pid := callerPid(ctx)
+	parent, bname := n.ino, []byte(name)
+	// The file: its live node (whose state is current) or, without one,
+	// what the listing cached of it.
+	var ino int64
+	if in := n.GetChild(name); in == nil {
+	} else if c, ok := in.Operations().(*node); ok {
+		c.mu.Lock()
+		if c.attr.Kind != cas.EntryDir && c.nlink == 1 {
+			ino = c.ino
+		}
+		c.mu.Unlock()
+	}
+	n.mu.Lock()
+	l := n.listingLocked()
+	cached, listed := l[name]
+	if ino == 0 && cached != nil {
+		ino = cached.Ino
+	}
+	// Queued under n.mu, so the queue's order is the listing's.
+	if !listed || ino == 0 || !f.behind.push(pid, func(tx *journal.Tx) error { return tx.Unlink(parent, bname) }) {
+		n.mu.Unlock()
+		return false
+	}
+	delete(l, name)
+	n.listVer++
+	n.mu.Unlock()
+	f.changed.Store(true)
+	f.stats.unlinksBehind.Add(1)
+	n.touchDir()
+	if c := f.live(ino); c != nil {
+		c.mu.Lock()
+		c.nlink--
+		c.ctime = now()
+		c.mu.Unlock()
+	}
+	f.noteCaller(ctx, pid)
+	return true
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
