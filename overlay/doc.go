@@ -8,9 +8,12 @@
 //
 // Nodes carry the projection's art inode numbers, so a rename moves a node
 // and open handles and cached lookups stay valid. Namespace and metadata
-// operations are one journal transaction each; directories keep their
-// listings in memory (listing.go), so lookups of listed names and of names
-// not there need no SQL, and the kernel caches listings (FOPEN_CACHE_DIR).
+// operations are one journal transaction each, except unlinks of files the
+// listing knows, which are answered first and journaled behind, in order
+// (behind.go); directories keep their listings in memory (listing.go), so
+// lookups of listed names and of names not there need no SQL. The kernel
+// opens directories itself and caches their listings (readdir.go: no
+// OPENDIR, READDIR served from numbered snapshots).
 // A new or truncated file's content lives in memory while it is small and
 // written from the start (up to 128 KiB); otherwise, and for a file opened
 // with existing content, in a private "upper" copy made at the first read

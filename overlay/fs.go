@@ -257,6 +257,12 @@ func (f *FS) FastPaths() []string {
 	var out []string
 	out = append(out, "max_write=1MiB", "max_background=64", "entry/attr timeout=1h", "negative entries cached",
 		"directory listings cached by the kernel (cache_dir)", "small new files in memory until close")
+	if flags&fuse.CAP_NO_OPENDIR_SUPPORT != 0 {
+		out = append(out, "directories opened by the kernel (no_opendir)")
+	}
+	if f.behind != nil {
+		out = append(out, "unlinks journaled behind")
+	}
 	for _, c := range []struct {
 		flag uint64
 		name string
