@@ -2,6 +2,8 @@ package overlay
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -153,19 +155,67 @@ func (d *node) snapshot(ctx context.Context) (*dirSnap, syscall.Errno) {
 	ver := d.listVer // before reading: an edit during the read makes it stale
 	d.mu.Unlock()
 	gen := d.fsys.gen.Load()
-	des, err := d.list(ctx)
-	if err != nil {
-		return nil, toErrno(err)
-	}
 	// Offsets are signed to the kernel (loff_t): ids stay in 31 bits, never 0.
-	s := &dirSnap{id: ((d.fsys.snapIDs.Add(1)-1)%(1<<31-1) + 1) << 32, ver: ver, gen: gen, ents: make([]fuse.DirEntry, len(des))}
-	for i := range des {
-		de := &des[i]
-		s.ents[i] = fuse.DirEntry{Name: string(de.Name), Mode: typeBits(de.Node.Kind), Ino: uint64(de.Node.Ino), Off: s.id | uint64(i+1)}
+	s := &dirSnap{id: ((d.fsys.snapIDs.Add(1)-1)%(1<<31-1) + 1) << 32, ver: ver, gen: gen}
+	ents, ok := d.listedEntries()
+	if !ok {
+		des, err := d.list(ctx)
+		if err != nil {
+			return nil, toErrno(err)
+		}
+		ents = make([]fuse.DirEntry, len(des))
+		for i := range des {
+			de := &des[i]
+			ents[i] = fuse.DirEntry{Name: string(de.Name), Mode: typeBits(de.Node.Kind), Ino: uint64(de.Node.Ino)}
+		}
 	}
+	for i := range ents {
+		ents[i].Off = s.id | uint64(i+1)
+	}
+	s.ents = ents
 	d.mu.Lock()
 	copy(d.snaps[1:], d.snaps[:snapsKept-1])
 	d.snaps[0] = s
 	d.mu.Unlock()
 	return s, 0
+}
+
+// listedEntries builds the entries from the directory's listing in memory,
+// in the journal's order (bytewise by name), when it is valid and every
+// name in it is known: cached there, or a live inode (directories, which
+// the listing does not cache). rm -rf lists every directory it empties;
+// read by SQL that was 15% of its daemon CPU.
+func (d *node) listedEntries() ([]fuse.DirEntry, bool) {
+	d.mu.Lock()
+	l := d.listingLocked()
+	if l == nil {
+		d.mu.Unlock()
+		return nil, false
+	}
+	ents := make([]fuse.DirEntry, 0, len(l))
+	var unknown []int // entries the listing holds no node for
+	for name, jn := range l {
+		if jn == nil {
+			unknown = append(unknown, len(ents))
+			ents = append(ents, fuse.DirEntry{Name: name})
+			continue
+		}
+		ents = append(ents, fuse.DirEntry{Name: name, Mode: typeBits(jn.Kind), Ino: uint64(jn.Ino)})
+	}
+	d.mu.Unlock()
+	for _, i := range unknown {
+		in := d.GetChild(ents[i].Name)
+		if in == nil {
+			return nil, false
+		}
+		c, ok := in.Operations().(*node)
+		if !ok {
+			return nil, false
+		}
+		c.mu.Lock()
+		ents[i].Mode, ents[i].Ino = typeBits(c.attr.Kind), uint64(c.ino)
+		c.mu.Unlock()
+	}
+	slices.SortFunc(ents, func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return ents, true
 }
