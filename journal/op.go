@@ -166,7 +166,7 @@ func (op *Op) updateTx(ctx context.Context, tx *sql.Tx, fn func(*Tx) error) erro
 }
 
 // openTx loads the branch's head into a new Tx on tx.
-func (op *Op) openTx(ctx context.Context, tx *sql.Tx) (*Tx, error) {
+func (op *Op) openTx(ctx context.Context, tx cas.DBTX) (*Tx, error) {
 	var headSeq, count, nextIno int64
 	var head []byte
 	var deleted sql.NullInt64

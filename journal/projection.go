@@ -53,7 +53,7 @@ type Dirent struct {
 // only into dirty directories.
 type proj struct {
 	ctx     context.Context
-	tx      *sql.Tx
+	tx      cas.DBTX // a *sql.Tx, or the connection a Batch's transaction runs on
 	objs    *cas.Store
 	branch  int64
 	now     int64
@@ -61,7 +61,7 @@ type proj struct {
 	paths   *pathCache
 }
 
-func newProj(ctx context.Context, tx *sql.Tx, objs *cas.Store, branch, nextIno, now int64) *proj {
+func newProj(ctx context.Context, tx cas.DBTX, objs *cas.Store, branch, nextIno, now int64) *proj {
 	return &proj{ctx: ctx, tx: tx, objs: objs.With(tx), branch: branch, nextIno: nextIno, now: now,
 		paths: newPathCache()}
 }
@@ -76,7 +76,7 @@ func (p *proj) stmt(q string) (txStmt, error) { return txStmt{p.tx, q}, nil }
 
 // txStmt is a statement text run on a transaction.
 type txStmt struct {
-	tx *sql.Tx
+	tx cas.DBTX
 	q  string
 }
 

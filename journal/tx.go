@@ -402,7 +402,7 @@ func (t *Tx) append(ev *Event) error {
 func isPathEvent(k EventKind) bool { return (k >= EvCreate && k <= EvRemovexattr) || k == EvWriteData }
 
 // flush writes the branch head and inode counter back.
-func (t *Tx) flush(tx *sql.Tx) error {
+func (t *Tx) flush(tx cas.DBTX) error {
 	_, err := tx.ExecContext(t.p.ctx, `UPDATE branches SET head_seq = ?, head_hash = ?, event_count = ?, next_ino = ? WHERE id = ?`,
 		t.headSeq, t.head[:], t.count, t.p.nextIno, t.op.BranchID)
 	return err
