@@ -229,4 +229,3 @@ func BenchmarkBatchReadDir(b *testing.B) {
 		b.Fatal(err)
 	}
 }
-
