@@ -58,15 +58,20 @@ type txState struct {
 	headSeq, count int64
 	next, nextIno  int64
 	appended       int
+	writes         int
 }
 
 func (t *Tx) save() txState {
-	return txState{head: t.head, headSeq: t.headSeq, count: t.count, next: t.next, nextIno: t.p.nextIno, appended: t.appended}
+	return txState{head: t.head, headSeq: t.headSeq, count: t.count, next: t.next, nextIno: t.p.nextIno, appended: t.appended,
+		writes: t.p.writes}
 }
 
 func (t *Tx) restore(s txState) {
 	t.head, t.headSeq, t.count, t.next, t.p.nextIno, t.appended = s.head, s.headSeq, s.count, s.next, s.nextIno, s.appended
-	t.p.paths.clear()
+	if t.p.writes != s.writes { // the rollback undid what the caches may know
+		t.p.paths.clear()
+		clear(t.p.dirs)
+	}
 }
 
 // Update runs fn against the shared transaction.

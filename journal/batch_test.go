@@ -191,3 +191,69 @@ func TestBatchPathsFollowNames(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchRollbackForgetsDirState pins that an update rolled back to its
+// savepoint takes with it what the transaction learnt of directories'
+// load state: the next update in the same transaction loads a collapsed
+// directory again (not trusting it loaded) and marks a clean one dirty
+// again (not trusting it dirty), so the snapshot holds its change.
+func TestBatchRollbackForgetsDirState(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	mustDo(t, db, "main", func(tx *journal.Tx) error {
+		if err := mkdirAll(tx, "d/sub"); err != nil {
+			return err
+		}
+		return writeFile(tx, "d/a", "a", 1)
+	})
+	s1, err := db.TakeSnapshot(ctx, "main", "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateBranch(ctx, "side", resolve(t, db, s1.ID.String())); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	for _, branch := range []string{"side", "main"} { // side: all collapsed; main: loaded and clean
+		op, err := db.BeginOp(ctx, branch, "test", "rollback")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := op.NewBatch(time.Hour, 0)
+		create := func(name string, fail error) error {
+			return b.Update(ctx, func(tx *journal.Tx) error {
+				d, err := tx.Lookup(journal.RootIno, []byte("d"))
+				if err != nil {
+					return err
+				}
+				if _, err := tx.Create(d.Ino, []byte(name), journal.Attr{Kind: cas.EntryDir, Mode: 0o755}); err != nil {
+					return err
+				}
+				return fail
+			})
+		}
+		if err := create("x", boom); !errors.Is(err, boom) {
+			t.Fatalf("%s: failing update: %v", branch, err)
+		}
+		if err := create("y", nil); err != nil {
+			t.Fatalf("%s: update after a rolled-back one: %v", branch, err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := db.TakeSnapshot(ctx, branch, "after")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := treeMap(t, db.Objects(), s.Root, false)
+		if _, ok := got["d/y"]; !ok {
+			t.Fatalf("%s: snapshot lacks d/y: %v", branch, got)
+		}
+		if _, ok := got["d/x"]; ok {
+			t.Fatalf("%s: snapshot holds the rolled-back d/x", branch)
+		}
+		if _, ok := got["d/a"]; !ok {
+			t.Fatalf("%s: snapshot lost d/a: %v", branch, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/artrt/art/cas"
@@ -16,6 +17,27 @@ import (
 // Files go 100 to a directory, as in a source tree.
 
 const benchFilesPerDir = 100
+
+// cpuNow is the process's CPU time (user + system) in nanoseconds.
+func cpuNow(tb testing.TB) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// startCPU resets the timer and returns a function that reports the CPU
+// time per op, steadier than wall time on a shared machine.
+func startCPU(b *testing.B) func() {
+	b.ReportAllocs()
+	b.ResetTimer()
+	c0 := cpuNow(b)
+	return func() {
+		b.StopTimer()
+		b.ReportMetric(float64(cpuNow(b)-c0)/float64(b.N), "cpu-ns/op")
+	}
+}
 
 type benchTree struct {
 	db    *journal.DB
@@ -95,8 +117,7 @@ func (bt *benchTree) create(tb testing.TB, i int) {
 // BenchmarkBatchCreate is one file of tar x: CREATE and its close.
 func BenchmarkBatchCreate(b *testing.B) {
 	bt := newBenchTree(b, b.N)
-	b.ReportAllocs()
-	b.ResetTimer()
+	defer startCPU(b)()
 	for i := 0; i < b.N; i++ {
 		bt.create(b, i)
 	}
@@ -115,8 +136,7 @@ func BenchmarkBatchUnlink(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		bt.create(b, i)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
+	defer startCPU(b)()
 	for i := 0; i < b.N; i++ {
 		dir, name := bt.place(i)
 		err := bt.b.Update(ctx, func(tx *journal.Tx) error {
@@ -157,8 +177,7 @@ func BenchmarkBatchSetattr(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
+	defer startCPU(b)()
 	for i := 0; i < b.N; i++ {
 		err := bt.b.Update(ctx, func(tx *journal.Tx) error {
 			_, err := tx.SetAttr(inos[i%files], journal.SetMTime, journal.Attr{MTime: int64(i)})
@@ -187,8 +206,7 @@ func BenchmarkBatchLookupMiss(b *testing.B) {
 	for i := range files {
 		bt.create(b, i)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
+	defer startCPU(b)()
 	for i := 0; i < b.N; i++ {
 		dir, _ := bt.place(i % files)
 		err := bt.b.Update(ctx, func(tx *journal.Tx) error {
@@ -211,8 +229,7 @@ func BenchmarkBatchReadDir(b *testing.B) {
 	for i := range benchFilesPerDir {
 		bt.create(b, i)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
+	defer startCPU(b)()
 	for i := 0; i < b.N; i++ {
 		err := bt.b.Update(ctx, func(tx *journal.Tx) error {
 			des, err := tx.ReadDir(bt.dirs[0])

@@ -59,11 +59,24 @@ type proj struct {
 	now     int64
 	nextIno int64
 	paths   *pathCache
+
+	// dirs is the load state (dirCollapsed, dirClean, dirDirty) of the
+	// directories this transaction has read or written. It spares the
+	// SELECT that checks a parent before each lookup, create or remove
+	// and the one that finds it already dirty after. No other connection
+	// writes inside the transaction, so it goes stale only through this
+	// proj, which keeps it up to date, or a rollback to a savepoint,
+	// which clears it (Tx.restore). It never outlives the transaction:
+	// another one (a snapshot) may change the states.
+	dirs map[int64]int
+	// writes counts the statements run through exec: a rollback to a
+	// savepoint taken at the same count undoes no row.
+	writes int
 }
 
 func newProj(ctx context.Context, tx cas.DBTX, objs *cas.Store, branch, nextIno, now int64) *proj {
 	return &proj{ctx: ctx, tx: tx, objs: objs.With(tx), branch: branch, nextIno: nextIno, now: now,
-		paths: newPathCache()}
+		paths: newPathCache(), dirs: map[int64]int{}}
 }
 
 // stmt returns q bound to the transaction. It is not prepared here: a
@@ -93,6 +106,7 @@ func (s txStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error
 }
 
 func (p *proj) exec(q string, args ...any) error {
+	p.writes++
 	_, err := p.tx.ExecContext(p.ctx, q, args...)
 	return err
 }
@@ -155,6 +169,9 @@ func (p *proj) get(ino int64) (*Node, error) {
 		}
 		return nil, fmt.Errorf("read inode %d: %w", ino, err)
 	}
+	if n.IsDir() {
+		p.dirs[ino] = n.state
+	}
 	return n, nil
 }
 
@@ -165,6 +182,9 @@ func (p *proj) put(n *Node) error {
 	if err != nil {
 		return fmt.Errorf("write inode %d: %w", n.Ino, err)
 	}
+	if n.IsDir() {
+		p.dirs[n.Ino] = n.state
+	}
 	return nil
 }
 
@@ -174,21 +194,23 @@ func (p *proj) alloc() int64 {
 	return ino
 }
 
-// dir returns ino as a loaded directory (ENOTDIR otherwise).
-func (p *proj) dir(ino int64) (*Node, error) {
+// dir makes sure ino is a loaded directory (ENOTDIR when it is not a
+// directory), loading it when it is collapsed.
+func (p *proj) dir(ino int64) error {
+	if st, ok := p.dirs[ino]; ok && st != dirCollapsed {
+		return nil
+	}
 	n, err := p.get(ino)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !n.IsDir() {
-		return nil, syscall.ENOTDIR
+		return syscall.ENOTDIR
 	}
 	if n.state == dirCollapsed {
-		if err := p.expand(n); err != nil {
-			return nil, err
-		}
+		return p.expand(n)
 	}
-	return n, nil
+	return nil
 }
 
 // expand loads a collapsed directory's children from its tree object.
@@ -327,17 +349,22 @@ func (p *proj) markDirty(dir int64) error {
 		return err
 	}
 	for ino := dir; ; {
+		if p.dirs[ino] == dirDirty {
+			return nil
+		}
 		var state int
 		var parent int64
 		if err := s.QueryRowContext(p.ctx, p.branch, ino).Scan(&state, &parent); err != nil {
 			return fmt.Errorf("mark inode %d dirty: %w", ino, err)
 		}
 		if state == dirDirty {
+			p.dirs[ino] = dirDirty
 			return nil
 		}
 		if err := p.exec(`UPDATE nodes SET state = 2 WHERE branch = ? AND ino = ?`, p.branch, ino); err != nil {
 			return err
 		}
+		p.dirs[ino] = dirDirty
 		if ino == RootIno {
 			return nil
 		}
@@ -501,7 +528,7 @@ func (p *proj) resolve(path []byte) (parent int64, name []byte, ino int64, err e
 	comps := bytes.Split(path, []byte("/"))
 	cur := RootIno
 	for i, c := range comps {
-		if _, err := p.dir(cur); err != nil {
+		if err := p.dir(cur); err != nil {
 			return 0, nil, 0, pathErr("resolve", string(path), errnoOf(err))
 		}
 		next, err := p.lookup(cur, c)
@@ -539,6 +566,7 @@ func (p *proj) reset(root cas.ID) error {
 		}
 	}
 	p.paths.clear()
+	clear(p.dirs)
 	t, err := p.objs.GetTree(p.ctx, root)
 	if err != nil {
 		return fmt.Errorf("reset to %s: %w", root.Short(), err)
@@ -604,6 +632,7 @@ func (p *proj) encodeDir(ino int64) (cas.ID, error) {
 	if err := p.exec(`UPDATE nodes SET target = ?, state = 1 WHERE branch = ? AND ino = ?`, id[:], p.branch, ino); err != nil {
 		return cas.ID{}, err
 	}
+	p.dirs[ino] = dirClean
 	return id, nil
 }
 

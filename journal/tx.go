@@ -62,7 +62,7 @@ func (t *Tx) Lookup(parent int64, name []byte) (Node, error) {
 
 // ReadDir lists directory dir in name order.
 func (t *Tx) ReadDir(dir int64) ([]Dirent, error) {
-	if _, err := t.p.dir(dir); err != nil {
+	if err := t.p.dir(dir); err != nil {
 		return nil, err
 	}
 	return t.p.children(dir)
@@ -244,7 +244,7 @@ func (t *Tx) SetAttr(ino int64, mask uint32, a Attr) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
-	if n, err = t.p.setattr(ino, mask, a); err != nil {
+	if n, err = t.p.setattr(n, mask, a); err != nil {
 		return Node{}, pathErr("setattr", string(path), errnoOf(err))
 	}
 	ev := Event{Kind: EvSetattr, Path: path, Mask: mask}
@@ -281,7 +281,7 @@ func (t *Tx) Write(ino int64, content cas.ID, size, mtime int64, ranges []Range)
 	if err != nil {
 		return Node{}, err
 	}
-	if n, err = t.p.write(ino, content, size, mtime); err != nil {
+	if n, err = t.p.write(n, content, size, mtime); err != nil {
 		return Node{}, pathErr("write", string(path), errnoOf(err))
 	}
 	ev := Event{Kind: EvWrite, Path: path, Attr: Attr{Kind: cas.EntryFile, Content: content, Size: size, MTime: mtime}, Ranges: ranges}
@@ -301,7 +301,7 @@ func (t *Tx) SetXattr(ino int64, name string, value []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.p.setxattr(ino, name, value); err != nil {
+	if _, err := t.p.setxattr(n, name, value); err != nil {
 		return pathErr("setxattr", string(path), errnoOf(err))
 	}
 	return t.append(&Event{Kind: EvSetxattr, Path: path, Name: name, Value: value})
@@ -317,7 +317,7 @@ func (t *Tx) RemoveXattr(ino int64, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.p.removexattr(ino, name); err != nil {
+	if _, err := t.p.removexattr(n, name); err != nil {
 		return pathErr("removexattr", string(path), errnoOf(err))
 	}
 	return t.append(&Event{Kind: EvRemovexattr, Path: path, Name: name})
