@@ -69,8 +69,7 @@ func (t *Tx) save() txState {
 func (t *Tx) restore(s txState) {
 	t.head, t.headSeq, t.count, t.next, t.p.nextIno, t.appended = s.head, s.headSeq, s.count, s.next, s.nextIno, s.appended
 	if t.p.writes != s.writes { // the rollback undid what the caches may know
-		t.p.paths.clear()
-		clear(t.p.dirs)
+		t.p.forget()
 	}
 }
 

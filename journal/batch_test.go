@@ -257,3 +257,58 @@ func TestBatchRollbackForgetsDirState(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchLookupSeesOwnWrites pins that a name looked up twice in one
+// update reads what the update wrote in between (the transaction
+// remembers the last lookup only until its next write), and that the
+// overlay's look-up-then-remove works on the remembered node.
+func TestBatchLookupSeesOwnWrites(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	op, err := db.BeginOp(ctx, "main", "test", "lookup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 0)
+	err = b.Update(ctx, func(tx *journal.Tx) error {
+		m, _, err := tx.Objects().PutManifest(ctx, &cas.Manifest{})
+		if err != nil {
+			return err
+		}
+		f, err := tx.Create(journal.RootIno, []byte("f"), journal.Attr{Kind: cas.EntryFile, Mode: 0o600, Content: m})
+		if err != nil {
+			return err
+		}
+		if n, err := tx.Lookup(journal.RootIno, []byte("f")); err != nil || n.Mode != 0o600 {
+			return fmt.Errorf("lookup f: mode %o, %v", n.Mode, err)
+		}
+		if _, err := tx.SetAttr(f.Ino, journal.SetMode, journal.Attr{Mode: 0o644}); err != nil {
+			return err
+		}
+		if n, err := tx.Lookup(journal.RootIno, []byte("f")); err != nil || n.Mode != 0o644 {
+			return fmt.Errorf("lookup f after chmod: mode %o, %v, want 644", n.Mode, err)
+		}
+		if err := tx.Rename(journal.RootIno, []byte("f"), journal.RootIno, []byte("g"), 0); err != nil {
+			return err
+		}
+		if _, err := tx.Lookup(journal.RootIno, []byte("f")); !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("lookup f after rename: %v, want ENOENT", err)
+		}
+		if _, err := tx.Lookup(journal.RootIno, []byte("g")); err != nil {
+			return err
+		}
+		if err := tx.Unlink(journal.RootIno, []byte("g")); err != nil {
+			return err
+		}
+		if _, err := tx.Lookup(journal.RootIno, []byte("g")); !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("lookup g after unlink: %v, want ENOENT", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -72,11 +72,29 @@ type proj struct {
 	// writes counts the statements run through exec: a rollback to a
 	// savepoint taken at the same count undoes no row.
 	writes int
+	// found is the last node lookupNode found, while no statement has
+	// written since (the overlay looks a name up, then removes it).
+	found lastFound
+}
+
+type lastFound struct {
+	parent int64
+	name   []byte
+	node   Node
+	writes int // p.writes when read; -1: none
+}
+
+// forget drops what the transaction remembers of rows a rollback to a
+// savepoint may have undone.
+func (p *proj) forget() {
+	p.paths.clear()
+	clear(p.dirs)
+	p.found.writes = -1
 }
 
 func newProj(ctx context.Context, tx cas.DBTX, objs *cas.Store, branch, nextIno, now int64) *proj {
 	return &proj{ctx: ctx, tx: tx, objs: objs.With(tx), branch: branch, nextIno: nextIno, now: now,
-		paths: newPathCache(), dirs: map[int64]int{}}
+		paths: newPathCache(), dirs: map[int64]int{}, found: lastFound{writes: -1}}
 }
 
 // stmt returns q bound to the transaction. It is not prepared here: a
