@@ -69,19 +69,39 @@ type proj struct {
 	// which clears it (Tx.restore). It never outlives the transaction:
 	// another one (a snapshot) may change the states.
 	dirs map[int64]int
-	// writes counts the statements run through exec: a rollback to a
-	// savepoint taken at the same count undoes no row.
+	// writes counts the statements run through exec, which are all
+	// that change the projection's rows: a rollback to a savepoint
+	// taken at the same count undoes none of them.
 	writes int
-	// found is the last node lookupNode found, while no statement has
-	// written since (the overlay looks a name up, then removes it).
-	found lastFound
+	// last is the last node read or written, as its row stands while
+	// writes has not moved since: an update often reads a node it has
+	// just read or written (the overlay looks a name up and removes it;
+	// a close sets attributes and content).
+	last lastNode
 }
 
-type lastFound struct {
-	parent int64
-	name   []byte
+type lastNode struct {
 	node   Node
-	writes int // p.writes when read; -1: none
+	parent int64 // with name, where lookupNode found it; 0: by ino only
+	name   []byte
+	writes int // p.writes when it matched the row; -1: none
+}
+
+// remember makes n, as its row now stands, the last node.
+func (p *proj) remember(n *Node, parent int64, name []byte) {
+	c := *n
+	if len(c.Xattrs) == 0 {
+		c.Xattrs = nil // as scanNode reads it back
+	}
+	switch c.Kind {
+	case cas.EntrySymlink:
+		c.Content = cas.ID{}
+	case cas.EntryFile, cas.EntryDir:
+		c.Link = nil
+	default:
+		c.Content, c.Link = cas.ID{}, nil
+	}
+	p.last = lastNode{node: c, parent: parent, name: append(p.last.name[:0], name...), writes: p.writes}
 }
 
 // forget drops what the transaction remembers of rows a rollback to a
@@ -89,12 +109,12 @@ type lastFound struct {
 func (p *proj) forget() {
 	p.paths.clear()
 	clear(p.dirs)
-	p.found.writes = -1
+	p.last.writes = -1
 }
 
 func newProj(ctx context.Context, tx cas.DBTX, objs *cas.Store, branch, nextIno, now int64) *proj {
 	return &proj{ctx: ctx, tx: tx, objs: objs.With(tx), branch: branch, nextIno: nextIno, now: now,
-		paths: newPathCache(), dirs: map[int64]int{}, found: lastFound{writes: -1}}
+		paths: newPathCache(), dirs: map[int64]int{}, last: lastNode{writes: -1}}
 }
 
 // stmt returns q bound to the transaction. It is not prepared here: a
@@ -124,9 +144,18 @@ func (s txStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error
 }
 
 func (p *proj) exec(q string, args ...any) error {
-	p.writes++
-	_, err := p.tx.ExecContext(p.ctx, q, args...)
+	_, err := p.execCount(q, args...)
 	return err
+}
+
+// execCount runs q and returns how many rows it changed.
+func (p *proj) execCount(q string, args ...any) (int64, error) {
+	p.writes++
+	res, err := p.tx.ExecContext(p.ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 func (p *proj) close() {}
@@ -176,6 +205,10 @@ func nodeTarget(n *Node) []byte {
 }
 
 func (p *proj) get(ino int64) (*Node, error) {
+	if l := &p.last; l.writes == p.writes && l.node.Ino == ino {
+		n := l.node
+		return &n, nil
+	}
 	s, err := p.stmt(`SELECT ` + nodeCols + ` FROM nodes WHERE branch = ? AND ino = ?`)
 	if err != nil {
 		return nil, err
@@ -190,6 +223,7 @@ func (p *proj) get(ino int64) (*Node, error) {
 	if n.IsDir() {
 		p.dirs[ino] = n.state
 	}
+	p.remember(n, 0, nil)
 	return n, nil
 }
 
@@ -203,6 +237,7 @@ func (p *proj) put(n *Node) error {
 	if n.IsDir() {
 		p.dirs[n.Ino] = n.state
 	}
+	p.remember(n, 0, nil)
 	return nil
 }
 

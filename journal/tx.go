@@ -387,7 +387,9 @@ func (t *Tx) append(ev *Event) error {
 	if !ev.Root.IsZero() {
 		root = ev.Root[:]
 	}
-	err := t.p.exec(`INSERT INTO events (seq, branch, op, kind, time_ns, path, root, payload, prev, hash) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+	// Not through p.exec: an event changes no projection row, so what the
+	// proj remembers of them stays true.
+	_, err := t.p.tx.ExecContext(t.p.ctx, `INSERT INTO events (seq, branch, op, kind, time_ns, path, root, payload, prev, hash) VALUES (?,?,?,?,?,?,?,?,?,?)`,
 		ev.Seq, ev.Branch, ev.Op, int(ev.Kind), ev.Time, path, root, payload, ev.Prev[:], ev.Hash[:])
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
