@@ -414,3 +414,93 @@ func TestNodeReadBackMatchesRow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBatchSavepointOpensOnFirstWrite pins the lazy savepoint: an update
+// whose only write is an object still rolls it back when it fails, and
+// updates that only read (failing or not) leave the transaction usable.
+func TestBatchSavepointOpensOnFirstWrite(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	op, err := db.BeginOp(ctx, "main", "test", "lazy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 0)
+	boom := errors.New("boom")
+	var id cas.ID
+	err = b.Update(ctx, func(tx *journal.Tx) error {
+		if id, err = putData(tx, "only an object"); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	for range 2 {
+		err = b.Update(ctx, func(tx *journal.Tx) error {
+			_, err := tx.Lookup(journal.RootIno, []byte("absent"))
+			return err
+		})
+		if !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("lookup: %v, want ENOENT", err)
+		}
+		if err := b.Update(ctx, func(tx *journal.Tx) error { _, err := tx.ReadDir(journal.RootIno); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Update(ctx, func(tx *journal.Tx) error {
+		_, err := tx.Create(journal.RootIno, []byte("d"), journal.Attr{Kind: cas.EntryDir, Mode: 0o755})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.Objects().Has(ctx, id); err != nil || ok {
+		t.Fatalf("object of the failed update: present %v (%v), want rolled back", ok, err)
+	}
+	evs, err := db.Events(ctx, journal.EventQuery{Branch: "main", Op: op.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || string(evs[0].Path) != "d" {
+		t.Fatalf("events: %v, want the mkdir of d alone", evs)
+	}
+}
+
+// TestNodeReadBackOwnsItsBytes is the regression test of a bug in the
+// node a transaction remembers: it kept the caller's xattr value buffer,
+// which go-fuse reuses for the next request, so a later read in the same
+// transaction returned whatever the buffer held by then.
+func TestNodeReadBackOwnsItsBytes(t *testing.T) {
+	db := openStore(t)
+	mustDo(t, db, "main", func(tx *journal.Tx) error {
+		d, err := tx.Create(journal.RootIno, []byte("d"), journal.Attr{Kind: cas.EntryDir, Mode: 0o755})
+		if err != nil {
+			return err
+		}
+		buf := []byte("on a dir")
+		if err := tx.SetXattr(d.Ino, "user.k", buf); err != nil {
+			return err
+		}
+		link := []byte("target")
+		s, err := tx.Create(journal.RootIno, []byte("s"), journal.Attr{Kind: cas.EntrySymlink, Mode: 0o777, Link: link})
+		if err != nil {
+			return err
+		}
+		copy(buf, "XXXXXXXX")
+		copy(link, "XXXXXX")
+		if n, err := tx.Get(s.Ino); err != nil || string(n.Link) != "target" {
+			return fmt.Errorf("symlink read back: %q, %v", n.Link, err)
+		}
+		if err := tx.SetXattr(d.Ino, "user.j", []byte("2")); err != nil { // reads d back
+			return err
+		}
+		if n, err := tx.Get(d.Ino); err != nil || len(n.Xattrs) != 2 || string(n.Xattrs[1].Value) != "on a dir" {
+			return fmt.Errorf("xattrs read back: %+v, %v", n.Xattrs, err)
+		}
+		return nil
+	})
+}

@@ -90,18 +90,32 @@ type lastNode struct {
 // remember makes n, as its row now stands, the last node.
 func (p *proj) remember(n *Node, parent int64, name []byte) {
 	c := *n
-	if len(c.Xattrs) == 0 {
-		c.Xattrs = nil // as scanNode reads it back
+	// Copies, as scanNode reads them back: the slices may be a caller's
+	// buffers (go-fuse reuses the one an xattr value arrives in).
+	c.Xattrs = nil
+	if len(n.Xattrs) > 0 {
+		c.Xattrs = make([]cas.Xattr, len(n.Xattrs))
+		for i, x := range n.Xattrs {
+			c.Xattrs[i] = cas.Xattr{Name: x.Name, Value: clone(x.Value)}
+		}
 	}
 	switch c.Kind {
 	case cas.EntrySymlink:
-		c.Content = cas.ID{}
+		c.Content, c.Link = cas.ID{}, clone(n.Link)
 	case cas.EntryFile, cas.EntryDir:
 		c.Link = nil
 	default:
 		c.Content, c.Link = cas.ID{}, nil
 	}
 	p.last = lastNode{node: c, parent: parent, name: append(p.last.name[:0], name...), writes: p.writes}
+}
+
+// clone copies b; empty is nil, as the driver scans it.
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Clone(b)
 }
 
 // forget drops what the transaction remembers of rows a rollback to a
