@@ -10,8 +10,9 @@ import (
 )
 
 // Batch shares one write transaction among many small updates of an op's
-// branch (group commit). Each Update runs inside a SAVEPOINT, so an update
-// that fails leaves no trace while the others stand; the transaction
+// branch (group commit). Each Update's writes run inside a SAVEPOINT
+// (opened by its first write), so an update that fails leaves no trace
+// while the others stand; the transaction
 // commits when Commit is called, MaxOps updates have accumulated, or
 // MaxDelay after the first uncommitted update.
 //
@@ -32,6 +33,7 @@ type Batch struct {
 	// sql.Tx: database/sql starts a goroutine to watch a Tx's context for
 	// every query in it (measured: a sixth of the CPU of an update).
 	conn    *sql.Conn
+	uc      *updateConn // conn as updates see it
 	t       *Tx
 	pending int
 	timer   *time.Timer
@@ -93,28 +95,34 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 			discard(conn)
 			return fmt.Errorf("begin write: %w", err)
 		}
-		t, err := b.op.openTx(bg, conn)
+		uc := &updateConn{Conn: conn}
+		t, err := b.op.openTx(bg, uc)
 		if err != nil {
 			endTx(conn, `ROLLBACK`)
 			return err
 		}
 		t.p.paths = b.paths
-		b.conn, b.t = conn, t
+		b.conn, b.uc, b.t = conn, uc, t
 	}
 	b.t.p.now = b.op.db.now()
 	saved := b.t.save()
-	if _, err := b.conn.ExecContext(bg, `SAVEPOINT u`); err != nil {
-		return b.abortLocked(err)
-	}
+	b.uc.savepoint, b.uc.err = false, nil
 	if err := fn(b.t); err != nil {
-		if _, rerr := b.conn.ExecContext(bg, `ROLLBACK TO u; RELEASE u`); rerr != nil {
-			return b.abortLocked(rerr)
+		if b.uc.err != nil {
+			return b.abortLocked(b.uc.err)
+		}
+		if b.uc.savepoint {
+			if _, rerr := b.conn.ExecContext(bg, `ROLLBACK TO u; RELEASE u`); rerr != nil {
+				return b.abortLocked(rerr)
+			}
 		}
 		b.t.restore(saved)
 		return err
 	}
-	if _, err := b.conn.ExecContext(bg, `RELEASE u`); err != nil {
-		return b.abortLocked(err)
+	if b.uc.savepoint {
+		if _, err := b.conn.ExecContext(bg, `RELEASE u`); err != nil {
+			return b.abortLocked(err)
+		}
 	}
 	b.pending++
 	if b.pending >= b.maxOps {
@@ -168,7 +176,7 @@ func (b *Batch) commitLocked() error {
 		return nil
 	}
 	conn, t := b.conn, b.t
-	b.conn, b.t, b.pending = nil, nil, 0
+	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
 	defer t.p.close()
 	if err := t.flush(conn); err != nil {
 		endTx(conn, `ROLLBACK`)
@@ -180,6 +188,28 @@ func (b *Batch) commitLocked() error {
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	return nil
+}
+
+// updateConn is the Batch's connection as an update sees it: the
+// update's first write opens its savepoint, so one that only reads (a
+// lookup, a listing) runs no SAVEPOINT and RELEASE. Every write of an
+// update, to the projection, the events or the objects, goes through
+// ExecContext.
+type updateConn struct {
+	*sql.Conn
+	savepoint bool  // SAVEPOINT u is open for the current update
+	err       error // opening it failed: the Batch must abort
+}
+
+func (c *updateConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if !c.savepoint {
+		if _, err := c.Conn.ExecContext(context.Background(), `SAVEPOINT u`); err != nil {
+			c.err = err
+			return nil, fmt.Errorf("savepoint: %w", err)
+		}
+		c.savepoint = true
+	}
+	return c.Conn.ExecContext(ctx, q, args...)
 }
 
 // endTx ends the transaction open on conn with stmt (COMMIT or ROLLBACK)
@@ -213,7 +243,7 @@ func (b *Batch) abortLocked(err error) error {
 		endTx(b.conn, `ROLLBACK`)
 	}
 	b.paths.clear()
-	b.conn, b.t, b.pending = nil, nil, 0
+	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
 	return fmt.Errorf("batch: %w (uncommitted updates lost)", err)
 }
 

@@ -18,7 +18,9 @@ type Tx struct {
 	p    *proj
 	op   *Op
 	pid  int64
-	next int64 // seq of the next event (0: not yet read)
+	next int64 // seq of the next event
+
+	nextIno int64 // the branch's next_ino when the Tx began
 
 	head     cas.ID
 	headSeq  int64
@@ -368,11 +370,6 @@ func (t *Tx) reset(kind EventKind, st State, text string) error {
 
 // append fills in the chain fields of ev and inserts it.
 func (t *Tx) append(ev *Event) error {
-	if t.next == 0 {
-		if err := t.p.tx.QueryRowContext(t.p.ctx, `SELECT coalesce(max(seq), 0) + 1 FROM events`).Scan(&t.next); err != nil {
-			return fmt.Errorf("append event: %w", err)
-		}
-	}
 	ev.Seq, ev.Branch, ev.Op, ev.Time = t.next, t.op.BranchID, t.op.ID, t.p.now
 	if ev.PID == 0 {
 		ev.PID = t.pid
@@ -403,8 +400,11 @@ func (t *Tx) append(ev *Event) error {
 
 func isPathEvent(k EventKind) bool { return (k >= EvCreate && k <= EvRemovexattr) || k == EvWriteData }
 
-// flush writes the branch head and inode counter back.
+// flush writes the branch head and inode counter back, if they moved.
 func (t *Tx) flush(tx cas.DBTX) error {
+	if t.appended == 0 && t.p.nextIno == t.nextIno {
+		return nil
+	}
 	_, err := tx.ExecContext(t.p.ctx, `UPDATE branches SET head_seq = ?, head_hash = ?, event_count = ?, next_ino = ? WHERE id = ?`,
 		t.headSeq, t.head[:], t.count, t.p.nextIno, t.op.BranchID)
 	return err
