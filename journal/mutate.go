@@ -76,7 +76,7 @@ func (p *proj) mknode(parent int64, name []byte, a Attr) (*Node, error) {
 	case cas.EntryFifo:
 		n.Size, n.Content = 0, cas.ID{}
 	}
-	if err := p.put(n); err != nil {
+	if err := p.insert(n); err != nil {
 		return nil, err
 	}
 	return n, p.markDirty(parent)
