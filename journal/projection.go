@@ -241,9 +241,10 @@ func (p *proj) get(ino int64) (*Node, error) {
 	return n, nil
 }
 
-// put writes n's row, which exists: an UPDATE, measured at half the
-// cost of INSERT OR REPLACE (which deletes and inserts the row). Without
-// a row it inserts one.
+// put writes n's row, which exists: an UPDATE, which SQLite does in
+// place where INSERT OR REPLACE deletes and inserts the row (measured: 8
+// us against 18 to read and rewrite a node). Without a row it inserts
+// one.
 func (p *proj) put(n *Node) error {
 	changed, err := p.execCount(`UPDATE nodes SET kind = ?3, mode = ?4, uid = ?5, gid = ?6, mtime_ns = ?7, ctime_ns = ?8, size = ?9,
 		target = ?10, xattrs = ?11, nlink = ?12, link_group = ?13, parent = ?14, state = ?15 WHERE branch = ?1 AND ino = ?2`, p.nodeArgs(n)...)
