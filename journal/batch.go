@@ -106,13 +106,14 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 	}
 	b.t.p.now = b.op.db.now()
 	saved := b.t.save()
-	b.uc.savepoint, b.uc.err = false, nil
+	b.uc.begin()
 	err := fn(b.t)
-	if b.uc.err != nil { // even if fn went on without the write
-		return b.abortLocked(b.uc.err)
+	savepoint, serr := b.uc.ended()
+	if serr != nil { // even if fn went on without the write
+		return b.abortLocked(serr)
 	}
 	if err != nil {
-		if b.uc.savepoint {
+		if savepoint {
 			if _, rerr := b.conn.ExecContext(bg, `ROLLBACK TO u; RELEASE u`); rerr != nil {
 				return b.abortLocked(rerr)
 			}
@@ -120,7 +121,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 		b.t.restore(saved)
 		return err
 	}
-	if b.uc.savepoint {
+	if savepoint {
 		if _, err := b.conn.ExecContext(bg, `RELEASE u`); err != nil {
 			return b.abortLocked(err)
 		}
@@ -195,22 +196,50 @@ func (b *Batch) commitLocked() error {
 // update's first write opens its savepoint, so one that only reads (a
 // lookup, a listing) runs no SAVEPOINT and RELEASE. Every write of an
 // update, to the projection, the events or the objects, goes through
-// ExecContext.
+// ExecContext, from any goroutine (the object store writes chunks from
+// several).
 type updateConn struct {
 	*sql.Conn
-	savepoint bool  // SAVEPOINT u is open for the current update
-	err       error // opening it failed: the Batch must abort
+	mu        sync.Mutex // held while the savepoint opens: no write may run before
+	savepoint bool       // SAVEPOINT u is open for the current update
+	err       error      // opening it failed: the Batch must abort
 }
 
 func (c *updateConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if !c.savepoint {
-		if _, err := c.Conn.ExecContext(context.Background(), `SAVEPOINT u`); err != nil {
-			c.err = err
-			return nil, fmt.Errorf("savepoint: %w", err)
-		}
-		c.savepoint = true
+	if err := c.open(); err != nil {
+		return nil, err
 	}
 	return c.Conn.ExecContext(ctx, q, args...)
+}
+
+func (c *updateConn) open() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.savepoint {
+		return nil
+	}
+	if c.err == nil {
+		if _, c.err = c.Conn.ExecContext(context.Background(), `SAVEPOINT u`); c.err == nil {
+			c.savepoint = true
+			return nil
+		}
+	}
+	return fmt.Errorf("savepoint: %w", c.err)
+}
+
+// begin readies c for the next update; ended reports whether the update
+// opened its savepoint, or the error that kept it from opening. Both run
+// while no write of an update is under way.
+func (c *updateConn) begin() {
+	c.mu.Lock()
+	c.savepoint, c.err = false, nil
+	c.mu.Unlock()
+}
+
+func (c *updateConn) ended() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.savepoint, c.err
 }
 
 // endTx ends the transaction open on conn with stmt (COMMIT or ROLLBACK)

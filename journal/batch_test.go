@@ -1,9 +1,11 @@
 package journal_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -503,4 +505,45 @@ func TestNodeReadBackOwnsItsBytes(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestBatchSavepointWithParallelWrites is the regression test of a race in
+// the lazy savepoint: the object store writes a large file's chunks from
+// several goroutines, and each could see no savepoint yet and open one
+// (a second "SAVEPOINT u" nests, and the rollback then stops at the inner
+// one). A failed update that stored a large file must leave no object.
+func TestBatchSavepointWithParallelWrites(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	raw := rawSQL(t, db.Path())
+	op, err := db.BeginOp(ctx, "main", "test", "parallel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 0)
+	data := make([]byte, 16<<20)
+	rand.New(rand.NewSource(1)).Read(data)
+	before := count(t, raw, `SELECT count(*) FROM objects`)
+	boom := errors.New("boom")
+	for range 3 {
+		err = b.Update(ctx, func(tx *journal.Tx) error {
+			_, st, err := tx.Objects().PutFile(ctx, bytes.NewReader(data))
+			if err != nil {
+				return err
+			}
+			if st.NewChunks < 4 {
+				return fmt.Errorf("%d new chunks: too few to write in parallel", st.NewChunks)
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("update: %v, want boom", err)
+		}
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, raw, `SELECT count(*) FROM objects`); got != before {
+		t.Fatalf("%d objects after failed updates, want %d", got, before)
+	}
 }
