@@ -3,16 +3,18 @@ package journal
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"sync"
 	"time"
 )
 
 // Batch shares one write transaction among many small updates of an op's
-// branch (group commit). Each Update runs inside a SAVEPOINT, so an update
-// that fails leaves no trace while the others stand; the transaction
-// commits when Commit is called, MaxOps updates have accumulated, or
-// MaxDelay after the first uncommitted update.
+// branch (group commit). Each Update's writes run inside a SAVEPOINT
+// (opened by its first write), so an update that fails leaves no trace
+// while the others stand; the transaction commits when Commit is called,
+// MaxOps updates have accumulated, or MaxDelay after the first
+// uncommitted update.
 //
 // A Batch holds the store's write lock while it has uncommitted updates,
 // and its process's writer connection: every write of this process must go
@@ -25,8 +27,13 @@ type Batch struct {
 	maxDelay time.Duration
 	maxOps   int
 
-	mu      sync.Mutex
-	tx      *sql.Tx
+	mu sync.Mutex
+	// conn is the writer connection while a transaction is open. The
+	// Batch runs BEGIN and COMMIT on it itself rather than through a
+	// sql.Tx: database/sql starts a goroutine to watch a Tx's context for
+	// every query in it (measured: half the CPU of an unlink).
+	conn    *sql.Conn
+	uc      *updateConn // conn as updates see it
 	t       *Tx
 	pending int
 	timer   *time.Timer
@@ -53,15 +60,19 @@ type txState struct {
 	headSeq, count int64
 	next, nextIno  int64
 	appended       int
+	writes         int
 }
 
 func (t *Tx) save() txState {
-	return txState{head: t.head, headSeq: t.headSeq, count: t.count, next: t.next, nextIno: t.p.nextIno, appended: t.appended}
+	return txState{head: t.head, headSeq: t.headSeq, count: t.count, next: t.next, nextIno: t.p.nextIno, appended: t.appended,
+		writes: t.p.writes}
 }
 
 func (t *Tx) restore(s txState) {
 	t.head, t.headSeq, t.count, t.next, t.p.nextIno, t.appended = s.head, s.headSeq, s.count, s.next, s.nextIno, s.appended
-	t.p.paths.clear()
+	if t.p.writes != s.writes { // the rollback undid what the caches may know
+		t.p.forget()
+	}
 }
 
 // Update runs fn against the shared transaction.
@@ -72,36 +83,48 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 		b.err = nil
 		return err
 	}
-	if b.tx == nil {
-		// The transaction outlives any one request: never tie it to a
-		// request's context (cancelling would roll everything back).
-		bg := context.Background()
-		tx, err := b.op.db.w.BeginTx(bg, nil)
+	// The transaction outlives any one request: never tie it to a
+	// request's context (cancelling would roll everything back).
+	bg := context.Background()
+	if b.conn == nil {
+		conn, err := b.op.db.w.Conn(bg)
 		if err != nil {
 			return fmt.Errorf("begin write: %w", err)
 		}
-		t, err := b.op.openTx(bg, tx)
+		if _, err := conn.ExecContext(bg, `BEGIN IMMEDIATE`); err != nil {
+			discard(conn)
+			return fmt.Errorf("begin write: %w", err)
+		}
+		uc := &updateConn{Conn: conn}
+		t, err := b.op.openTx(bg, uc)
 		if err != nil {
-			tx.Rollback()
+			endTx(conn, `ROLLBACK`)
 			return err
 		}
 		t.p.paths = b.paths
-		b.tx, b.t = tx, t
+		b.conn, b.uc, b.t = conn, uc, t
 	}
 	b.t.p.now = b.op.db.now()
 	saved := b.t.save()
-	if _, err := b.tx.Exec(`SAVEPOINT u`); err != nil {
-		return b.abortLocked(err)
+	b.uc.begin()
+	err := fn(b.t)
+	savepoint, serr := b.uc.ended()
+	if serr != nil { // even if fn went on without the write
+		return b.abortLocked(serr)
 	}
-	if err := fn(b.t); err != nil {
-		if _, rerr := b.tx.Exec(`ROLLBACK TO u; RELEASE u`); rerr != nil {
-			return b.abortLocked(rerr)
+	if err != nil {
+		if savepoint {
+			if _, rerr := b.conn.ExecContext(bg, `ROLLBACK TO u; RELEASE u`); rerr != nil {
+				return b.abortLocked(rerr)
+			}
 		}
 		b.t.restore(saved)
 		return err
 	}
-	if _, err := b.tx.Exec(`RELEASE u`); err != nil {
-		return b.abortLocked(err)
+	if savepoint {
+		if _, err := b.conn.ExecContext(bg, `RELEASE u`); err != nil {
+			return b.abortLocked(err)
+		}
 	}
 	b.pending++
 	if b.pending >= b.maxOps {
@@ -151,22 +174,92 @@ func (b *Batch) commitLocked() error {
 		b.timer.Stop()
 		b.timer = nil
 	}
-	if b.tx == nil {
+	if b.conn == nil {
 		return nil
 	}
-	tx, t := b.tx, b.t
-	b.tx, b.t, b.pending = nil, nil, 0
+	conn, t := b.conn, b.t
+	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
 	defer t.p.close()
-	if err := t.flush(tx); err != nil {
-		tx.Rollback()
+	if err := t.flush(conn); err != nil {
+		endTx(conn, `ROLLBACK`)
 		b.paths.clear() // inos of rolled-back directories will be allocated again
 		return fmt.Errorf("commit batch: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := endTx(conn, `COMMIT`); err != nil {
 		b.paths.clear()
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	return nil
+}
+
+// updateConn is the Batch's connection as an update sees it: the
+// update's first write opens its savepoint, so one that only reads (a
+// lookup, a listing) runs no SAVEPOINT and RELEASE. Every write of an
+// update, to the projection, the events or the objects, goes through
+// ExecContext, from any goroutine (the object store writes chunks from
+// several).
+type updateConn struct {
+	*sql.Conn
+	mu        sync.Mutex // held while the savepoint opens: no write may run before
+	savepoint bool       // SAVEPOINT u is open for the current update
+	err       error      // opening it failed: the Batch must abort
+}
+
+func (c *updateConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := c.open(); err != nil {
+		return nil, err
+	}
+	return c.Conn.ExecContext(ctx, q, args...)
+}
+
+func (c *updateConn) open() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.savepoint {
+		return nil
+	}
+	if c.err == nil {
+		if _, c.err = c.Conn.ExecContext(context.Background(), `SAVEPOINT u`); c.err == nil {
+			c.savepoint = true
+			return nil
+		}
+	}
+	return fmt.Errorf("savepoint: %w", c.err)
+}
+
+// begin readies c for the next update; ended reports whether the update
+// opened its savepoint, or the error that kept it from opening. Both run
+// while no write of an update is under way.
+func (c *updateConn) begin() {
+	c.mu.Lock()
+	c.savepoint, c.err = false, nil
+	c.mu.Unlock()
+}
+
+func (c *updateConn) ended() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.savepoint, c.err
+}
+
+// endTx ends the transaction open on conn with stmt (COMMIT or ROLLBACK)
+// and returns conn to the pool. A failed end rolls back (SQLite may leave
+// a transaction open after a failed COMMIT) and drops the connection, so
+// the pool never hands out one inside a transaction.
+func endTx(conn *sql.Conn, stmt string) error {
+	bg := context.Background()
+	if _, err := conn.ExecContext(bg, stmt); err != nil {
+		conn.ExecContext(bg, `ROLLBACK`) // fails when SQLite already rolled back
+		discard(conn)
+		return err
+	}
+	return conn.Close()
+}
+
+// discard closes conn and drops it from the pool.
+func discard(conn *sql.Conn) {
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
 }
 
 // abortLocked rolls the whole transaction back after SQLite itself failed.
@@ -175,12 +268,12 @@ func (b *Batch) abortLocked(err error) error {
 		b.timer.Stop()
 		b.timer = nil
 	}
-	if b.tx != nil {
+	if b.conn != nil {
 		b.t.p.close()
-		b.tx.Rollback()
+		endTx(b.conn, `ROLLBACK`)
 	}
 	b.paths.clear()
-	b.tx, b.t, b.pending = nil, nil, 0
+	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
 	return fmt.Errorf("batch: %w (uncommitted updates lost)", err)
 }
 

@@ -166,12 +166,14 @@ func (op *Op) updateTx(ctx context.Context, tx *sql.Tx, fn func(*Tx) error) erro
 }
 
 // openTx loads the branch's head into a new Tx on tx.
-func (op *Op) openTx(ctx context.Context, tx *sql.Tx) (*Tx, error) {
-	var headSeq, count, nextIno int64
+func (op *Op) openTx(ctx context.Context, tx cas.DBTX) (*Tx, error) {
+	var headSeq, count, nextIno, next int64
 	var head []byte
 	var deleted sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT head_seq, head_hash, event_count, next_ino, deleted_ns FROM branches WHERE id = ?`, op.BranchID).
-		Scan(&headSeq, &head, &count, &nextIno, &deleted)
+	// The next seq comes along: nearly every transaction appends.
+	err := tx.QueryRowContext(ctx, `SELECT head_seq, head_hash, event_count, next_ino, deleted_ns,
+		(SELECT coalesce(max(seq), 0) + 1 FROM events) FROM branches WHERE id = ?`, op.BranchID).
+		Scan(&headSeq, &head, &count, &nextIno, &deleted, &next)
 	if err != nil {
 		return nil, fmt.Errorf("branch %s: %w", op.Branch, err)
 	}
@@ -179,7 +181,7 @@ func (op *Op) openTx(ctx context.Context, tx *sql.Tx) (*Tx, error) {
 		return nil, fmt.Errorf("%w: %s was deleted", ErrBranchNotFound, op.Branch)
 	}
 	p := newProj(ctx, tx, op.db.objs, op.BranchID, nextIno, op.db.now())
-	t := &Tx{db: op.db, p: p, op: op, headSeq: headSeq, count: count}
+	t := &Tx{db: op.db, p: p, op: op, headSeq: headSeq, count: count, next: next, nextIno: nextIno}
 	copy(t.head[:], head)
 	return t, nil
 }

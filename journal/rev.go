@@ -273,27 +273,32 @@ func (p *proj) replay(ev *Event) error {
 	if ino == 0 {
 		return pathErr("replay "+ev.Kind.String(), string(ev.Path), syscall.ENOENT)
 	}
-	switch ev.Kind {
-	case EvLink, EvRename:
-		np, nn, _, err := p.resolve(ev.Path2)
+	if ev.Kind != EvLink && ev.Kind != EvRename {
+		n, err := p.get(ino)
 		if err != nil {
 			return err
 		}
-		if ev.Kind == EvLink {
-			_, err = p.link(ino, np, nn)
-			return err
+		switch ev.Kind {
+		case EvSetattr:
+			_, err = p.setattr(n, ev.Mask, ev.Attr)
+		case EvWrite:
+			_, err = p.write(n, ev.Attr.Content, ev.Attr.Size, ev.Attr.MTime)
+		case EvSetxattr:
+			_, err = p.setxattr(n, ev.Name, ev.Value)
+		case EvRemovexattr:
+			_, err = p.removexattr(n, ev.Name)
+		default:
+			err = fmt.Errorf("unknown event kind %d", ev.Kind)
 		}
-		return p.rename(parent, name, np, nn, ev.Flags)
-	case EvSetattr:
-		_, err = p.setattr(ino, ev.Mask, ev.Attr)
-	case EvWrite:
-		_, err = p.write(ino, ev.Attr.Content, ev.Attr.Size, ev.Attr.MTime)
-	case EvSetxattr:
-		_, err = p.setxattr(ino, ev.Name, ev.Value)
-	case EvRemovexattr:
-		_, err = p.removexattr(ino, ev.Name)
-	default:
-		err = fmt.Errorf("unknown event kind %d", ev.Kind)
+		return err
 	}
-	return err
+	np, nn, _, err := p.resolve(ev.Path2)
+	if err != nil {
+		return err
+	}
+	if ev.Kind == EvLink {
+		_, err = p.link(ino, np, nn)
+		return err
+	}
+	return p.rename(parent, name, np, nn, ev.Flags)
 }

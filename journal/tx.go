@@ -18,7 +18,9 @@ type Tx struct {
 	p    *proj
 	op   *Op
 	pid  int64
-	next int64 // seq of the next event (0: not yet read)
+	next int64 // seq of the next event
+
+	nextIno int64 // the branch's next_ino when the Tx began
 
 	head     cas.ID
 	headSeq  int64
@@ -62,7 +64,7 @@ func (t *Tx) Lookup(parent int64, name []byte) (Node, error) {
 
 // ReadDir lists directory dir in name order.
 func (t *Tx) ReadDir(dir int64) ([]Dirent, error) {
-	if _, err := t.p.dir(dir); err != nil {
+	if err := t.p.dir(dir); err != nil {
 		return nil, err
 	}
 	return t.p.children(dir)
@@ -244,7 +246,7 @@ func (t *Tx) SetAttr(ino int64, mask uint32, a Attr) (Node, error) {
 	if err != nil {
 		return Node{}, err
 	}
-	if n, err = t.p.setattr(ino, mask, a); err != nil {
+	if n, err = t.p.setattr(n, mask, a); err != nil {
 		return Node{}, pathErr("setattr", string(path), errnoOf(err))
 	}
 	ev := Event{Kind: EvSetattr, Path: path, Mask: mask}
@@ -281,7 +283,7 @@ func (t *Tx) Write(ino int64, content cas.ID, size, mtime int64, ranges []Range)
 	if err != nil {
 		return Node{}, err
 	}
-	if n, err = t.p.write(ino, content, size, mtime); err != nil {
+	if n, err = t.p.write(n, content, size, mtime); err != nil {
 		return Node{}, pathErr("write", string(path), errnoOf(err))
 	}
 	ev := Event{Kind: EvWrite, Path: path, Attr: Attr{Kind: cas.EntryFile, Content: content, Size: size, MTime: mtime}, Ranges: ranges}
@@ -301,7 +303,7 @@ func (t *Tx) SetXattr(ino int64, name string, value []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.p.setxattr(ino, name, value); err != nil {
+	if _, err := t.p.setxattr(n, name, value); err != nil {
 		return pathErr("setxattr", string(path), errnoOf(err))
 	}
 	return t.append(&Event{Kind: EvSetxattr, Path: path, Name: name, Value: value})
@@ -317,7 +319,7 @@ func (t *Tx) RemoveXattr(ino int64, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.p.removexattr(ino, name); err != nil {
+	if _, err := t.p.removexattr(n, name); err != nil {
 		return pathErr("removexattr", string(path), errnoOf(err))
 	}
 	return t.append(&Event{Kind: EvRemovexattr, Path: path, Name: name})
@@ -368,11 +370,6 @@ func (t *Tx) reset(kind EventKind, st State, text string) error {
 
 // append fills in the chain fields of ev and inserts it.
 func (t *Tx) append(ev *Event) error {
-	if t.next == 0 {
-		if err := t.p.tx.QueryRowContext(t.p.ctx, `SELECT coalesce(max(seq), 0) + 1 FROM events`).Scan(&t.next); err != nil {
-			return fmt.Errorf("append event: %w", err)
-		}
-	}
 	ev.Seq, ev.Branch, ev.Op, ev.Time = t.next, t.op.BranchID, t.op.ID, t.p.now
 	if ev.PID == 0 {
 		ev.PID = t.pid
@@ -387,7 +384,9 @@ func (t *Tx) append(ev *Event) error {
 	if !ev.Root.IsZero() {
 		root = ev.Root[:]
 	}
-	err := t.p.exec(`INSERT INTO events (seq, branch, op, kind, time_ns, path, root, payload, prev, hash) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+	// Not through p.exec: an event changes no projection row, so what the
+	// proj remembers of them stays true.
+	_, err := t.p.tx.ExecContext(t.p.ctx, `INSERT INTO events (seq, branch, op, kind, time_ns, path, root, payload, prev, hash) VALUES (?,?,?,?,?,?,?,?,?,?)`,
 		ev.Seq, ev.Branch, ev.Op, int(ev.Kind), ev.Time, path, root, payload, ev.Prev[:], ev.Hash[:])
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
@@ -401,8 +400,11 @@ func (t *Tx) append(ev *Event) error {
 
 func isPathEvent(k EventKind) bool { return (k >= EvCreate && k <= EvRemovexattr) || k == EvWriteData }
 
-// flush writes the branch head and inode counter back.
-func (t *Tx) flush(tx *sql.Tx) error {
+// flush writes the branch head and inode counter back, if they moved.
+func (t *Tx) flush(tx cas.DBTX) error {
+	if t.appended == 0 && t.p.nextIno == t.nextIno {
+		return nil
+	}
 	_, err := tx.ExecContext(t.p.ctx, `UPDATE branches SET head_seq = ?, head_hash = ?, event_count = ?, next_ino = ? WHERE id = ?`,
 		t.headSeq, t.head[:], t.count, t.p.nextIno, t.op.BranchID)
 	return err
