@@ -104,6 +104,9 @@ type FS struct {
 	mu      sync.Mutex
 	nodes   map[int64]*node    // live nodes by art inode, for journaling at unmount
 	touched map[*node]struct{} // directories whose entries changed (mtime to journal)
+	// dirMTimes holds the mtimes of forgotten directories until they are
+	// journaled (node.OnForget), for a node rebuilt meanwhile.
+	dirMTimes map[int64]int64
 }
 
 // Mount serves opts.Branch at mountpoint until Unmount.
@@ -117,7 +120,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	if err := CleanStale(mountpoint); err != nil {
 		return nil, err
 	}
-	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
+	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, dirMTimes: map[int64]int64{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
 		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, nameCallers: opts.NameCallers}
 	f.quota.Store(opts.Quota)
 	if opts.Lower != "" {

@@ -78,6 +78,13 @@ var (
 func (f *FS) newNode(jn journal.Node) *node {
 	n := &node{fsys: f, ino: jn.Ino}
 	n.load(jn)
+	if jn.IsDir() {
+		f.mu.Lock()
+		if m, ok := f.dirMTimes[jn.Ino]; ok {
+			n.attr.MTime = m // a forgotten node's, still being journaled (OnForget)
+		}
+		f.mu.Unlock()
+	}
 	return n
 }
 
@@ -121,17 +128,30 @@ func (n *node) child(ctx context.Context, name string, jn journal.Node) *fs.Inod
 }
 
 func (n *node) OnForget() {
-	n.fsys.mu.Lock()
-	_, touched := n.fsys.touched[n]
-	delete(n.fsys.touched, n)
-	if n.fsys.nodes[n.ino] == n && !n.dirty.Load() {
-		delete(n.fsys.nodes, n.ino)
+	f := n.fsys
+	n.mu.Lock()
+	mtime := n.attr.MTime
+	n.mu.Unlock()
+	f.mu.Lock()
+	_, touched := f.touched[n]
+	delete(f.touched, n)
+	if f.nodes[n.ino] == n && !n.dirty.Load() {
+		delete(f.nodes, n.ino)
 	}
-	n.fsys.mu.Unlock()
 	if touched {
-		// Its mtime lives only in this node: record it before the node
-		// goes, or the next lookup would rebuild the old one.
+		// Its mtime lives only in this node until journaled below; a
+		// lookup racing with that must not build the journal's old one
+		// (newNode takes it from here).
+		f.dirMTimes[n.ino] = mtime
+	}
+	f.mu.Unlock()
+	if touched {
 		n.journalMTime(context.Background())
+		f.mu.Lock()
+		if f.dirMTimes[n.ino] == mtime {
+			delete(f.dirMTimes, n.ino)
+		}
+		f.mu.Unlock()
 	}
 	n.mu.Lock()
 	if n.opens == 0 && n.upper != "" && !n.dirty.Load() {
