@@ -34,7 +34,18 @@ type node struct {
 	mem   []byte // contiguous from offset 0, at most memMax bytes
 	// Neither upper nor inMem: the content is attr.Content.
 	opens int
-	atime int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
+	// Of opens, how many are served by FUSE passthrough (passthrough.go):
+	// to the host file (lowerOpens), or to upper (ptOpens, ptWriters of
+	// them open for writing). The kernel refuses to mix passthrough and
+	// daemon-served opens of one inode, or two backing files.
+	lowerOpens int
+	ptOpens    int
+	ptWriters  int
+	lowerUsed  bool  // a host file was a backing file: never upper (passthrough.go)
+	ptTimes    bool  // upper's mtime is the file's (passthrough writers write it)
+	mapped     bool  // a mapping may write upper unseen (passthrough.go)
+	jmtime     int64 // the mtime the journal holds for the file
+	atime      int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
 
 	// Where the node's one name is, for stale (parent 0: unknown).
 	parent int64
@@ -82,6 +93,7 @@ func (f *FS) newNode(jn journal.Node) *node {
 
 func (n *node) load(jn journal.Node) {
 	n.attr, n.ctime, n.nlink = jn.Attr, jn.CTime, jn.Nlink
+	n.jmtime = jn.MTime
 }
 
 func typeBits(k cas.EntryKind) uint32 {
@@ -120,10 +132,13 @@ func (n *node) child(ctx context.Context, name string, jn journal.Node) *fs.Inod
 }
 
 func (n *node) OnForget() {
+	n.mu.Lock()
+	keep := n.dirty.Load() || n.mapped // its upper holds what the journal does not (yet)
+	n.mu.Unlock()
 	n.fsys.mu.Lock()
 	_, touched := n.fsys.touched[n]
 	delete(n.fsys.touched, n)
-	if n.fsys.nodes[n.ino] == n && !n.dirty.Load() {
+	if n.fsys.nodes[n.ino] == n && !keep {
 		delete(n.fsys.nodes, n.ino)
 	}
 	n.fsys.mu.Unlock()
@@ -133,7 +148,7 @@ func (n *node) OnForget() {
 		n.journalMTime(context.Background())
 	}
 	n.mu.Lock()
-	if n.opens == 0 && n.upper != "" && !n.dirty.Load() {
+	if n.opens == 0 && n.upper != "" && !n.dirty.Load() && !n.mapped {
 		os.Remove(n.upper)
 		n.upper = ""
 	}
@@ -168,12 +183,19 @@ func (n *node) fillLocked(out *fuse.Attr) {
 		out.Size, out.Blocks = 4096, 8
 	}
 	out.Blksize = 4096
-	out.Mtime, out.Mtimensec = uint64(n.attr.MTime/1e9), uint32(n.attr.MTime%1e9)
+	mtime, ctime := n.attr.MTime, n.ctime
+	if n.ptTimes {
+		if t, ok := n.upperMTimeLocked(); ok {
+			// Written by passthrough: a write moved both times.
+			mtime, ctime = t, max(ctime, t)
+		}
+	}
+	out.Mtime, out.Mtimensec = uint64(mtime/1e9), uint32(mtime%1e9)
 	out.Atime, out.Atimensec = out.Mtime, out.Mtimensec
 	if n.atime != 0 {
 		out.Atime, out.Atimensec = uint64(n.atime/1e9), uint32(n.atime%1e9)
 	}
-	out.Ctime, out.Ctimensec = uint64(n.ctime/1e9), uint32(n.ctime%1e9)
+	out.Ctime, out.Ctimensec = uint64(ctime/1e9), uint32(ctime%1e9)
 }
 
 func (n *node) fillEntry(out *fuse.EntryOut) {
@@ -643,7 +665,10 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			n.attr.GID = jn.GID
 		}
 		if mask&journal.SetMTime != 0 {
-			n.attr.MTime = jn.MTime
+			n.attr.MTime, n.jmtime = jn.MTime, jn.MTime
+			if n.ptTimes {
+				n.setUpperMTimeLocked(jn.MTime)
+			}
 		}
 		n.ctime = jn.CTime
 		n.mu.Unlock()
@@ -661,10 +686,16 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 func (n *node) setAttrDirty(mask uint32, a journal.Attr) bool {
 	n.jmu.Lock()
 	defer n.jmu.Unlock()
-	if !n.dirty.Load() {
-		return false
-	}
 	n.mu.Lock()
+	if !n.dirty.Load() {
+		if n.ptWriters == 0 && !n.mapped {
+			n.mu.Unlock()
+			return false
+		}
+		// Written unseen: the content is journaled again at the writer's
+		// release or by the watcher anyway.
+		n.dirty.Store(true)
+	}
 	if mask&journal.SetMode != 0 {
 		n.attr.Mode = a.Mode & 0o7777
 	}
@@ -676,6 +707,9 @@ func (n *node) setAttrDirty(mask uint32, a journal.Attr) bool {
 	}
 	if mask&journal.SetMTime != 0 {
 		n.attr.MTime = a.MTime
+		if n.ptTimes {
+			n.setUpperMTimeLocked(a.MTime) // read back by getattr and journal
+		}
 	}
 	n.pending |= mask &^ journal.SetMTime // the content's event carries the mtime
 	n.ctime = now()
