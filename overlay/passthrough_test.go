@@ -97,6 +97,13 @@ func TestPassthroughWriters(t *testing.T) {
 	if got := mustPread(t, r, 5, 100); string(got) != "hello" {
 		t.Fatalf("reader after a write = %q, want hello", got)
 	}
+	// fsync reaches the daemon, which journals what the kernel wrote.
+	if err := unix.Fsync(w); err != nil {
+		t.Fatal(err)
+	}
+	if got, live := journalTree(t, s.db)["f"], fileTree(t, s.mnt)["f"]; got != live {
+		t.Fatalf("after fsync the journal holds %.60s, the file is %.60s", got, live)
+	}
 	// Growing the file: stat (through the daemon) follows the kernel.
 	tail := pattern(100 << 10)
 	if _, err := unix.Pwrite(w, tail, int64(len(want))); err != nil {
