@@ -34,9 +34,10 @@ import (
 // passes through to its upper - a stale backing id would let an open for
 // writing reach the host file.
 //
-// Writers through passthrough are not seen write by write: a node with
-// one open (ptWriters) is journaled at every flush, fsync and release of
-// a writer whether or not it looks dirty, and the upper file's mtime is
+// Writers through passthrough are not seen write by write: a node open
+// for writing that way (ptWriters) is journaled at every flush, fsync and
+// release of a writer whether or not it looks dirty (an unchanged result
+// records no event, but costs a read and hash of the file), and the upper file's mtime is
 // the file's while it is written that way (ptTimes). A shared mapping
 // outlives its open: the kernel maps the backing file itself and
 // releases the FUSE file at close, so a mapping can go on writing the
@@ -50,7 +51,9 @@ import (
 // passed through: forensic mode (every write request journaled), a quota
 // (every write request counted), setuid/setgid files (the daemon clears
 // those bits at the first write), and mounts where the kernel refuses
-// backing files (Mount probes once).
+// backing files (Mount probes once). A node already open by passthrough
+// must keep being opened that way, so a later quota, or a setuid bit set
+// meanwhile, applies from its next first open.
 
 // ptMinCopy is the smallest file copied out of the store at an open, to
 // be served by passthrough; smaller ones are served by the daemon (and
