@@ -1192,7 +1192,16 @@ var diffCases = []diffCase{
 // TestDifferential runs diffCases on a plain directory and on an art
 // mount, then remounts the store and requires every case's final tree to
 // have survived.
-func TestDifferential(t *testing.T) {
+func TestDifferential(t *testing.T) { runDifferential(t) }
+
+// TestDifferentialPassthrough runs the differential cases with every open
+// of a file with content served by FUSE passthrough.
+func TestDifferentialPassthrough(t *testing.T) {
+	defer overlay.PassthroughAll()()
+	runDifferential(t)
+}
+
+func runDifferential(t *testing.T) {
 	s := newStore(t)
 	plain := t.TempDir()
 	dirOf := func(i int) string { return fmt.Sprintf("c%02d", i) }

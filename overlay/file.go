@@ -82,16 +82,38 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if n.fsys.readOnly && flags&(syscall.O_ACCMODE|syscall.O_TRUNC) != syscall.O_RDONLY {
 		return nil, 0, syscall.EROFS
 	}
-	if flags&(syscall.O_ACCMODE|syscall.O_TRUNC) == syscall.O_RDONLY && n.upper == "" && !n.inMem {
+	modifies := flags&(syscall.O_ACCMODE|syscall.O_TRUNC) != syscall.O_RDONLY
+	// The kernel's page cache stays valid across opens: every change to
+	// the file passes through it. A read-only open has nothing to journal
+	// at close, so its close sends no FLUSH (a round trip per header a
+	// compiler reads, per .git file git status opens).
+	openFlags := uint32(fuse.FOPEN_KEEP_CACHE)
+	if !modifies {
+		openFlags |= fuse.FOPEN_NOFLUSH
+	}
+	if !modifies && n.upper == "" && !n.inMem && n.cachedOpensLocked() == 0 && n.ptOpens == 0 {
 		if fd := n.openLowerLocked(ctx); fd >= 0 {
 			n.opens++
+			n.lowerOpens++
+			n.lowerUsed = true
 			n.fsys.stats.lowerOpens.Add(1)
-			// A plain loopback handle: go-fuse may register it as the
-			// inode's passthrough backing file. Only lower files ever are:
-			// a backing file stays with the inode, and an upper copy may
-			// be replaced.
-			return &lowerHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), n: n}, fuse.FOPEN_KEEP_CACHE, 0
+			// A plain loopback handle: go-fuse registers it as the inode's
+			// passthrough backing file (passthrough.go).
+			return &lowerHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), n: n}, openFlags, 0
 		}
+	}
+	pt, err := n.openPassthroughLocked(ctx, flags, modifies)
+	if err != nil {
+		return nil, 0, toErrno(err)
+	}
+	if pt != nil {
+		if modifies {
+			n.dirty.Store(true) // until journaled with no writer left
+		}
+		// go-fuse turns FOPEN_KEEP_CACHE off when the kernel takes the
+		// backing file; if it does not, the page cache stays valid as
+		// for the daemon's own handles.
+		return pt, openFlags, 0
 	}
 	if flags&syscall.O_TRUNC != 0 {
 		if err := n.emptyLocked(); err != nil {
@@ -104,9 +126,7 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// The content is fetched at the handle's first read or write (a new
 	// or truncated file lives in memory until it grows).
 	h := &handle{n: n, flags: flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_DIRECT | syscall.O_TRUNC)}
-	// The kernel's page cache stays valid across opens: every change to
-	// this file passes through it.
-	return h, fuse.FOPEN_KEEP_CACHE, 0
+	return h, openFlags, 0
 }
 
 // openLowerLocked opens the host file this node was imported from, if the
@@ -158,6 +178,7 @@ func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
 	errno := h.LoopbackFile.Release(ctx)
 	h.n.mu.Lock()
 	h.n.opens--
+	h.n.lowerOpens--
 	h.n.mu.Unlock()
 	return errno
 }
@@ -175,7 +196,12 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	}
 	n.mu.Lock()
 	upper, mtime, inMem := n.upper, n.attr.MTime, n.inMem
-	pending, attr := n.pending, n.attr
+	if n.ptTimes {
+		if t, ok := n.upperMTimeLocked(); ok {
+			mtime = t
+		}
+	}
+	pending, attr, jmtime := n.pending, n.attr, n.jmtime
 	n.pending = 0
 	var data []byte
 	if inMem {
@@ -205,11 +231,16 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		if err != nil {
 			return err
 		}
-		if pending != 0 {
-			_, err = tx.SetAttr(n.ino, pending, attr)
-		}
-		if err == nil {
-			jn, err = tx.Write(n.ino, id, st.Size, mtime, nil)
+		if pending == 0 && id == attr.Content && mtime == jmtime {
+			// Unchanged (a passthrough writer that wrote nothing, say).
+			jn, err = tx.Get(n.ino)
+		} else {
+			if pending != 0 {
+				_, err = tx.SetAttr(n.ino, pending, attr)
+			}
+			if err == nil {
+				jn, err = tx.Write(n.ino, id, st.Size, mtime, nil)
+			}
 		}
 		if errors.Is(err, syscall.ENOENT) {
 			gone, err = true, nil // unlinked while open: nothing left to record
@@ -222,7 +253,14 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	}
 	if !gone {
 		n.mu.Lock()
-		n.attr.Content, n.attr.Size, n.ctime = jn.Content, jn.Size, jn.CTime
+		n.attr.Content, n.attr.Size, n.ctime, n.jmtime = jn.Content, jn.Size, jn.CTime, jn.MTime
+		if n.ptTimes && n.ptWriters == 0 && !n.mapped {
+			// No passthrough writer left: the mtime lives in memory again.
+			if t, ok := n.upperMTimeLocked(); ok {
+				n.attr.MTime = t
+			}
+			n.ptTimes = false
+		}
 		n.mu.Unlock()
 		n.stale()
 	}

@@ -99,11 +99,19 @@ type FS struct {
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by a change whose listing entries are unknown; voids every listing (listing.go)
 	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
-	stats   struct{ lowerOpens, copies, readdirs, unlinksBehind atomic.Int64 }
+	stats   struct{ lowerOpens, ptOpens, copies, readdirs, unlinksBehind atomic.Int64 }
 
-	mu      sync.Mutex
-	nodes   map[int64]*node    // live nodes by art inode, for journaling at unmount
-	touched map[*node]struct{} // directories whose entries changed (mtime to journal)
+	ptOK atomic.Bool // the kernel takes backing files from upperDir (passthrough.go); false until probed
+
+	watchStop chan struct{} // closed by Unmount: the mapped-node watcher ends
+	watchWG   sync.WaitGroup
+
+	mu           sync.Mutex
+	nodes        map[int64]*node    // live nodes by art inode, for journaling at unmount
+	touched      map[*node]struct{} // directories whose entries changed (mtime to journal)
+	mappedNodes  map[*node]struct{} // written through mappings the daemon cannot see (passthrough.go)
+	watching     bool               // the watcher runs
+	watchStopped bool
 	// dirMTimes holds the mtimes of forgotten directories until they are
 	// journaled (node.OnForget), for a node rebuilt meanwhile.
 	dirMTimes map[int64]int64
@@ -120,7 +128,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	if err := CleanStale(mountpoint); err != nil {
 		return nil, err
 	}
-	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, dirMTimes: map[int64]int64{}, upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
+	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, dirMTimes: map[int64]int64{}, mappedNodes: map[*node]struct{}{}, watchStop: make(chan struct{}), upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
 		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, nameCallers: opts.NameCallers}
 	f.quota.Store(opts.Quota)
 	if opts.Lower != "" {
@@ -211,6 +219,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	f.server = server
+	f.ptOK.Store(f.probePassthrough())
 	return f, nil
 }
 
@@ -241,6 +250,7 @@ func CleanStale(mountpoint string) error {
 // Stats counts how file opens were served.
 type Stats struct {
 	LowerOpens int64 // read-only opens served from the host file
+	PtOpens    int64 // opens served by passthrough to a private copy
 	Copies     int64 // files copied out of the store into a private copy
 	Readdirs   int64 // READDIR requests: listings the kernel had not cached
 	// UnlinksBehind counts unlinks answered before the journal had them
@@ -250,7 +260,8 @@ type Stats struct {
 
 // Stats reports counters since the mount.
 func (f *FS) Stats() Stats {
-	return Stats{LowerOpens: f.stats.lowerOpens.Load(), Copies: f.stats.copies.Load(), Readdirs: f.stats.readdirs.Load(), UnlinksBehind: f.stats.unlinksBehind.Load()}
+	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
+		Readdirs: f.stats.readdirs.Load(), UnlinksBehind: f.stats.unlinksBehind.Load()}
 }
 
 // FastPaths describes the performance features in force on this mount.
@@ -285,6 +296,9 @@ func (f *FS) FastPaths() []string {
 	if f.lower != "" {
 		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it)")
 	}
+	if !f.journalWrites && f.quota.Load() == 0 {
+		out = append(out, "reads and writes of private copies by FUSE passthrough (when the kernel accepts it)")
+	}
 	return out
 }
 
@@ -310,6 +324,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 		}
 		f.server = nil
 	}
+	f.stopWatch()
 	if f.behind != nil {
 		if berr := f.behind.close(); err == nil {
 			err = berr
@@ -378,6 +393,9 @@ func (f *FS) journalAll(ctx context.Context) error {
 	f.mu.Unlock()
 	var errs []error
 	for _, n := range nodes {
+		if n.ptUnseen() {
+			n.dirty.Store(true) // written by passthrough or a mapping, unseen
+		}
 		if err := n.journal(ctx, false); err != nil {
 			errs = append(errs, err)
 		}

@@ -688,7 +688,18 @@ func (x *fsx) step() {
 // appends, fallocates, fsyncs, reopens, renames and links on a few files
 // and checks every result against an in-memory model; then it remounts
 // the store and checks every file's bytes again, and verifies the journal.
-func TestFSX(t *testing.T) {
+func TestFSX(t *testing.T) { runFSX(t, 1) }
+
+// TestFSXPassthrough is TestFSX with every open of a file that has
+// content served by FUSE passthrough (the kernel reads and writes the
+// private copy itself), on a quarter of the operations.
+func TestFSXPassthrough(t *testing.T) {
+	defer overlay.PassthroughAll()()
+	runFSX(t, 4)
+}
+
+// runFSX runs the fsx test with 1/div of the default operations.
+func runFSX(t *testing.T, div int) {
 	s := newStore(t)
 	seed := *fsxSeed
 	if seed == 0 {
@@ -705,6 +716,9 @@ func TestFSX(t *testing.T) {
 		ops = 25_000
 	default:
 		ops = 100_000
+	}
+	if *fsxOps == 0 {
+		ops /= div
 	}
 	t.Logf("seed %d, %d operations (rerun with -run TestFSX -seed %d)", seed, ops, seed)
 	x := &fsx{t: t, root: s.mnt, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), seed: seed,
@@ -740,7 +754,7 @@ func TestFSX(t *testing.T) {
 		x.closeFile(f)
 	}
 	x.fullCompare()
-	t.Logf("%d operations in %v", ops, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d operations in %v; opens: %+v", ops, time.Since(start).Round(time.Millisecond), s.fs.Stats())
 	for _, m := range fsxMix {
 		t.Logf("  %-10s %6d in %v", m.kind, x.counts[m.kind], x.time[m.kind].Round(time.Millisecond))
 	}

@@ -34,7 +34,18 @@ type node struct {
 	mem   []byte // contiguous from offset 0, at most memMax bytes
 	// Neither upper nor inMem: the content is attr.Content.
 	opens int
-	atime int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
+	// Of opens, how many are served by FUSE passthrough (passthrough.go):
+	// to the host file (lowerOpens), or to upper (ptOpens, ptWriters of
+	// them open for writing). The kernel refuses to mix passthrough and
+	// daemon-served opens of one inode, or two backing files.
+	lowerOpens int
+	ptOpens    int
+	ptWriters  int
+	lowerUsed  bool  // a host file was a backing file: never upper (passthrough.go)
+	ptTimes    bool  // upper's mtime is the file's (passthrough writers write it)
+	mapped     bool  // a mapping may write upper unseen (passthrough.go)
+	jmtime     int64 // the mtime the journal holds for the file
+	atime      int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
 
 	// Where the node's one name is, for stale (parent 0: unknown).
 	parent int64
@@ -90,6 +101,7 @@ func (f *FS) newNode(jn journal.Node) *node {
 
 func (n *node) load(jn journal.Node) {
 	n.attr, n.ctime, n.nlink = jn.Attr, jn.CTime, jn.Nlink
+	n.jmtime = jn.MTime
 }
 
 func typeBits(k cas.EntryKind) uint32 {
@@ -131,11 +143,12 @@ func (n *node) OnForget() {
 	f := n.fsys
 	n.mu.Lock()
 	mtime := n.attr.MTime
+	keep := n.dirty.Load() || n.mapped // its upper holds what the journal does not (yet)
 	n.mu.Unlock()
 	f.mu.Lock()
 	_, touched := f.touched[n]
 	delete(f.touched, n)
-	if f.nodes[n.ino] == n && !n.dirty.Load() {
+	if f.nodes[n.ino] == n && !keep {
 		delete(f.nodes, n.ino)
 	}
 	if touched {
@@ -154,7 +167,7 @@ func (n *node) OnForget() {
 		f.mu.Unlock()
 	}
 	n.mu.Lock()
-	if n.opens == 0 && n.upper != "" && !n.dirty.Load() {
+	if n.opens == 0 && n.upper != "" && !n.dirty.Load() && !n.mapped {
 		os.Remove(n.upper)
 		n.upper = ""
 	}
@@ -189,12 +202,19 @@ func (n *node) fillLocked(out *fuse.Attr) {
 		out.Size, out.Blocks = 4096, 8
 	}
 	out.Blksize = 4096
-	out.Mtime, out.Mtimensec = uint64(n.attr.MTime/1e9), uint32(n.attr.MTime%1e9)
+	mtime, ctime := n.attr.MTime, n.ctime
+	if n.ptTimes {
+		if t, ok := n.upperMTimeLocked(); ok {
+			// Written by passthrough: a write moved both times.
+			mtime, ctime = t, max(ctime, t)
+		}
+	}
+	out.Mtime, out.Mtimensec = uint64(mtime/1e9), uint32(mtime%1e9)
 	out.Atime, out.Atimensec = out.Mtime, out.Mtimensec
 	if n.atime != 0 {
 		out.Atime, out.Atimensec = uint64(n.atime/1e9), uint32(n.atime%1e9)
 	}
-	out.Ctime, out.Ctimensec = uint64(n.ctime/1e9), uint32(n.ctime%1e9)
+	out.Ctime, out.Ctimensec = uint64(ctime/1e9), uint32(ctime%1e9)
 }
 
 func (n *node) fillEntry(out *fuse.EntryOut) {
@@ -428,7 +448,8 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	return in, fh, fuseFlags, 0
+	// Its close commits the create, even from a read-only open.
+	return in, fh, fuseFlags &^ fuse.FOPEN_NOFLUSH, 0
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -715,7 +736,10 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			n.attr.GID = jn.GID
 		}
 		if mask&journal.SetMTime != 0 {
-			n.attr.MTime = jn.MTime
+			n.attr.MTime, n.jmtime = jn.MTime, jn.MTime
+			if n.ptTimes {
+				n.setUpperMTimeLocked(jn.MTime)
+			}
 		}
 		n.ctime = jn.CTime
 		n.mu.Unlock()
@@ -733,10 +757,16 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 func (n *node) setAttrDirty(mask uint32, a journal.Attr) bool {
 	n.jmu.Lock()
 	defer n.jmu.Unlock()
-	if !n.dirty.Load() {
-		return false
-	}
 	n.mu.Lock()
+	if !n.dirty.Load() {
+		if n.ptWriters == 0 && !n.mapped {
+			n.mu.Unlock()
+			return false
+		}
+		// Written unseen: the content is journaled again at the writer's
+		// release or by the watcher anyway.
+		n.dirty.Store(true)
+	}
 	if mask&journal.SetMode != 0 {
 		n.attr.Mode = a.Mode & 0o7777
 	}
@@ -748,6 +778,9 @@ func (n *node) setAttrDirty(mask uint32, a journal.Attr) bool {
 	}
 	if mask&journal.SetMTime != 0 {
 		n.attr.MTime = a.MTime
+		if n.ptTimes {
+			n.setUpperMTimeLocked(a.MTime) // read back by getattr and journal
+		}
 	}
 	n.pending |= mask &^ journal.SetMTime // the content's event carries the mtime
 	n.ctime = now()
