@@ -143,14 +143,24 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 	}
 	host := filepath.Join(f.lower, p[len(f.lowerPfx):])
 	content := n.attr.Content
-	var c journal.StatCache
-	var ok bool
-	err := f.tx(ctx, func(tx *journal.Tx) error {
-		var err error
-		c, ok, err = tx.StatCache("/" + p)
-		return err
-	})
-	if err != nil || !ok || c.Manifest != content {
+	c := n.lowerStat
+	if c == nil || c.path != p {
+		// Once per node and path: the branch's import cache does not
+		// change while it is mounted (the session holds the branch).
+		var sc journal.StatCache
+		var ok bool
+		err := f.tx(ctx, func(tx *journal.Tx) error {
+			var err error
+			sc, ok, err = tx.StatCache("/" + p)
+			return err
+		})
+		if err != nil || !ok {
+			return -1
+		}
+		c = &lowerStat{path: p, StatCache: sc}
+		n.lowerStat = c
+	}
+	if c.Manifest != content {
 		return -1
 	}
 	fd, err := syscall.Open(host, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -164,6 +174,12 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 		return -1
 	}
 	return fd
+}
+
+// lowerStat is what the import recorded of a node's host file.
+type lowerStat struct {
+	path string // the node's path it was read for
+	journal.StatCache
 }
 
 // lowerHandle reads an unmodified host file. It never writes (the open

@@ -30,8 +30,11 @@ type node struct {
 	ctime int64
 	nlink int
 	upper string // private copy holding the current content
-	inMem bool   // else the current content is mem (no private copy yet)
-	mem   []byte // contiguous from offset 0, at most memMax bytes
+	// lowerStat caches the import's record of the host file (file.go
+	// openLowerLocked); nil until the first read-only open.
+	lowerStat *lowerStat
+	inMem     bool   // else the current content is mem (no private copy yet)
+	mem       []byte // contiguous from offset 0, at most memMax bytes
 	// Neither upper nor inMem: the content is attr.Content.
 	opens int
 	// Of opens, how many are served by FUSE passthrough (passthrough.go):
