@@ -78,7 +78,7 @@ type FS struct {
 	behind        *behind // unlinks written behind (behind.go); nil when read-only
 	server        *fuse.Server
 	upperDir      string
-	ownUpper      bool
+	releaseUpper  func() // removes the upper dir Mount made (nil: the caller's)
 	statDir       string
 	readOnly      bool
 	journalWrites bool
@@ -139,11 +139,12 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		f.lower, f.lowerPfx = abs, filepath.Base(abs)+"/"
 	}
 	if f.upperDir == "" {
-		d, err := os.MkdirTemp("", "art-upper-")
+		CleanStaleUppers("") // best effort: what killed mounts left
+		d, release, err := MakeUpperDir("")
 		if err != nil {
 			return nil, err
 		}
-		f.upperDir, f.ownUpper = d, true
+		f.upperDir, f.releaseUpper = d, release
 	}
 	op := opts.Op
 	if op == nil {
@@ -371,8 +372,9 @@ func (f *FS) end(ctx context.Context) error {
 }
 
 func (f *FS) cleanup() {
-	if f.ownUpper {
-		os.RemoveAll(f.upperDir)
+	if f.releaseUpper != nil {
+		f.releaseUpper()
+		f.releaseUpper = nil
 	}
 }
 

@@ -666,6 +666,12 @@ func describeExit(r sandbox.Result) string {
 // state dir: their FUSE mounts (detached) and session directories. A
 // session is stale when nobody holds its lock.
 func cleanStaleSessions(e *env, base string) {
+	// Their private copies of the agent's open files too.
+	for _, parent := range []string{"/var/tmp", ""} {
+		if _, err := overlay.CleanStaleUppers(parent); err != nil {
+			fmt.Fprintf(e.stderr, "art: warning: cannot remove a killed session's private copies: %v\n", err)
+		}
+	}
 	dirs, _ := filepath.Glob(filepath.Join(base, "session-*"))
 	for _, d := range dirs {
 		f, err := os.Open(filepath.Join(d, "lock"))

@@ -95,13 +95,13 @@ func openSession(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 	// Private copies of files being written live on disk (/var/tmp), not
 	// under /run: that is a small tmpfs on most hosts, which an agent
 	// writing a large file would fill. The sandbox has /var/tmp of its own.
-	upper, err := os.MkdirTemp("/var/tmp", "art-upper-")
+	upper, release, err := overlay.MakeUpperDir("/var/tmp")
 	if err != nil {
-		if upper, err = os.MkdirTemp("", "art-upper-"); err != nil {
-			return s, fmt.Errorf("upper dir: %w", err)
+		if upper, release, err = overlay.MakeUpperDir(""); err != nil {
+			return s, err
 		}
 	}
-	s.undo = append(s.undo, func() { os.RemoveAll(upper) })
+	s.undo = append(s.undo, release)
 	var wst unix.Stat_t
 	if err := unix.Stat(o.dir, &wst); err != nil {
 		return s, fmt.Errorf("workspace: %w", err)
