@@ -85,14 +85,6 @@ func (n *node) openPassthroughLocked(ctx context.Context, flags uint32, modifies
 		if !n.ptEnabledLocked() {
 			return nil, nil
 		}
-		if flags&syscall.O_ACCMODE == syscall.O_RDWR {
-			// Only such an open can map the file shared and writable:
-			// through passthrough, the mapping's writes and their msync
-			// would reach the private copy and not the daemon, so an
-			// msync'd write would wait for the watcher to be journaled.
-			// Through the daemon, msync is an fsync of the journal.
-			return nil, nil
-		}
 		if n.upper == "" && (n.inMem || n.attr.Size < ptMinCopy || flags&syscall.O_TRUNC != 0) {
 			// Small or about to be empty: the daemon serves it from
 			// memory (a new file until it grows), or copies it out at

@@ -318,62 +318,6 @@ func TestPassthroughNeverReachesHost(t *testing.T) {
 	}
 }
 
-// An open for reading and writing that is free to choose goes through the
-// daemon: only it can map the file shared and writable, and through the
-// daemon an msync is an fsync of the journal, so the bytes are journaled
-// when msync returns (through passthrough they would wait for the
-// watcher).
-func TestMsyncReachesJournal(t *testing.T) {
-	s := newStore(t)
-	p := filepath.Join(s.mnt, "f")
-	data := pattern(200 << 10)
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A reader is passed through (the file has a private copy)...
-	before := s.fs.Stats().PtOpens
-	r := mustOpen(t, p, unix.O_RDONLY)
-	if s.fs.Stats().PtOpens == before {
-		unix.Close(r)
-		t.Skip("passthrough is not in force for this file: nothing to decide")
-	}
-	unix.Close(r)
-	// ...a reader-writer, once the reader's release has reached the
-	// daemon (it must join a passthrough open still counted), is not.
-	var fd int
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		before = s.fs.Stats().PtOpens
-		fd = mustOpen(t, p, unix.O_RDWR)
-		if s.fs.Stats().PtOpens == before {
-			break
-		}
-		unix.Close(fd)
-		if time.Now().After(deadline) {
-			t.Fatal("O_RDWR opens are still passed through 5 s after every other open closed")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	defer unix.Close(fd)
-	m, err := unix.Mmap(fd, 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	withoutGC(func() {
-		copy(m[4096:], "written through the mapping")
-		err = unix.Msync(m, unix.MS_SYNC)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(data[4096:], "written through the mapping")
-	want := fileDesc(0o644, data, 0)
-	want = want[:strings.Index(want, " mtime=")]
-	if got := journalTree(t, s.db)["f"]; !strings.HasPrefix(got, want+" ") {
-		t.Fatalf("journal after msync: %s, want %s", got, want)
-	}
-}
-
 // withoutGC runs fn, which touches a mapping served by this process's own
 // daemon (the mount's page faults are FUSE requests), with the collector
 // off: a stop-the-world that began while this goroutine waits in a page
