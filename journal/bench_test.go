@@ -131,21 +131,26 @@ const benchCommitEvery = 16
 // BenchmarkBatchUnlink is one file of rm -rf: UNLINK (the overlay looks
 // the name up and removes it in one update).
 func BenchmarkBatchUnlink(b *testing.B) {
-	ctx := context.Background()
 	bt := newBenchTree(b, b.N)
 	for i := 0; i < b.N; i++ {
 		bt.create(b, i)
 	}
 	defer startCPU(b)()
-	for i := 0; i < b.N; i++ {
+	bt.updates(b, func(i int, tx *journal.Tx) error {
 		dir, name := bt.place(i)
-		err := bt.b.Update(ctx, func(tx *journal.Tx) error {
-			if _, err := tx.Lookup(dir, name); err != nil {
-				return err
-			}
-			return tx.Unlink(dir, name)
-		})
-		if err != nil {
+		if _, err := tx.Lookup(dir, name); err != nil {
+			return err
+		}
+		return tx.Unlink(dir, name)
+	})
+}
+
+// updates runs fn(i) as b.N updates of the tree's Batch, committing every
+// benchCommitEvery of them as the overlay's group commit does.
+func (bt *benchTree) updates(b *testing.B, fn func(i int, tx *journal.Tx) error) {
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		if err := bt.b.Update(ctx, func(tx *journal.Tx) error { return fn(i, tx) }); err != nil {
 			b.Fatal(err)
 		}
 		if i%benchCommitEvery == benchCommitEvery-1 {
@@ -178,23 +183,10 @@ func BenchmarkBatchSetattr(b *testing.B) {
 		}
 	}
 	defer startCPU(b)()
-	for i := 0; i < b.N; i++ {
-		err := bt.b.Update(ctx, func(tx *journal.Tx) error {
-			_, err := tx.SetAttr(inos[i%files], journal.SetMTime, journal.Attr{MTime: int64(i)})
-			return err
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if i%benchCommitEvery == benchCommitEvery-1 {
-			if err := bt.b.Commit(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	if err := bt.b.Commit(); err != nil {
-		b.Fatal(err)
-	}
+	bt.updates(b, func(i int, tx *journal.Tx) error {
+		_, err := tx.SetAttr(inos[i%files], journal.SetMTime, journal.Attr{MTime: int64(i)})
+		return err
+	})
 }
 
 // BenchmarkBatchLookupMiss is a LOOKUP of a name that does not exist (the

@@ -291,12 +291,17 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if err != nil {
 		return nil, toErrno(err)
 	}
+	return fs.NewListDirStream(dirEntries(des)), 0
+}
+
+// dirEntries is a listing as FUSE directory entries.
+func dirEntries(des []journal.Dirent) []fuse.DirEntry {
 	out := make([]fuse.DirEntry, len(des))
 	for i := range des {
 		d := &des[i]
 		out[i] = fuse.DirEntry{Name: string(d.Name), Mode: typeBits(d.Node.Kind), Ino: uint64(d.Node.Ino)}
 	}
-	return fs.NewListDirStream(out), 0
+	return out
 }
 
 // list reads the directory and makes what it read its listing.
@@ -513,12 +518,18 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	}
 	c, errno := n.removeChild(ctx, name, (*journal.Tx).Unlink)
 	if c != nil {
-		c.mu.Lock()
-		c.nlink--
-		c.ctime = now()
-		c.mu.Unlock()
+		c.lostName()
 	}
 	return errno
+}
+
+// lostName updates a live (open) node that one of its names was unlinked
+// from: fstat must show the new link count and ctime.
+func (c *node) lostName() {
+	c.mu.Lock()
+	c.nlink--
+	c.ctime = now()
+	c.mu.Unlock()
 }
 
 // unlinkBehind unlinks name without waiting for the journal (behind.go)
@@ -560,10 +571,7 @@ func (n *node) unlinkBehind(ctx context.Context, name string) bool {
 	f.stats.unlinksBehind.Add(1)
 	n.touchDir()
 	if c := f.live(ino); c != nil {
-		c.mu.Lock()
-		c.nlink--
-		c.ctime = now()
-		c.mu.Unlock()
+		c.lostName()
 	}
 	f.noteCaller(ctx, pid)
 	return true

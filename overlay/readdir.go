@@ -163,11 +163,7 @@ func (d *node) snapshot(ctx context.Context) (*dirSnap, syscall.Errno) {
 		if err != nil {
 			return nil, toErrno(err)
 		}
-		ents = make([]fuse.DirEntry, len(des))
-		for i := range des {
-			de := &des[i]
-			ents[i] = fuse.DirEntry{Name: string(de.Name), Mode: typeBits(de.Node.Kind), Ino: uint64(de.Node.Ino)}
-		}
+		ents = dirEntries(des)
 	}
 	for i := range ents {
 		ents[i].Off = s.id | uint64(i+1)
