@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/netproxy"
+	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -27,9 +28,9 @@ func newNetBridgeCommand(e *env) *cli.Command {
 		Usage:     "(inside the sandbox) bridge loopback ports to art's proxy, then run a command",
 		UsageText: "art net-bridge [--http ADDR] [--socks ADDR] [--dir DIR] -- CMD [ARGS...]",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "http", Value: netHTTPAddr, Usage: "serve the HTTP proxy on `ADDR`"},
-			&cli.StringFlag{Name: "socks", Value: netSOCKSAddr, Usage: "serve the SOCKS5 proxy on `ADDR`"},
-			&cli.StringFlag{Name: "dir", Value: netSandboxDir, Usage: "the proxy's socket directory `DIR`"},
+			&cli.StringFlag{Name: "http", Value: session.NetHTTPAddr, Usage: "serve the HTTP proxy on `ADDR`"},
+			&cli.StringFlag{Name: "socks", Value: session.NetSOCKSAddr, Usage: "serve the SOCKS5 proxy on `ADDR`"},
+			&cli.StringFlag{Name: "dir", Value: session.NetSandboxDir, Usage: "the proxy's socket directory `DIR`"},
 			&cli.BoolFlag{Name: "serve", Hidden: true, Usage: "be the bridge (fd 3 reports readiness)"},
 		},
 		Action: func(c *cli.Context) error {
