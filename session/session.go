@@ -119,6 +119,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
 		return s, err
 	}
+	if err := describe(alive, o.Store, s.Branch); err != nil {
+		return s, fmt.Errorf("session lock: %w", err)
+	}
 	mnt := filepath.Join(dir, "home")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		return s, err

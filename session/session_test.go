@@ -60,8 +60,9 @@ func closeSession(t *testing.T, s *Session) {
 }
 
 // TestOpenLocksTheBranch: an open session serves the captured workspace
-// at cfg.Home and holds its branch (another branch of the store opens
-// beside it); Close removes its state directory and frees the branch.
+// at cfg.Home, holds its branch (another branch of the store opens
+// beside it) and is listed as live; Close removes its state directory and
+// frees the branch.
 func TestOpenLocksTheBranch(t *testing.T) {
 	testutil.RequireFUSE(t)
 	ctx := context.Background()
@@ -82,6 +83,15 @@ func TestOpenLocksTheBranch(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(cfg.Hide, " "), o.Store) {
 		t.Errorf("the store is not hidden from the sandbox: %q", cfg.Hide)
+	}
+
+	base, err := StateDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := List(base, o.Store)
+	if err != nil || len(live) != 1 || live[0].PID != os.Getpid() || live[0].Branch != journal.DefaultBranch || live[0].Dir != s.Dir {
+		t.Errorf("live sessions of the store: %+v, %v", live, err)
 	}
 
 	var cfg2 sandbox.Config
@@ -108,6 +118,9 @@ func TestOpenLocksTheBranch(t *testing.T) {
 	closeSession(t, s)
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("state dir after Close: %v", err)
+	}
+	if live, err := List(base, o.Store); err != nil || len(live) != 0 {
+		t.Errorf("live sessions after Close: %+v, %v", live, err)
 	}
 	s4, err := Open(ctx, o, &cfg2, nil)
 	closeSession(t, s4)

@@ -9,6 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/artrt/art/overlay"
 	"golang.org/x/sys/unix"
@@ -90,4 +93,78 @@ func CleanStale(base string, warn io.Writer) {
 		}
 		f.Close()
 	}
+}
+
+// Live is a session running on a store.
+type Live struct {
+	PID    int       // the art process holding it
+	Branch string    // the branch it serves
+	Since  time.Time // when it was opened
+	Dir    string    // its state directory
+}
+
+// List returns the live sessions of the store file store whose state is
+// under base (StateDir): those whose lock is held. A session writes who
+// it is into its lock file when it opens (describe).
+func List(base, store string) ([]Live, error) {
+	abs, err := filepath.Abs(store)
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := filepath.Glob(filepath.Join(base, "session-*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Live
+	for _, d := range dirs {
+		if l, ok := readLive(d); ok && l.store == abs {
+			out = append(out, l.Live)
+		}
+	}
+	return out, nil
+}
+
+type liveSession struct {
+	Live
+	store string
+}
+
+// readLive reads d's lock file if a session holds it.
+func readLive(d string) (liveSession, bool) {
+	f, err := os.Open(filepath.Join(d, "lock"))
+	if err != nil {
+		return liveSession{}, false
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) == nil {
+		return liveSession{}, false // nobody holds it: stale, or not yet locked
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return liveSession{}, false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return liveSession{}, false
+	}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) < 3 {
+		return liveSession{}, false // being opened: not described yet
+	}
+	pid, err := strconv.Atoi(lines[0])
+	if err != nil {
+		return liveSession{}, false
+	}
+	return liveSession{Live: Live{PID: pid, Branch: lines[2], Since: st.ModTime(), Dir: d}, store: lines[1]}, true
+}
+
+// describe writes who holds a session's lock into it, for List: the pid,
+// the store's absolute path and the branch, a line each.
+func describe(lock *os.File, store, branch string) error {
+	abs, err := filepath.Abs(store)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(lock, "%d\n%s\n%s\n", os.Getpid(), abs, branch)
+	return err
 }
