@@ -25,7 +25,8 @@
 // nothing (direct mode). NewExecutor keeps one session open for a stream
 // of requests of the JSON exec API (art exec): each is an "exec"
 // operation with snapshots before and after it. Open and Close are the
-// parts, for callers that run commands their own way.
+// parts, for callers that run commands their own way; List names the
+// sessions running on a store.
 //
 // The package prints nothing of its own: art's messages (a new branch,
 // a cleaned-up session, warnings) go to Options.Warn, the capture's
