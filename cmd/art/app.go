@@ -147,6 +147,8 @@ func classify(err error) (code int, msg, hint string) {
 	switch {
 	case errors.As(err, &ec):
 		return ec.code, msg, ""
+	case errors.Is(err, session.ErrCommandNotFound):
+		return 127, msg, "" // the shell's status for it (art net-bridge)
 	case errors.As(err, &ue), errors.As(err, &sue), isFlagError(err):
 		return exitUsage, msg, "see art help"
 	case errors.As(err, &inUse):
