@@ -11,6 +11,7 @@ import (
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/migrations"
+	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -141,11 +142,17 @@ func classify(err error) (code int, msg, hint string) {
 	msg = err.Error()
 	var ec *exitCoder
 	var ue *usageError
+	var sue *session.UsageError
+	var inUse *session.BranchInUseError
 	switch {
 	case errors.As(err, &ec):
 		return ec.code, msg, ""
-	case errors.As(err, &ue), isFlagError(err):
+	case errors.Is(err, session.ErrCommandNotFound):
+		return 127, msg, "" // the shell's status for it (art net-bridge)
+	case errors.As(err, &ue), errors.As(err, &sue), isFlagError(err):
 		return exitUsage, msg, "see art help"
+	case errors.As(err, &inUse):
+		return exitFailure, msg, "run on another branch: art run --branch NAME"
 	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
 		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
 	case errors.Is(err, migrations.ErrTooNew):

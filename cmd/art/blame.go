@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -140,7 +141,7 @@ type attribution struct {
 
 type execRef struct {
 	seq int64
-	v   traceValue
+	v   session.TraceValue
 }
 
 func loadAttribution(ctx context.Context, db *journal.DB, branch string) (*attribution, error) {
@@ -155,7 +156,7 @@ func loadAttribution(ctx context.Context, db *journal.DB, branch string) (*attri
 			continue
 		}
 		k := [2]int64{ev.Op, ev.PID}
-		a.byPid[k] = append(a.byPid[k], execRef{seq: ev.Seq, v: decodeTraceValue(ev)})
+		a.byPid[k] = append(a.byPid[k], execRef{seq: ev.Seq, v: session.DecodeTraceValue(ev)})
 	}
 	return a, nil
 }
@@ -164,13 +165,13 @@ func loadAttribution(ctx context.Context, db *journal.DB, branch string) (*attri
 // that pid before the event, else the first after it (tracer records
 // reach the journal in batches, up to a flush interval after the changes
 // they explain).
-func (a *attribution) command(ev *journal.Event) (traceValue, bool) {
+func (a *attribution) command(ev *journal.Event) (session.TraceValue, bool) {
 	if ev.PID == 0 {
-		return traceValue{}, false
+		return session.TraceValue{}, false
 	}
 	refs := a.byPid[[2]int64{ev.Op, ev.PID}]
 	if len(refs) == 0 {
-		return traceValue{}, false
+		return session.TraceValue{}, false
 	}
 	i := sort.Search(len(refs), func(i int) bool { return refs[i].seq > ev.Seq })
 	if i > 0 {

@@ -7,13 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
+	"github.com/artrt/art/session"
 	"github.com/artrt/art/tracer"
 )
 
@@ -46,7 +46,7 @@ func traceSession(t *testing.T, traced bool, script string) (string, string) {
 	if traced {
 		testutil.Require(t, "bwrap")
 		testutil.Require(t, "ptrace")
-		policy, err := tracePolicy("")
+		policy, err := session.TracePolicy("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func traceSession(t *testing.T, traced bool, script string) (string, string) {
 		cmd := exec.Command("bwrap", "--ro-bind", "/", "/", "--bind", mnt, mnt, "--dev", "/dev", "--proc", "/proc",
 			"--unshare-pid", "--die-with-parent", "--chdir", mnt, "--seccomp", "3", "--", "sh", "-c", script)
 		cmd.ExtraFiles = []*os.File{f}
-		j := newTraceJournal(fsys.Record)
+		j := session.NewTraceJournal(fsys.Record)
 		tr, err := tracer.Start(cmd, tracer.Options{Sink: tracer.Tee(j, &tracer.TextSink{W: &logText})})
 		if err != nil {
 			t.Fatal(err)
@@ -153,21 +153,6 @@ func TestBlameNamesTheCommand(t *testing.T) {
 	}
 }
 
-func TestTracePolicyFlag(t *testing.T) {
-	if p, err := tracePolicy(""); err != nil || !p.WriteOpens || len(p.Trace) != 3 {
-		t.Errorf("default: %+v %v", p, err)
-	}
-	if p, err := tracePolicy("all"); err != nil || !p.TraceAll {
-		t.Errorf("all: %+v %v", p, err)
-	}
-	if p, err := tracePolicy("openat, connect"); err != nil || len(p.Trace) != 2 {
-		t.Errorf("list: %+v %v", p, err)
-	}
-	if _, err := tracePolicy("execve,opne"); err == nil || !strings.Contains(err.Error(), `"opne"`) {
-		t.Errorf("unknown name: %v", err)
-	}
-}
-
 func TestGuestPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"ws/f": "ws/f", "/ws/f/": "ws/f", "/home/agent/ws/f": "ws/f", "/home/agent": "",
@@ -182,66 +167,5 @@ func TestGuestPath(t *testing.T) {
 func TestShellQuote(t *testing.T) {
 	if got, want := shellQuote([]string{"sh", "-c", "echo x > f", "it's"}), `sh -c 'echo x > f' 'it'\''s'`; got != want {
 		t.Errorf("got %s, want %s", got, want)
-	}
-}
-
-// TestTraceOptionsStart: art run's entry point journals records and writes
-// the text log; without tracing flags the program traces nothing.
-func TestTraceOptionsStart(t *testing.T) {
-	testutil.Require(t, "bwrap")
-	testutil.Require(t, "ptrace")
-	logFile := filepath.Join(t.TempDir(), "trace.log")
-	o := traceOptions{Log: logFile}
-	prog, err := o.seccompProgram()
-	if err != nil {
-		t.Fatal(err)
-	}
-	deny, err := traceOptions{}.seccompProgram()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(prog) <= len(deny) {
-		t.Errorf("tracing program (%d bytes) no larger than the deny-only one (%d)", len(prog), len(deny))
-	}
-	progFile := filepath.Join(t.TempDir(), "bpf")
-	if err := os.WriteFile(progFile, prog, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(progFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cmd := exec.Command("bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-		"--seccomp", "3", "--", "/bin/sh", "-c", "/bin/true one; exit 4")
-	cmd.ExtraFiles = []*os.File{f}
-	var got []journal.Event
-	record := func(_ context.Context, evs ...journal.Event) error { got = append(got, evs...); return nil }
-	tr, finish, err := o.start(cmd, record, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := tr.Wait()
-	if err != nil || ws.ExitStatus() != 4 {
-		t.Fatalf("wait: %v, status %s", err, tracer.ExitString(ws))
-	}
-	if err := finish(); err != nil {
-		t.Fatal(err)
-	}
-	var execs []string
-	for _, ev := range got {
-		if ev.Kind == journal.EvExec {
-			execs = append(execs, strings.ReplaceAll(ev.Text, "\x00", " "))
-		}
-	}
-	if !slices.Contains(execs, "/bin/true one") {
-		t.Errorf("exec events %q lack /bin/true one", execs)
-	}
-	text, err := os.ReadFile(logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(text), `exec /bin/true ["/bin/true" "one"]`) {
-		t.Errorf("trace log:\n%s", text)
 	}
 }

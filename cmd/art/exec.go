@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/artrt/art/execapi"
+	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -86,7 +87,7 @@ func runExec(ctx context.Context, e *env, o execOptions, in io.Reader, unsandbox
 		}
 		ex = execapi.NewProcessExecutor(dir, nil)
 	} else {
-		ex, release, err = newSandboxExecutor(ctx, e, o)
+		ex, release, err = sandboxExecutor(ctx, e, o)
 		if err != nil {
 			return err
 		}
@@ -114,4 +115,23 @@ func execPolicy(o execOptions) (execapi.Policy, error) {
 		Protected:     append(execapi.StorePaths(o.DB), filepath.Join(mount, ".art")),
 		ResolveSource: filepath.EvalSymlinks,
 	}, nil
+}
+
+// sandboxExecutor opens the session art exec serves requests over.
+// Messages about the capture go to stderr; stdout carries only responses.
+func sandboxExecutor(ctx context.Context, e *env, o execOptions) (execapi.Executor, func() error, error) {
+	abs, err := filepath.Abs(o.Mount)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return nil, nil, usagef("workspace %s is not a directory", o.Mount)
+	}
+	uid, gid, err := sandboxUser("", abs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return session.NewExecutor(ctx, session.Options{Store: o.DB, Durability: o.Durability, Workspace: abs,
+		Branch: o.Branch, NamedBranch: o.Branch != "", UID: uid, GID: gid,
+		Warn: e.stderr, Progress: captureProgress(e, abs)})
 }

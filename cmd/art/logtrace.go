@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/session"
 	"github.com/artrt/art/tracer"
 )
 
@@ -19,7 +20,7 @@ type traceEventJSON struct {
 	Seq    int64  `json:"seq"`
 	Op     int64  `json:"op"`
 	Branch string `json:"branch"`
-	traceValue
+	session.TraceValue
 }
 
 func traceEventsOf(ctx context.Context, db *journal.DB, branch string, kinds ...journal.EventKind) ([]traceEventJSON, error) {
@@ -32,11 +33,11 @@ func traceEventsOf(ctx context.Context, db *journal.DB, branch string, kinds ...
 		ev := &evs[i]
 		for _, k := range kinds {
 			if ev.Kind == k {
-				v := decodeTraceValue(ev)
+				v := session.DecodeTraceValue(ev)
 				if v.Syscall == "" && ev.Kind == journal.EvSyscall && ev.Text != "exit" {
 					v.Syscall = ev.Text
 				}
-				out = append(out, traceEventJSON{Seq: ev.Seq, Op: ev.Op, Branch: db.BranchName(ctx, ev.Branch), traceValue: v})
+				out = append(out, traceEventJSON{Seq: ev.Seq, Op: ev.Op, Branch: db.BranchName(ctx, ev.Branch), TraceValue: v})
 			}
 		}
 	}

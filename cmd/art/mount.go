@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/artrt/art/overlay"
-	"github.com/artrt/art/workspace"
+	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -73,8 +73,7 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 				defer db.DeleteBranch(ctx, tmp.Name)
 				branch = tmp.Name
 			} else if dir := c.String("mount"); dir != "" {
-				st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: dir, Branch: branch, Warn: e.stderr,
-					Message: "capture lower layer for mount", Capture: true})
+				st, err := session.Capture(ctx, db, dir, branch, "capture lower layer for mount", e.stderr, nil)
 				if err != nil {
 					return err
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
+	"github.com/artrt/art/session"
 )
 
 // testNames resolves the test's host names to the host's loopback (the
@@ -63,7 +64,7 @@ func runStore(t *testing.T) (string, *journal.DB, *journal.Op, *journal.Batch) {
 
 func TestLogNetAndPolicySuggest(t *testing.T) {
 	path, _, op, batch := runStore(t)
-	report := netReporter(context.Background(), batch)
+	report := func(a netpolicy.Attempt) error { return batch.Record(context.Background(), session.NetEvent(a)) }
 	for _, a := range []netpolicy.Attempt{
 		{Proto: "connect", Host: "api.example.com", Port: 443, Allow: true, Rule: "api.example.com:443", Reason: "allowed by rule", Addr: "93.184.216.34:443", PID: 42},
 		{Proto: "http", Host: "pypi.org", Port: 80, Reason: "no rule allows pypi.org:80", PID: 42},
@@ -163,7 +164,7 @@ func TestNetAllowInBwrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := startNetProxy(context.Background(), filepath.Join(t.TempDir(), "net"), netAllow{Policy: pol, Lookup: testNames, Recorder: batch, UID: -1})
+	proxy, err := session.StartNetProxy(context.Background(), filepath.Join(t.TempDir(), "net"), session.NetAllow{Policy: pol, Lookup: testNames, Recorder: batch, UID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +189,9 @@ func TestNetAllowInBwrap(t *testing.T) {
 	}, "\n")
 	cmd := exec.Command("bwrap", append([]string{"--unshare-net", "--unshare-pid", "--die-with-parent",
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/tmp",
-		"--ro-bind", proxy.Dir(), netSandboxDir, "--ro-bind", bin, "/run/art", "--ro-bind", ca, "/tmp/ca.pem",
+		"--ro-bind", proxy.Dir(), session.NetSandboxDir, "--ro-bind", bin, "/run/art", "--ro-bind", ca, "/tmp/ca.pem",
 		"--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--"},
-		netBridgeArgv("/run/art", []string{"sh", "-c", script})...)...)
+		session.NetBridgeArgv("/run/art", []string{"sh", "-c", script})...)...)
 	outb, err := cmd.CombinedOutput()
 	out := string(outb)
 	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 7 {

@@ -1,32 +1,19 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/artrt/art/execapi"
 	"github.com/artrt/art/journal"
-	"github.com/artrt/art/netpolicy"
-	"github.com/artrt/art/netproxy"
-	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
+	"github.com/artrt/art/session"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 )
 
 const runDescription = `Runs COMMAND (default: your login shell) in a bubblewrap sandbox. The host root is
@@ -91,24 +78,12 @@ func newRunCommand(e *env) *cli.Command {
 	}
 }
 
-// runOptions is everything art run needs, parsed and checked.
+// runOptions is everything art run needs, parsed and checked: the
+// session's store, branch and workspace, and the command.
 type runOptions struct {
-	dir, db, durability string
-	interactive         bool
-	branch, at          string
-	branchSet           bool
-	env                 []string
-	binds               []sandbox.Bind
-	net                 sandbox.Net
-	netPolicy           *netpolicy.Policy // --net allow
-	timeout             time.Duration
-	limits              sandbox.Limits
-	diskQuota, tmpSize  int64
-	uid, gid            int
-	journalWrites       bool
-	trace               traceOptions
-	quiet               bool
-	command             []string
+	session.Options
+	session.Command
+	interactive bool
 }
 
 func runAction(c *cli.Context, e *env) error {
@@ -116,14 +91,38 @@ func runAction(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	code, err := runSession(c.Context, e, o)
+	o.Warn, o.Stdin, o.Stdout, o.Stderr = e.stderr, e.stdin, e.stdout, e.stderr
+	o.OwnsTTY = o.interactive && e.stdin == os.Stdin && isTerminal(os.Stdin) && isTerminal(e.stdout)
+	o.Progress = captureProgress(e, o.Workspace)
+	res, err := session.Run(c.Context, o.Options, o.Command)
 	if err != nil {
 		return err
 	}
-	if code != 0 {
-		return &silentExit{code}
+	if !o.Quiet {
+		wall := res.Wall.Round(time.Millisecond)
+		if res.Direct {
+			fmt.Fprintf(e.stderr, "art: %s in %s (direct mode: no history)\n", session.DescribeExit(res.Result), wall)
+		} else {
+			fmt.Fprintf(e.stderr, "art: %s in %s; %d paths changed; snapshot %s on branch %s\n",
+				session.DescribeExit(res.Result), wall, res.Changed, res.Snapshot.ID.Short(), res.Branch)
+		}
+	}
+	if res.ExitCode != 0 {
+		return &silentExit{res.ExitCode}
 	}
 	return nil
+}
+
+// captureProgress draws the workspace capture's progress on a terminal.
+func captureProgress(e *env, dir string) session.Progress {
+	bar := newProgress(e.stderr)
+	return func(s workspace.ImportStats, done bool) {
+		if done {
+			bar.done()
+			return
+		}
+		bar.update("capturing %s: %d files, %s read", dir, s.Files, fmtBytes(s.BytesRead))
+	}
 }
 
 // silentExit ends art with the sandboxed command's own status; the
@@ -133,27 +132,27 @@ type silentExit struct{ code int }
 func (e *silentExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func parseRunOptions(c *cli.Context) (runOptions, error) {
-	o := runOptions{dir: c.String("mount"), db: c.String("db"), durability: c.String("durability"),
-		interactive: c.Bool("interactive"), branch: c.String("branch"), branchSet: c.IsSet("branch"), at: c.String("at"),
-		timeout: c.Duration("timeout"), journalWrites: c.Bool("journal-writes"), quiet: c.Bool("quiet"),
-		command: c.Args().Slice()}
-	o.trace = traceOptions{Trace: c.Bool("trace"), Log: c.String("trace-log"), Syscalls: c.String("trace-syscalls")}
-	if o.trace.enabled() {
-		if _, err := tracePolicy(o.trace.Syscalls); err != nil {
+	o := runOptions{interactive: c.Bool("interactive")}
+	o.Options = session.Options{Store: c.String("db"), Durability: c.String("durability"), Workspace: c.String("mount"),
+		Branch: c.String("branch"), NamedBranch: c.IsSet("branch"), At: c.String("at"), JournalWrites: c.Bool("journal-writes")}
+	o.Command = session.Command{Argv: c.Args().Slice(), Timeout: c.Duration("timeout"), Quiet: c.Bool("quiet")}
+	o.Trace = session.TraceOptions{Trace: c.Bool("trace"), Log: c.String("trace-log"), Syscalls: c.String("trace-syscalls")}
+	if o.Trace.Enabled() {
+		if _, err := session.TracePolicy(o.Trace.Syscalls); err != nil {
 			return o, err
 		}
 	}
-	if o.db == "" {
+	if o.Store == "" {
 		for _, f := range []string{"branch", "at", "disk-quota", "journal-writes"} {
 			if c.IsSet(f) {
 				return o, usagef("--%s needs a store (-d FILE): without one nothing is recorded", f)
 			}
 		}
 	}
-	if o.branch == "" {
-		o.branch = journal.DefaultBranch
+	if o.Branch == "" {
+		o.Branch = journal.DefaultBranch
 	}
-	abs, err := filepath.Abs(o.dir)
+	abs, err := filepath.Abs(o.Workspace)
 	if err != nil {
 		return o, err
 	}
@@ -162,18 +161,18 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		return o, fmt.Errorf("workspace: %w", err)
 	}
 	if !st.IsDir() {
-		return o, usagef("workspace %s is not a directory", o.dir)
+		return o, usagef("workspace %s is not a directory", o.Workspace)
 	}
-	o.dir = abs
+	o.Workspace = abs
 	for _, kv := range c.StringSlice("env") {
 		if err := sandbox.ValidEnv(kv); err != nil {
 			return o, usagef("--env: %v", errors.Unwrap(err))
 		}
-		o.env = append(o.env, kv)
+		o.Env = append(o.Env, kv)
 	}
 	if isTerminal(os.Stdout) {
 		if t := os.Getenv("TERM"); t != "" {
-			o.env = append([]string{"TERM=" + t}, o.env...)
+			o.Env = append([]string{"TERM=" + t}, o.Env...)
 		}
 	}
 	for _, s := range c.StringSlice("bind") {
@@ -181,7 +180,7 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		if err != nil {
 			return o, err
 		}
-		o.binds = append(o.binds, b)
+		o.Binds = append(o.Binds, b)
 	}
 	// Network defaults come from the host user's config file, never the
 	// workspace's.
@@ -194,19 +193,19 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 	}
 	switch n := sandbox.Net(mode); n {
 	case sandbox.NetHost, sandbox.NetNone:
-		o.net = n
+		o.Net = n
 	case sandbox.NetAllow:
-		o.net, o.netPolicy = n, pol
-		if o.db == "" {
+		o.Net, o.NetPolicy = n, pol
+		if o.Store == "" {
 			return o, usagef("--net allow needs a store (-d FILE): every connection attempt is journaled")
 		}
 	default:
 		return o, usagef("--net %q: want host, none or allow", n)
 	}
-	if o.net != sandbox.NetAllow && (c.IsSet("allow") || c.IsSet("deny")) {
+	if o.Net != sandbox.NetAllow && (c.IsSet("allow") || c.IsSet("deny")) {
 		return o, usagef("--allow and --deny need --net allow")
 	}
-	sizes := map[string]*int64{"memory": &o.limits.MemoryBytes, "disk-quota": &o.diskQuota, "tmp-size": &o.tmpSize}
+	sizes := map[string]*int64{"memory": &o.Limits.MemoryBytes, "disk-quota": &o.DiskQuota, "tmp-size": &o.TmpSize}
 	for name, dst := range sizes {
 		if !c.IsSet(name) {
 			continue
@@ -217,21 +216,21 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		}
 		*dst = n
 	}
-	if o.limits.Pids = c.Int64("pids"); o.limits.Pids < 0 {
+	if o.Limits.Pids = c.Int64("pids"); o.Limits.Pids < 0 {
 		return o, usagef("--pids must be positive")
 	}
-	if o.limits.CPU = c.Float64("cpu"); o.limits.CPU < 0 {
+	if o.Limits.CPU = c.Float64("cpu"); o.Limits.CPU < 0 {
 		return o, usagef("--cpu must be positive")
 	}
-	if o.timeout < 0 {
+	if o.Timeout < 0 {
 		return o, usagef("--timeout must be positive")
 	}
-	o.uid, o.gid, err = sandboxUser(c.String("user"), abs)
+	o.UID, o.GID, err = sandboxUser(c.String("user"), abs)
 	if err != nil {
 		return o, err
 	}
-	if len(o.command) == 0 {
-		o.command = []string{loginShell(), "-l"}
+	if len(o.Argv) == 0 {
+		o.Argv = []string{loginShell(), "-l"}
 	}
 	return o, nil
 }
@@ -262,47 +261,12 @@ func parseBind(s string) (sandbox.Bind, error) {
 	return b, nil
 }
 
-// readBindsFile reads the host workspace's .art/config/binds.json. Only
-// the host file counts: the agent can never write it.
-func readBindsFile(ws string) ([]sandbox.Bind, error) {
-	p := filepath.Join(ws, sandbox.PolicyRel, "binds.json")
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var doc struct {
-		Binds []sandbox.Bind `json:"binds"`
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		return nil, usagef("%s: %v", p, err)
-	}
-	for i, b := range doc.Binds {
-		if b.Host != "" && !filepath.IsAbs(b.Host) {
-			doc.Binds[i].Host = filepath.Join(ws, b.Host)
-		}
-		if err := sandbox.ValidateBind(doc.Binds[i]); err != nil {
-			return nil, usagef("%s: %v", p, errors.Unwrap(err))
-		}
-		if _, err := os.Stat(doc.Binds[i].Host); err != nil {
-			return nil, usagef("%s: bind source: %v", p, err)
-		}
-	}
-	return doc.Binds, nil
-}
-
-// sandboxUser picks the host uid and gid the command runs as. Only root
-// has a choice; everyone else runs the sandbox as themselves.
+// sandboxUser picks the host uid and gid the command runs as: --user, or
+// session.DefaultUser. Only root has a choice; everyone else runs the
+// sandbox as themselves.
 func sandboxUser(flag, ws string) (int, int, error) {
-	if os.Geteuid() != 0 {
-		if flag != "" {
-			return 0, 0, usagef("--user needs art to run as root")
-		}
-		return os.Getuid(), os.Getgid(), nil
+	if os.Geteuid() != 0 && flag != "" {
+		return 0, 0, usagef("--user needs art to run as root")
 	}
 	if flag != "" {
 		u, g, ok := strings.Cut(flag, ":")
@@ -316,18 +280,8 @@ func sandboxUser(flag, ws string) (int, int, error) {
 		}
 		return uid, gid, nil
 	}
-	if u, err := strconv.Atoi(os.Getenv("SUDO_UID")); err == nil && u > 0 {
-		g, err := strconv.Atoi(os.Getenv("SUDO_GID"))
-		if err != nil || g <= 0 {
-			g = u
-		}
-		return u, g, nil
-	}
-	var st unix.Stat_t
-	if unix.Stat(ws, &st) == nil && st.Uid > 0 && st.Gid > 0 {
-		return int(st.Uid), int(st.Gid), nil
-	}
-	return 65534, 65534, nil // nobody
+	uid, gid := session.DefaultUser(ws)
+	return uid, gid, nil
 }
 
 // loginShell is the invoking user's shell from /etc/passwd, else /bin/sh.
@@ -365,384 +319,4 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return int64(v * float64(mult)), nil
-}
-
-// stateDir is where art keeps a session's mountpoint and private copies:
-// under /run (root) or the user's runtime dir - both covered by the
-// sandbox's private /run, so never visible inside.
-func stateDir() (string, error) {
-	base := "/run/art"
-	if os.Geteuid() != 0 {
-		if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
-			base = filepath.Join(x, "art")
-		} else {
-			base = filepath.Join(os.TempDir(), fmt.Sprintf("art-%d", os.Getuid()))
-		}
-	}
-	// 0711: the sandbox's uid must reach the mountpoint to bind it, but
-	// may not list the sessions.
-	if err := os.MkdirAll(base, 0o711); err != nil {
-		return "", fmt.Errorf("state dir: %w", err)
-	}
-	return base, nil
-}
-
-// branchLock holds an exclusive lock on (store, branch) for a run: two
-// mounts of one branch would interleave their changes.
-func branchLock(base, db, branch string) (*os.File, error) {
-	abs, _ := filepath.Abs(db)
-	sum := sha256.Sum256([]byte(abs + "\x00" + branch))
-	p := filepath.Join(base, "lock-"+hex.EncodeToString(sum[:8]))
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, withHint(fmt.Errorf("branch %s of %s is in use by another art run", branch, db),
-			"run on another branch: art run --branch NAME")
-	}
-	return f, nil
-}
-
-// runSession runs one sandboxed command and returns its exit status.
-func runSession(ctx context.Context, e *env, o runOptions) (int, error) {
-	name, err := workspace.Name(o.dir)
-	if err != nil {
-		return 0, err
-	}
-	fileBinds, err := readBindsFile(o.dir)
-	if err != nil {
-		return 0, err
-	}
-	cfg := &sandbox.Config{
-		Command: o.command, Env: o.env, Name: name, Workspace: o.dir,
-		PolicyDir: filepath.Join(o.dir, sandbox.ArtDir),
-		Binds:     append(fileBinds, o.binds...), Net: o.net,
-		UID: o.uid, GID: o.gid, TmpSize: o.tmpSize, Limits: o.limits,
-		OwnsTTY: o.interactive && e.stdin == os.Stdin && isTerminal(os.Stdin) && isTerminal(e.stdout),
-	}
-	// Where the sandbox can write the host workspace (direct mode, or a
-	// read-write bind of a directory above it), an .art of the host's own
-	// must exist, to be covered read-only inside: otherwise the agent
-	// could create one and plant a binds.json for the next run.
-	if err := protectPolicy(o, cfg); err != nil {
-		return 0, err
-	}
-	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always;
-	// with --trace, also the calls that stop for the tracer.
-	if cfg.Seccomp, err = o.trace.seccompProgram(); err != nil {
-		return 0, err
-	}
-	if o.db == "" {
-		return runDirect(ctx, e, o, cfg)
-	}
-	return runOverlay(ctx, e, o, cfg)
-}
-
-func runDirect(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) (int, error) {
-	if o.trace.enabled() && o.trace.Log == "" {
-		o.trace.Log = "-" // no store to journal to: the original art's default, stderr
-	}
-	res, err := supervise(ctx, e, o, cfg, nil)
-	if err != nil {
-		return 0, err
-	}
-	if !o.quiet {
-		fmt.Fprintf(e.stderr, "art: %s in %s (direct mode: no history)\n", describeExit(res), res.Wall.Round(time.Millisecond))
-	}
-	return res.ExitCode, nil
-}
-
-func runOverlay(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config) (code int, err error) {
-	// The store is written after the command ends, whatever signal ended
-	// it: cleanup must not see a cancelled context.
-	bg := context.WithoutCancel(ctx)
-	desc := strings.Join(o.command, " ")
-	var op *journal.Op
-	status := -1
-	s, err := openSession(ctx, e, o, cfg, func(db *journal.DB, branch string) (*journal.Op, error) {
-		var err error
-		if op, err = db.BeginOp(ctx, branch, "run", desc); err != nil {
-			return nil, err
-		}
-		err = op.Update(ctx, func(tx *journal.Tx) error {
-			return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(os.Getpid()), Text: desc})
-		})
-		return op, err
-	})
-	defer func() {
-		if op != nil { // an early failure: close the op so the log is true
-			op.End(bg, &status)
-		}
-		if s.db != nil {
-			s.db.Close()
-		}
-	}()
-	if err != nil {
-		return 0, err
-	}
-	var proxy *netproxy.Proxy
-	if o.net == sandbox.NetAllow {
-		if proxy, err = setupNetAllow(bg, s.dir, o.netPolicy, s.fsys, cfg); err != nil {
-			return 0, errors.Join(err, s.close(bg))
-		}
-	}
-	made := bindMountPoints(cfg)
-	res, runErr := supervise(ctx, e, o, cfg, s.fsys.Record)
-	removeMountPoints(made)
-	if proxy != nil {
-		// Before the unmount commits the run's Batch for the last time:
-		// the proxy records through it.
-		proxy.Close()
-	}
-	uerr := s.close(bg)
-	if runErr != nil {
-		return 0, errors.Join(runErr, uerr)
-	}
-	if uerr != nil {
-		return 0, uerr
-	}
-	status = res.ExitCode
-	var snap journal.Snapshot
-	if err := op.Update(bg, func(tx *journal.Tx) error {
-		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Status: int64(res.ExitCode), Text: describeExit(res)}); err != nil {
-			return err
-		}
-		var err error
-		snap, err = tx.Snapshot("run " + desc)
-		return err
-	}); err != nil {
-		return 0, err
-	}
-	if err := op.End(bg, &status); err != nil {
-		return 0, err
-	}
-	op = nil
-	if !o.quiet {
-		changed := 0
-		journal.Diff(bg, s.db.Objects(), s.before.Root, snap.Root, func(journal.Change) error { changed++; return nil })
-		fmt.Fprintf(e.stderr, "art: %s in %s; %d paths changed; snapshot %s on branch %s\n",
-			describeExit(res), res.Wall.Round(time.Millisecond), changed, snap.ID.Short(), s.branch)
-	}
-	return res.ExitCode, nil
-}
-
-// prepareBranch resolves --branch and --at to the branch the run uses,
-// creating it when new.
-func prepareBranch(ctx context.Context, e *env, db *journal.DB, o runOptions) (string, error) {
-	if o.at != "" {
-		st, err := db.Resolve(ctx, o.at, journal.DefaultBranch)
-		if err != nil {
-			return "", err
-		}
-		name := o.branch
-		if !o.branchSet {
-			name = fmt.Sprintf("at-%s-%d", o.at, time.Now().Unix())
-			name = strings.NewReplacer("~", "-", "@", "seq", "/", "-").Replace(name)
-		}
-		if _, err := db.Branch(ctx, name); err == nil {
-			return "", usagef("--at starts a new branch, and %s exists (name a new one with --branch)", name)
-		}
-		if _, err := db.CreateBranch(ctx, name, st); err != nil {
-			return "", err
-		}
-		if err := db.InheritImportCache(ctx, name, st.Branch); err != nil {
-			return "", err
-		}
-		fmt.Fprintf(e.stderr, "art: new branch %s from %s\n", name, o.at)
-		return name, nil
-	}
-	if _, err := db.Branch(ctx, o.branch); errors.Is(err, journal.ErrBranchNotFound) {
-		if err := journal.ValidBranchName(o.branch); err != nil {
-			return "", usagef("%v", err)
-		}
-		head, err := db.Head(ctx, journal.DefaultBranch)
-		if err != nil {
-			return "", err
-		}
-		if _, err := db.CreateBranch(ctx, o.branch, head); err != nil {
-			return "", err
-		}
-		if err := db.InheritImportCache(ctx, o.branch, journal.DefaultBranch); err != nil {
-			return "", err
-		}
-		fmt.Fprintf(e.stderr, "art: new branch %s from %s\n", o.branch, journal.DefaultBranch)
-	} else if err != nil {
-		return "", err
-	}
-	return o.branch, nil
-}
-
-// supervise starts the sandbox and waits for it, forwarding signals and
-// enforcing the timeout.
-// record journals trace records (nil: direct mode, nothing to journal to).
-func supervise(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
-	record func(context.Context, ...journal.Event) error) (sandbox.Result, error) {
-	// A missing command is the shell's 127 (126: not executable), not
-	// bwrap's 1, with art's own message.
-	if le := lookCommand(cfg); le != nil {
-		fmt.Fprintf(e.stderr, "art: %s\n", le.Message)
-		code := 127
-		if le.Code == execapi.CodeNoExec {
-			code = 126
-		}
-		return sandbox.Result{ExitCode: code}, nil
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	var start sandbox.Starter
-	if o.trace.enabled() {
-		if record == nil {
-			record = func(context.Context, ...journal.Event) error { return nil }
-		}
-		start = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, error), error) {
-			tr, finish, err := o.trace.start(cmd, record, e.stderr)
-			if err != nil {
-				return nil, err
-			}
-			return func() (syscall.WaitStatus, *syscall.Rusage, error) {
-				ws, err := tr.Wait()
-				if ferr := finish(); err == nil {
-					err = ferr
-				}
-				return ws, nil, err
-			}, nil
-		}
-	}
-	p, err := sandbox.Start(cfg, sandbox.IO{Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr}, start)
-	if err != nil {
-		return sandbox.Result{}, err
-	}
-	if o.limits != (sandbox.Limits{}) && !o.quiet {
-		fmt.Fprintf(e.stderr, "art: limits enforced by %s\n", p.LimitedBy())
-	}
-	var timeout <-chan time.Time
-	if o.timeout > 0 {
-		t := time.NewTimer(o.timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	const grace = 5 * time.Second
-	cancelled := ctx.Done()
-	for {
-		select {
-		case <-p.Done():
-			return p.Wait()
-		case <-timeout:
-			go p.Stop(grace, true)
-			timeout = nil
-		case s := <-sigs:
-			switch s {
-			case syscall.SIGINT, syscall.SIGQUIT:
-				// A terminal's Ctrl-C reaches a PTY sandbox as a byte;
-				// this one was sent to art: pass it on.
-				p.Signal(s.(syscall.Signal))
-			default: // SIGTERM, SIGHUP: the run is over
-				go p.Stop(grace, false)
-			}
-		case <-cancelled:
-			// main's context also watches SIGINT and SIGTERM; the
-			// signal itself is handled above.
-			cancelled = nil
-		}
-	}
-}
-
-func describeExit(r sandbox.Result) string {
-	switch {
-	case r.TimedOut:
-		return "timed out (exit 124)"
-	case r.OOMKilled && r.Signal == syscall.SIGKILL:
-		return fmt.Sprintf("killed: out of memory (exit %d)", r.ExitCode)
-	case r.Signal != 0:
-		return fmt.Sprintf("killed by %s (exit %d)", unix.SignalName(r.Signal), r.ExitCode)
-	}
-	return fmt.Sprintf("exit %d", r.ExitCode)
-}
-
-// cleanStaleSessions removes what runs killed with SIGKILL left in the
-// state dir: their FUSE mounts (detached) and session directories. A
-// session is stale when nobody holds its lock.
-func cleanStaleSessions(e *env, base string) {
-	// Their private copies of the agent's open files too.
-	for _, parent := range []string{"/var/tmp", ""} {
-		if _, err := overlay.CleanStaleUppers(parent); err != nil {
-			fmt.Fprintf(e.stderr, "art: warning: cannot remove a killed session's private copies: %v\n", err)
-		}
-	}
-	dirs, _ := filepath.Glob(filepath.Join(base, "session-*"))
-	for _, d := range dirs {
-		f, err := os.Open(filepath.Join(d, "lock"))
-		if err != nil {
-			continue // being created, or not ours
-		}
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-			f.Close()
-			continue // alive
-		}
-		home := filepath.Join(d, "home")
-		err = overlay.CleanStale(home)
-		if err == nil {
-			// Fails while anything is still mounted there: then the
-			// directory stays, lock included, for a later try.
-			err = os.Remove(home)
-		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(e.stderr, "art: warning: cannot clean up killed session %s: %v\n", filepath.Base(d), err)
-		} else {
-			fmt.Fprintf(e.stderr, "art: cleaned up after a killed session (%s)\n", filepath.Base(d))
-			os.RemoveAll(d)
-		}
-		f.Close()
-	}
-}
-
-// bindMountPoints lists, deepest last, the directories bwrap will create
-// in the overlay as mount points for binds below /home/agent: they are
-// scaffolding, not the agent's work (removeMountPoints takes them out
-// again, so they never reach the branch's snapshot or the host).
-func bindMountPoints(cfg *sandbox.Config) []string {
-	var made []string
-	for _, b := range cfg.Binds {
-		rel, ok := strings.CutPrefix(filepath.Clean(b.Guest), sandbox.GuestHome+"/")
-		if !ok {
-			continue
-		}
-		p := cfg.Home
-		for _, part := range strings.Split(rel, "/") {
-			p = filepath.Join(p, part)
-			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) && !slices.Contains(made, p) {
-				made = append(made, p)
-			}
-		}
-	}
-	return made
-}
-
-// removeMountPoints removes the scaffolding directories, deepest first;
-// one the agent put something in stays.
-func removeMountPoints(made []string) {
-	for i := len(made) - 1; i >= 0; i-- {
-		os.Remove(made[i])
-	}
-}
-
-// protectPolicy creates the host workspace's .art when the sandbox could
-// otherwise create it.
-func protectPolicy(o runOptions, cfg *sandbox.Config) error {
-	writable := o.db == ""
-	for _, b := range cfg.Binds {
-		if rel, err := filepath.Rel(b.Host, o.dir); err == nil && !b.ReadOnly && rel != ".." && !strings.HasPrefix(rel, "../") {
-			writable = true
-		}
-	}
-	if !writable {
-		return nil
-	}
-	if err := os.Mkdir(cfg.PolicyDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("protect sandbox policy: %w", err)
-	}
-	return nil
 }

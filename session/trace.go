@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"context"
@@ -16,24 +16,25 @@ import (
 	"github.com/artrt/art/tracer"
 )
 
-// traceOptions are art run's tracing flags.
-type traceOptions struct {
+// TraceOptions say whether and how a run's system calls are traced.
+type TraceOptions struct {
 	Trace    bool   // --trace
 	Log      string // --trace-log FILE ("-" = stderr); implies Trace
 	Syscalls string // --trace-syscalls a,b,c | all; implies Trace
 }
 
-func (o traceOptions) enabled() bool { return o.Trace || o.Log != "" || o.Syscalls != "" }
+// Enabled reports whether anything asks for tracing.
+func (o TraceOptions) Enabled() bool { return o.Trace || o.Log != "" || o.Syscalls != "" }
 
 // seccompProgram is what bwrap gets with --seccomp FD: the deny-list, and
 // when tracing SECCOMP_RET_TRACE for the traced set. (A traced call with
 // no tracer attached fails with ENOSYS: use the tracing program only with
 // start.)
-func (o traceOptions) seccompProgram() ([]byte, error) {
-	if !o.enabled() {
+func (o TraceOptions) seccompProgram() ([]byte, error) {
+	if !o.Enabled() {
 		return seccomp.Policy{}.Program()
 	}
-	p, err := tracePolicy(o.Syscalls)
+	p, err := TracePolicy(o.Syscalls)
 	if err != nil {
 		return nil, err
 	}
@@ -44,8 +45,8 @@ func (o traceOptions) seccompProgram() ([]byte, error) {
 // the journal through record (in art run: the mount's (*overlay.FS).Record)
 // and, with --trace-log, as text lines. Call finish after tr.Wait: it
 // closes the log and returns the first error journaling records met.
-func (o traceOptions) start(cmd *exec.Cmd, record func(context.Context, ...journal.Event) error, stderr io.Writer) (tr *tracer.Tracer, finish func() error, err error) {
-	j := newTraceJournal(record)
+func (o TraceOptions) start(cmd *exec.Cmd, record func(context.Context, ...journal.Event) error, stderr io.Writer) (tr *tracer.Tracer, finish func() error, err error) {
+	j := NewTraceJournal(record)
 	var sink tracer.Sink = j
 	closeLog := func() error { return nil }
 	if o.Log != "" {
@@ -57,7 +58,7 @@ func (o traceOptions) start(cmd *exec.Cmd, record func(context.Context, ...journ
 	}
 	// Changes under /home/agent are journaled by the overlay with their
 	// caller's pid: recording those opens too would only slow them down.
-	tr, err = tracer.Start(cmd, tracer.Options{Sink: sink, SkipOpensUnder: []string{guestHome},
+	tr, err = tracer.Start(cmd, tracer.Options{Sink: sink, SkipOpensUnder: []string{sandbox.GuestHome},
 		// The thread that forks bwrap carries the sandbox's Landlock scope.
 		BeforeStart: func() error { _, err := sandbox.ScopeThread(cmd.Path); return err }})
 	if err != nil {
@@ -78,7 +79,7 @@ func (o traceOptions) start(cmd *exec.Cmd, record func(context.Context, ...journ
 // every call, otherwise a comma-separated list of names (an unknown name
 // is a usage error naming it). "open" and "openat" in the list mean every
 // such call, not only writes.
-func tracePolicy(spec string) (seccomp.Policy, error) {
+func TracePolicy(spec string) (seccomp.Policy, error) {
 	spec = strings.TrimSpace(spec)
 	switch spec {
 	case "":
@@ -114,23 +115,23 @@ func traceLog(spec string, stderr io.Writer) (sink *tracer.TextSink, close func(
 	return &tracer.TextSink{W: f}, f.Close, nil
 }
 
-// traceJournal is the tracer sink that appends records to the session's
+// TraceJournal is the tracer sink that appends records to the session's
 // journal (exec -> EvExec, others -> EvSyscall) through record, which in
 // art run is the overlay's (*overlay.FS).Record: the mount's Batch is the
 // process's only journal writer.
-type traceJournal struct {
+type TraceJournal struct {
 	record func(context.Context, ...journal.Event) error
 
 	mu  sync.Mutex
 	err error
 }
 
-func newTraceJournal(record func(context.Context, ...journal.Event) error) *traceJournal {
-	return &traceJournal{record: record}
+func NewTraceJournal(record func(context.Context, ...journal.Event) error) *TraceJournal {
+	return &TraceJournal{record: record}
 }
 
 // Records implements tracer.Sink.
-func (j *traceJournal) Records(rs []tracer.Record) {
+func (j *TraceJournal) Records(rs []tracer.Record) {
 	evs := traceEvents(rs)
 	if err := j.record(context.Background(), evs...); err != nil {
 		j.mu.Lock()
@@ -142,7 +143,7 @@ func (j *traceJournal) Records(rs []tracer.Record) {
 }
 
 // Err returns the first error appending records failed with.
-func (j *traceJournal) Err() error {
+func (j *TraceJournal) Err() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.err
@@ -154,7 +155,7 @@ func (j *traceJournal) Err() error {
 func traceEvents(rs []tracer.Record) []journal.Event {
 	evs := make([]journal.Event, 0, len(rs))
 	for _, r := range rs {
-		value, err := json.Marshal(traceValue{Record: r, Source: "trace"})
+		value, err := json.Marshal(TraceValue{Record: r, Source: "trace"})
 		if err != nil {
 			continue // a Record always marshals
 		}
@@ -172,16 +173,18 @@ func traceEvents(rs []tracer.Record) []journal.Event {
 	return evs
 }
 
-// traceValue is the Value of exec and syscall events: a tracer record plus
+// TraceValue is the Value of exec and syscall events: a tracer record plus
 // where it came from ("trace", or "proc" when the overlay named a caller
 // from /proc).
-type traceValue struct {
+type TraceValue struct {
 	tracer.Record
 	Source string `json:"source"`
 }
 
-func decodeTraceValue(ev *journal.Event) traceValue {
-	var v traceValue
+// DecodeTraceValue reads an exec or syscall event's record (art log, art
+// blame).
+func DecodeTraceValue(ev *journal.Event) TraceValue {
+	var v TraceValue
 	if err := json.Unmarshal(ev.Value, &v); err != nil || v.PID == 0 {
 		// An exec event from before the JSON value: argv in Text.
 		v.PID = int(ev.PID)

@@ -1,0 +1,257 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/artrt/art/execapi"
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/netpolicy"
+	"github.com/artrt/art/netproxy"
+	"github.com/artrt/art/sandbox"
+	"github.com/artrt/art/workspace"
+	"golang.org/x/sys/unix"
+)
+
+// Command is one command Run starts in the sandbox, and how.
+type Command struct {
+	Argv []string
+	Env  []string // KEY=VALUE, all the command gets besides HOME, PATH, PWD, USER
+
+	Binds     []sandbox.Bind    // besides the workspace's .art/config/binds.json
+	Net       sandbox.Net       // host, none or allow
+	NetPolicy *netpolicy.Policy // with NetAllow (needs a store)
+	Timeout   time.Duration     // SIGTERM, grace, SIGKILL of the tree; exit 124
+	Limits    sandbox.Limits
+	TmpSize   int64 // size of each private tmpfs (0: bwrap's default)
+	Trace     TraceOptions
+	OwnsTTY   bool // the command gets a PTY on the caller's terminal
+
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Quiet          bool // no "limits enforced by" line on Options.Warn; no Changed count
+}
+
+// Result is how a command run ended, and (with a store) what it left.
+type Result struct {
+	sandbox.Result
+	Direct   bool             // direct mode: nothing recorded
+	Branch   string           // the branch it ran on
+	Snapshot journal.Snapshot // the snapshot that ended the run
+	Changed  int              // paths changed since the capture (not counted when Quiet)
+}
+
+// Run runs one command in a sandbox over o's workspace and returns its
+// exit status. With a store (o.Store) it is a session of its own: open,
+// the command as one "run" operation, close, a snapshot. Without one
+// (direct mode) the workspace is bound read-write and nothing is
+// recorded. While the command runs, SIGINT and SIGQUIT sent to this
+// process are passed on to it, and SIGTERM and SIGHUP stop it.
+func Run(ctx context.Context, o Options, c Command) (Result, error) {
+	name, err := workspace.Name(o.Workspace)
+	if err != nil {
+		return Result{}, err
+	}
+	fileBinds, err := readBindsFile(o.Workspace)
+	if err != nil {
+		return Result{}, err
+	}
+	cfg := &sandbox.Config{
+		Command: c.Argv, Env: c.Env, Name: name, Workspace: o.Workspace,
+		PolicyDir: filepath.Join(o.Workspace, sandbox.ArtDir),
+		Binds:     append(fileBinds, c.Binds...), Net: c.Net,
+		UID: o.UID, GID: o.GID, TmpSize: c.TmpSize, Limits: c.Limits, OwnsTTY: c.OwnsTTY,
+	}
+	if err := protectPolicy(o.Store == "", o.Workspace, cfg); err != nil {
+		return Result{}, err
+	}
+	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always;
+	// with tracing, also the calls that stop for the tracer.
+	if cfg.Seccomp, err = c.Trace.seccompProgram(); err != nil {
+		return Result{}, err
+	}
+	if o.Store == "" {
+		return runDirect(ctx, o, c, cfg)
+	}
+	return runOverlay(ctx, o, c, cfg)
+}
+
+func runDirect(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Result, error) {
+	if c.Trace.Enabled() && c.Trace.Log == "" {
+		c.Trace.Log = "-" // no store to journal to: the original art's default, stderr
+	}
+	res, err := supervise(ctx, o, c, cfg, nil)
+	return Result{Result: res, Direct: true}, err
+}
+
+func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (r Result, err error) {
+	// The store is written after the command ends, whatever signal ended
+	// it: cleanup must not see a cancelled context.
+	bg := context.WithoutCancel(ctx)
+	desc := strings.Join(c.Argv, " ")
+	var op *journal.Op
+	status := -1
+	s, err := Open(ctx, o, cfg, func(db *journal.DB, branch string) (*journal.Op, error) {
+		var err error
+		if op, err = db.BeginOp(ctx, branch, "run", desc); err != nil {
+			return nil, err
+		}
+		err = op.Update(ctx, func(tx *journal.Tx) error {
+			return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(os.Getpid()), Text: desc})
+		})
+		return op, err
+	})
+	defer func() {
+		if op != nil { // an early failure: close the op so the log is true
+			op.End(bg, &status)
+		}
+		if s.DB != nil {
+			s.DB.Close()
+		}
+	}()
+	if err != nil {
+		return r, err
+	}
+	var proxy *netproxy.Proxy
+	if c.Net == sandbox.NetAllow {
+		if proxy, err = setupNetAllow(bg, s.Dir, c.NetPolicy, s.FS, cfg); err != nil {
+			return r, errors.Join(err, s.Close(bg))
+		}
+	}
+	made := bindMountPoints(cfg)
+	res, runErr := supervise(ctx, o, c, cfg, s.FS.Record)
+	removeMountPoints(made)
+	if proxy != nil {
+		// Before the unmount commits the run's Batch for the last time:
+		// the proxy records through it.
+		proxy.Close()
+	}
+	uerr := s.Close(bg)
+	if runErr != nil {
+		return r, errors.Join(runErr, uerr)
+	}
+	if uerr != nil {
+		return r, uerr
+	}
+	status = res.ExitCode
+	var snap journal.Snapshot
+	if err := op.Update(bg, func(tx *journal.Tx) error {
+		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Status: int64(res.ExitCode), Text: DescribeExit(res)}); err != nil {
+			return err
+		}
+		var err error
+		snap, err = tx.Snapshot("run " + desc)
+		return err
+	}); err != nil {
+		return r, err
+	}
+	if err := op.End(bg, &status); err != nil {
+		return r, err
+	}
+	op = nil
+	r = Result{Result: res, Branch: s.Branch, Snapshot: snap}
+	if !c.Quiet {
+		journal.Diff(bg, s.DB.Objects(), s.Before.Root, snap.Root, func(journal.Change) error { r.Changed++; return nil })
+	}
+	return r, nil
+}
+
+// supervise starts the sandbox and waits for it, forwarding signals and
+// enforcing the timeout.
+// record journals trace records (nil: direct mode, nothing to journal to).
+func supervise(ctx context.Context, o Options, c Command, cfg *sandbox.Config,
+	record func(context.Context, ...journal.Event) error) (sandbox.Result, error) {
+	warn := o.warn()
+	// A missing command is the shell's 127 (126: not executable), not
+	// bwrap's 1, with art's own message.
+	if le := lookCommand(cfg); le != nil {
+		fmt.Fprintf(warn, "art: %s\n", le.Message)
+		code := 127
+		if le.Code == execapi.CodeNoExec {
+			code = 126
+		}
+		return sandbox.Result{ExitCode: code}, nil
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	var start sandbox.Starter
+	if c.Trace.Enabled() {
+		if record == nil {
+			record = func(context.Context, ...journal.Event) error { return nil }
+		}
+		start = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, error), error) {
+			tr, finish, err := c.Trace.start(cmd, record, warn)
+			if err != nil {
+				return nil, err
+			}
+			return func() (syscall.WaitStatus, *syscall.Rusage, error) {
+				ws, err := tr.Wait()
+				if ferr := finish(); err == nil {
+					err = ferr
+				}
+				return ws, nil, err
+			}, nil
+		}
+	}
+	p, err := sandbox.Start(cfg, sandbox.IO{Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr}, start)
+	if err != nil {
+		return sandbox.Result{}, err
+	}
+	if c.Limits != (sandbox.Limits{}) && !c.Quiet {
+		fmt.Fprintf(warn, "art: limits enforced by %s\n", p.LimitedBy())
+	}
+	var timeout <-chan time.Time
+	if c.Timeout > 0 {
+		t := time.NewTimer(c.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	const grace = 5 * time.Second
+	cancelled := ctx.Done()
+	for {
+		select {
+		case <-p.Done():
+			return p.Wait()
+		case <-timeout:
+			go p.Stop(grace, true)
+			timeout = nil
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGINT, syscall.SIGQUIT:
+				// A terminal's Ctrl-C reaches a PTY sandbox as a byte;
+				// this one was sent to art: pass it on.
+				p.Signal(s.(syscall.Signal))
+			default: // SIGTERM, SIGHUP: the run is over
+				go p.Stop(grace, false)
+			}
+		case <-cancelled:
+			// The caller's context may also watch SIGINT and SIGTERM
+			// (art's does); the signal itself is handled above.
+			cancelled = nil
+		}
+	}
+}
+
+// DescribeExit says how a command ended, for people: "exit 3", "timed
+// out (exit 124)", "killed by SIGKILL (exit 137)".
+func DescribeExit(r sandbox.Result) string {
+	switch {
+	case r.TimedOut:
+		return "timed out (exit 124)"
+	case r.OOMKilled && r.Signal == syscall.SIGKILL:
+		return fmt.Sprintf("killed: out of memory (exit %d)", r.ExitCode)
+	case r.Signal != 0:
+		return fmt.Sprintf("killed by %s (exit %d)", unix.SignalName(r.Signal), r.ExitCode)
+	}
+	return fmt.Sprintf("exit %d", r.ExitCode)
+}

@@ -1,0 +1,227 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/overlay"
+	"github.com/artrt/art/sandbox"
+	"github.com/artrt/art/workspace"
+	"golang.org/x/sys/unix"
+)
+
+// Options say which store, branch and workspace a session serves, and as
+// whom.
+type Options struct {
+	Store      string // store file (created if missing); "" in Run: direct mode, nothing recorded
+	Durability string // journal.Durability ("" the journal's default)
+	Workspace  string // host workspace directory, absolute
+
+	// Branch is the branch to run on ("" main), created from main's head
+	// if new. With At, the session starts on a new branch from the state
+	// at revision At, named Branch when NamedBranch is set, else at-REV-TIME.
+	Branch      string
+	NamedBranch bool
+	At          string
+
+	UID, GID      int   // the host user the sandbox runs as (DefaultUser)
+	DiskQuota     int64 // cap on bytes written to the overlay (0: none)
+	JournalWrites bool  // forensic mode: journal every write request
+
+	// Warn receives art's own messages ("art: new branch ...", warnings),
+	// one line each; nil discards them. Progress, if set, follows the
+	// workspace capture.
+	Warn     io.Writer
+	Progress Progress
+}
+
+func (o *Options) warn() io.Writer {
+	if o.Warn == nil {
+		return io.Discard
+	}
+	return o.Warn
+}
+
+// Session is a branch of a store served as /home/agent: the store open,
+// the branch locked against other sessions, the host workspace captured,
+// the overlay mounted in a private state directory. art run holds one for
+// one command, art exec --jsonl for a stream of requests.
+type Session struct {
+	DB     *journal.DB
+	Branch string
+	FS     *overlay.FS
+	Dir    string           // the session's private state directory
+	Before journal.Snapshot // the capture's snapshot: the state the session starts from
+	undo   []func()         // run by Close, last first
+}
+
+// Open prepares o's store and branch, captures the workspace and mounts
+// the overlay, filling cfg.Home and cfg.Hide. newOp, if set, returns the
+// operation the mount's changes are journaled under (created after the
+// capture); otherwise the mount has an operation of its own. On error the
+// returned Session is half open: Close it, then close its DB if set.
+func Open(ctx context.Context, o Options, cfg *sandbox.Config,
+	newOp func(db *journal.DB, branch string) (*journal.Op, error)) (s *Session, err error) {
+	s = &Session{}
+	defer func() {
+		if err != nil {
+			s.Close(context.WithoutCancel(ctx)) // the caller closes s.DB
+		}
+	}()
+	db, err := journal.Open(ctx, o.Store, journal.Options{Create: true, Durability: journal.Durability(o.Durability)})
+	if err != nil {
+		return s, err
+	}
+	s.DB = db
+	base, err := StateDir()
+	if err != nil {
+		return s, err
+	}
+	if s.Branch, err = prepareBranch(ctx, db, o); err != nil {
+		return s, err
+	}
+	lock, err := branchLock(base, o.Store, s.Branch)
+	if err != nil {
+		return s, err
+	}
+	s.undo = append(s.undo, func() { lock.Close() })
+
+	st, err := Capture(ctx, db, o.Workspace, s.Branch, "capture workspace", o.Warn, o.Progress)
+	if err != nil {
+		return s, err
+	}
+	s.Before = st.Snapshot
+
+	CleanStale(base, o.warn())
+	dir, err := os.MkdirTemp(base, "session-")
+	if err != nil {
+		return s, fmt.Errorf("session dir: %w", err)
+	}
+	s.Dir = dir
+	s.undo = append(s.undo, func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return s, err
+	}
+	// Held while this session lives: a later session that can take it
+	// knows this one's art is gone (CleanStale).
+	alive, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return s, err
+	}
+	s.undo = append(s.undo, func() { alive.Close() })
+	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
+		return s, err
+	}
+	if err := describe(alive, o.Store, s.Branch); err != nil {
+		return s, fmt.Errorf("session lock: %w", err)
+	}
+	mnt := filepath.Join(dir, "home")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		return s, err
+	}
+	// Private copies of files being written live on disk (/var/tmp), not
+	// under /run: that is a small tmpfs on most hosts, which an agent
+	// writing a large file would fill. The sandbox has /var/tmp of its own.
+	upper, release, err := overlay.MakeUpperDir("/var/tmp")
+	if err != nil {
+		if upper, release, err = overlay.MakeUpperDir(""); err != nil {
+			return s, err
+		}
+	}
+	s.undo = append(s.undo, release)
+	var wst unix.Stat_t
+	if err := unix.Stat(o.Workspace, &wst); err != nil {
+		return s, fmt.Errorf("workspace: %w", err)
+	}
+	var op *journal.Op
+	if newOp != nil {
+		if op, err = newOp(db, s.Branch); err != nil {
+			return s, err
+		}
+	}
+	s.FS, err = overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: s.Branch, Lower: o.Workspace, Op: op,
+		UpperDir: upper, AllowOther: os.Geteuid() == 0,
+		Owner:       &overlay.Owner{UID: uint32(o.UID), GID: uint32(o.GID)},
+		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
+		Quota:       o.DiskQuota, JournalWrites: o.JournalWrites, Description: "session " + filepath.Base(dir),
+		NameCallers: true})
+	if err != nil {
+		return s, err
+	}
+	cfg.Home = mnt
+	cfg.Hide = append(workspace.StoreFiles(db.Path()), base, upper)
+	return s, nil
+}
+
+// Close unmounts (journaling what is still dirty) and releases the
+// session's lock and state. The store stays open for the caller's closing
+// records; the caller closes s.DB. Safe on a half-opened session and twice.
+func (s *Session) Close(ctx context.Context) error {
+	var err error
+	if s.FS != nil {
+		err = s.FS.Unmount(ctx)
+		s.FS = nil
+	}
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+	s.undo = nil
+	return err
+}
+
+// prepareBranch resolves o.Branch and o.At to the branch the session
+// uses, creating it when new.
+func prepareBranch(ctx context.Context, db *journal.DB, o Options) (string, error) {
+	branch := o.Branch
+	if branch == "" {
+		branch = journal.DefaultBranch
+	}
+	if o.At != "" {
+		st, err := db.Resolve(ctx, o.At, journal.DefaultBranch)
+		if err != nil {
+			return "", err
+		}
+		name := branch
+		if !o.NamedBranch {
+			name = fmt.Sprintf("at-%s-%d", o.At, time.Now().Unix())
+			name = strings.NewReplacer("~", "-", "@", "seq", "/", "-").Replace(name)
+		}
+		if _, err := db.Branch(ctx, name); err == nil {
+			return "", usagef("--at starts a new branch, and %s exists (name a new one with --branch)", name)
+		}
+		if _, err := db.CreateBranch(ctx, name, st); err != nil {
+			return "", err
+		}
+		if err := db.InheritImportCache(ctx, name, st.Branch); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(o.warn(), "art: new branch %s from %s\n", name, o.At)
+		return name, nil
+	}
+	if _, err := db.Branch(ctx, branch); errors.Is(err, journal.ErrBranchNotFound) {
+		if err := journal.ValidBranchName(branch); err != nil {
+			return "", usagef("%v", err)
+		}
+		head, err := db.Head(ctx, journal.DefaultBranch)
+		if err != nil {
+			return "", err
+		}
+		if _, err := db.CreateBranch(ctx, branch, head); err != nil {
+			return "", err
+		}
+		if err := db.InheritImportCache(ctx, branch, journal.DefaultBranch); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(o.warn(), "art: new branch %s from %s\n", branch, journal.DefaultBranch)
+	} else if err != nil {
+		return "", err
+	}
+	return branch, nil
+}
