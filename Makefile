@@ -3,6 +3,10 @@ GO      ?= go
 BIN     ?= bin/art
 GOFLAGS ?=
 export CGO_ENABLED = 1
+# art version: the commit and a describe string, when built from a git checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: all build run demo test test-short vet fmt-check fuzz bench deps clean
 
@@ -10,7 +14,7 @@ all: build
 
 ## build: compile bin/art
 build:
-	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/art
+	$(GO) build $(GOFLAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/art
 
 ## run: install what is missing, build, and run a short demo session
 run: deps build demo

@@ -86,6 +86,15 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 		ExitErrHandler:            func(*cli.Context, error) {}, // run maps errors to codes
 		CustomAppHelpTemplate:     cli.AppHelpTemplate + "\n" + exitCodesHelp,
 		DisableSliceFlagSeparator: true, // --env K=a,b is one entry
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print art's version and exit (art version --json for programs)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.Bool("version") {
+				return printVersion(e, false)
+			}
+			return cli.ShowAppHelp(c)
+		},
 		Commands: []*cli.Command{
 			newRunCommand(e),
 			newPushCommand(e),
@@ -105,6 +114,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newNetBridgeCommand(e),
 			newBlameCommand(e),
 			newRemoteCommand(e),
+			newVersionCommand(e),
 		},
 	}
 	return app
