@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run demo test test-short vet fmt-check fuzz bench deps clean
+.PHONY: all build run demo test test-short vet fmt-check fuzz bench deps clean man
 
 all: build
 
@@ -57,5 +57,11 @@ bench:
 deps:
 	@scripts/deps.sh
 
+## man: generate the man page man/art.1 from the CLI's own definitions
+man: build
+	@mkdir -p man
+	$(BIN) man > man/art.1
+	@echo "wrote man/art.1 (read it with: man ./man/art.1)"
+
 clean:
-	rm -rf bin
+	rm -rf bin man

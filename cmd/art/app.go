@@ -115,6 +115,9 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newBlameCommand(e),
 			newRemoteCommand(e),
 			newVersionCommand(e),
+			newCompletionCommand(e),
+			newCompleteCommand(e),
+			newManCommand(e),
 		},
 	}
 	return app
@@ -124,6 +127,10 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(e)
+	if len(args) > 1 && args[1] == "__complete" {
+		// The words being completed are data, not this command's flags.
+		return completeStatus(app.RunContext(ctx, args))
+	}
 	err := app.RunContext(ctx, permuteArgs(app, args))
 	if err == nil {
 		return exitOK
