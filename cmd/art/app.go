@@ -115,6 +115,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newBlameCommand(e),
 			newRemoteCommand(e),
 			newVersionCommand(e),
+			newDoctorCommand(e),
 			newCompletionCommand(e),
 			newCompleteCommand(e),
 			newManCommand(e),

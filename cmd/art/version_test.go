@@ -3,12 +3,15 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/migrations"
 )
 
@@ -42,5 +45,41 @@ func TestWorkspaceAlias(t *testing.T) {
 	mustArt(t, "pull", "-q", "--db", db, "--workspace", out)
 	if b, err := os.ReadFile(filepath.Join(out, "main.py")); err != nil || string(b) != "print('hello')\n" {
 		t.Fatalf("pulled main.py = %q, %v", b, err)
+	}
+}
+
+// art doctor as a user who cannot open /dev/fuse says so, says what it
+// disables and how to fix it, and still exits 0: direct mode works.
+func TestDoctorWithoutFUSE(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the binary as another user")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755) // the test's own temp root
+	bin := filepath.Join(dir, "art")
+	b, err := os.ReadFile(artBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != "/"; d = filepath.Dir(d) { // nobody must reach the binary
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
+			t.Skipf("%s is not traversable by others", d)
+		}
+	}
+	cmd := exec.Command(bin, "doctor")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("art doctor as nobody: %v\n%s", err, out)
+	}
+	for _, want := range []string{"FUSE              missing", "direct mode (no -d) still works", "fix: make /dev/fuse usable", "user namespaces   ok"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("art doctor as nobody lacks %q:\n%s", want, out)
+		}
 	}
 }
