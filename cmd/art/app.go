@@ -11,6 +11,7 @@ import (
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/migrations"
+	"github.com/artrt/art/overlay"
 	"github.com/urfave/cli/v2"
 )
 
@@ -166,6 +167,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitUsage, msg, "see art help"
 	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
 		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
+	case errors.Is(err, overlay.ErrNoFUSE):
+		return exitFailure, msg, "make /dev/fuse usable by this user (chmod 0666 /dev/fuse, or join the group owning it); art doctor checks this host; without -d, art run works in direct mode (no history)"
 	case errors.Is(err, migrations.ErrTooNew):
 		return exitFailure, msg, ""
 	case errors.Is(err, journal.ErrBranchNotFound):

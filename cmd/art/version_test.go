@@ -48,38 +48,92 @@ func TestWorkspaceAlias(t *testing.T) {
 	}
 }
 
-// art doctor as a user who cannot open /dev/fuse says so, says what it
-// disables and how to fix it, and still exits 0: direct mode works.
-func TestDoctorWithoutFUSE(t *testing.T) {
-	testutil.Require(t, "bwrap")
+// nobodyArt returns a copy of the art binary that uid 65534 can run and a
+// directory that user owns (skips unless root).
+func nobodyArt(t *testing.T) (bin, dir string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the binary as another user")
 	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
+	dir = t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755) // the test's own temp root
-	bin := filepath.Join(dir, "art")
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
 	b, err := os.ReadFile(artBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin = filepath.Join(dir, "art")
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for d := dir; d != "/"; d = filepath.Dir(d) { // nobody must reach the binary
+	for d := dir; d != "/"; d = filepath.Dir(d) {
 		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
 			t.Skipf("%s is not traversable by others", d)
 		}
 	}
-	cmd := exec.Command(bin, "doctor")
+	return bin, dir
+}
+
+func asNobody(cmd *exec.Cmd) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
+	return cmd
+}
+
+// art doctor as a user who cannot open /dev/fuse says so, says what it
+// disables and how to fix it, and still exits 0: direct mode works.
+func TestDoctorWithoutFUSE(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	bin, _ := nobodyArt(t)
+	out, err := asNobody(exec.Command(bin, "doctor")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("art doctor as nobody: %v\n%s", err, out)
 	}
 	for _, want := range []string{"FUSE              missing", "direct mode (no -d) still works", "fix: make /dev/fuse usable", "user namespaces   ok"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("art doctor as nobody lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A user who cannot open /dev/fuse gets one line that says so and what
+// to do, not fusermount's "exited with code 256".
+func TestNoFUSEHint(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	bin, dir := nobodyArt(t)
+	if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err == nil {
+		f.Close()
+		var st syscall.Stat_t
+		if syscall.Stat("/dev/fuse", &st) == nil && st.Mode&0o006 == 0o006 {
+			t.Skip("/dev/fuse is open to everyone here")
+		}
+	}
+	ws := filepath.Join(dir, "ws")
+	run := func(args ...string) (string, int) {
+		cmd := asNobody(exec.Command(bin, args...))
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"))
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return string(out), code
+	}
+	writeFile(t, filepath.Join(ws, "a.txt"), "a\n")
+	for _, p := range []string{ws, filepath.Join(ws, "a.txt")} {
+		os.Chown(p, 65534, 65534)
+	}
+	if out, code := run("push", "-q", "-m", "ws", "-d", "ws.db"); code != 0 {
+		t.Fatalf("push as nobody: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"mount", "-d", "ws.db", "mnt"}, {"run", "-d", "ws.db", "-m", "ws", "-i=false", "--", "true"}} {
+		os.Mkdir(filepath.Join(dir, "mnt"), 0o755)
+		os.Chown(filepath.Join(dir, "mnt"), 65534, 65534)
+		out, code := run(args...)
+		if code != exitFailure || !strings.Contains(out, "FUSE is not available to this user") || !strings.Contains(out, "direct mode") {
+			t.Errorf("art %s as nobody: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
 	}
 }
