@@ -88,6 +88,8 @@ func newCompleteCommand(e *env) *cli.Command {
 		Name:            "__complete",
 		Hidden:          true,
 		SkipFlagParsing: true,
+		Usage:           "print completion candidates for the words typed so far (for the completion scripts)",
+		UsageText:       "art __complete WORD...",
 		Action: func(c *cli.Context) error {
 			for _, s := range complete(c.Context, c.App, c.Args().Slice()) {
 				fmt.Fprintln(e.stdout, s)
@@ -271,9 +273,10 @@ func completeStatus(error) int { return exitOK }
 
 func newManCommand(e *env) *cli.Command {
 	return &cli.Command{
-		Name:   "man",
-		Hidden: true,
-		Usage:  "print the man page art(1) in roff (make man writes it to man/art.1)",
+		Name:      "man",
+		Hidden:    true,
+		Usage:     "print the man page art(1) in roff (make man writes it to man/art.1)",
+		UsageText: "art man > art.1",
 		Action: func(c *cli.Context) error {
 			page, err := c.App.ToManWithSection(1)
 			if err != nil {
