@@ -119,7 +119,8 @@ func startNetProxy(ctx context.Context, dir string, n netAllow) (*netproxy.Proxy
 			return nil, fmt.Errorf("net socket dir: %w", err)
 		}
 	}
-	return netproxy.Start(dir, netproxy.Options{Policy: n.Policy, Lookup: n.Lookup, Report: netReporter(ctx, n.Recorder)})
+	return netproxy.Start(dir, netproxy.Options{Policy: n.Policy, Lookup: n.Lookup, Report: netReporter(ctx, n.Recorder),
+		Forwards: n.Policy.LoopbackForwards()})
 }
 
 // setupNetAllow prepares cfg for --net allow: the proxy in session/net,
