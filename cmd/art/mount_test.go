@@ -22,7 +22,7 @@ func artBinary(t *testing.T) string {
 	if builtArt != "" {
 		return builtArt
 	}
-	dir, err := os.MkdirTemp("", "art-bin-")
+	dir, err := testutil.BuildDir() // removed after the package's tests
 	if err != nil {
 		t.Fatal(err)
 	}

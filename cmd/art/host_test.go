@@ -113,7 +113,7 @@ func TestNoFUSEHint(t *testing.T) {
 	run := func(args ...string) (string, int) {
 		cmd := asNobody(exec.Command(bin, args...))
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"))
+		cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir, "XDG_RUNTIME_DIR=", "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"))
 		out, err := cmd.CombinedOutput()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -135,5 +135,53 @@ func TestNoFUSEHint(t *testing.T) {
 		if code != exitFailure || !strings.Contains(out, "FUSE is not available to this user") || !strings.Contains(out, "direct mode") {
 			t.Errorf("art %s as nobody: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
+	}
+}
+
+// A user who may open /dev/fuse runs sessions with history as
+// themselves: fusermount3 mounts, the sandbox runs as that user, and the
+// run is journaled. (CI runs as root; this keeps the non-root path
+// tested there.)
+func TestNonRootRun(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	testutil.RequireFUSE(t)
+	bin, dir := nobodyArt(t)
+	// /dev/fuse open to the nobody group for this test only.
+	var st syscall.Stat_t
+	if err := syscall.Stat("/dev/fuse", &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown("/dev/fuse", -1, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod("/dev/fuse", os.FileMode(st.Mode&0o777|0o060)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Chown("/dev/fuse", -1, int(st.Gid))
+		os.Chmod("/dev/fuse", os.FileMode(st.Mode&0o777))
+	})
+	ws := filepath.Join(dir, "ws")
+	writeFile(t, filepath.Join(ws, "a.txt"), "a\n")
+	for _, p := range []string{ws, filepath.Join(ws, "a.txt")} {
+		os.Chown(p, 65534, 65534)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := asNobody(exec.Command(bin, args...))
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir, "XDG_RUNTIME_DIR=", "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("art %s as nobody: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	out := run("run", "-d", "ws.db", "-m", "ws", "-i=false", "--", "sh", "-c", "id -u; cat a.txt; echo b > b.txt")
+	if !strings.Contains(out, "65534\na\n") || !strings.Contains(out, "1 paths changed") {
+		t.Fatalf("art run -d as nobody:\n%s", out)
+	}
+	if ls := run("ls", "-d", "ws.db", "-r", "main"); !strings.Contains(ls, "ws/b.txt") {
+		t.Fatalf("the run's snapshot lacks b.txt:\n%s", ls)
 	}
 }
