@@ -3,14 +3,18 @@ GO      ?= go
 BIN     ?= bin/art
 GOFLAGS ?=
 export CGO_ENABLED = 1
+# art version: the commit and a describe string, when built from a git checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run demo test test-short vet fmt-check fuzz bench deps clean
+.PHONY: all build run demo test test-short vet fmt-check fuzz bench deps clean man
 
 all: build
 
 ## build: compile bin/art
 build:
-	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/art
+	$(GO) build $(GOFLAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/art
 
 ## run: install what is missing, build, and run a short demo session
 run: deps build demo
@@ -53,5 +57,11 @@ bench:
 deps:
 	@scripts/deps.sh
 
+## man: generate the man page man/art.1 from the CLI's own definitions
+man: build
+	@mkdir -p man
+	$(BIN) man > man/art.1
+	@echo "wrote man/art.1 (read it with: man ./man/art.1)"
+
 clean:
-	rm -rf bin
+	rm -rf bin man

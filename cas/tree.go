@@ -34,6 +34,11 @@ const (
 	EntryDir     EntryKind = 2
 	EntrySymlink EntryKind = 3
 	EntryFifo    EntryKind = 4
+	// EntrySocket is a UNIX socket bound in a live tree (the overlay's).
+	// A socket is live state, not content: trees never hold one (encoding
+	// and decoding refuse it), so snapshots, diffs, pushes and pulls never
+	// see sockets. journal's projection keeps them while the mount lives.
+	EntrySocket EntryKind = 5
 )
 
 func (k EntryKind) String() string {
@@ -46,6 +51,8 @@ func (k EntryKind) String() string {
 		return "symlink"
 	case EntryFifo:
 		return "fifo"
+	case EntrySocket:
+		return "socket"
 	}
 	return fmt.Sprintf("entrykind(%d)", uint8(k))
 }

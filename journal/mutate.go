@@ -26,13 +26,15 @@ func checkName(name []byte) error {
 	return nil
 }
 
-// mknode creates name in parent as described by a (file, dir, symlink, fifo).
+// mknode creates name in parent as described by a (file, dir, symlink,
+// fifo, or a socket, which lives only in the projection: encodeDir leaves
+// it out of trees).
 func (p *proj) mknode(parent int64, name []byte, a Attr) (*Node, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	switch a.Kind {
-	case cas.EntryFile, cas.EntryDir, cas.EntrySymlink, cas.EntryFifo:
+	case cas.EntryFile, cas.EntryDir, cas.EntrySymlink, cas.EntryFifo, cas.EntrySocket:
 	default:
 		return nil, syscall.EINVAL
 	}
@@ -73,7 +75,7 @@ func (p *proj) mknode(parent int64, name []byte, a Attr) (*Node, error) {
 		}
 	case cas.EntrySymlink:
 		n.Size, n.Content = int64(len(a.Link)), cas.ID{}
-	case cas.EntryFifo:
+	case cas.EntryFifo, cas.EntrySocket:
 		n.Size, n.Content = 0, cas.ID{}
 	}
 	if err := p.insert(n); err != nil {

@@ -726,6 +726,9 @@ func (p *proj) encodeDir(ino int64) (cas.ID, error) {
 	t := &cas.Tree{Entries: make([]cas.Entry, 0, len(kids))}
 	for i := range kids {
 		n := &kids[i].Node
+		if n.Kind == cas.EntrySocket {
+			continue // live state, not content: no tree holds a socket
+		}
 		e := cas.Entry{Name: kids[i].Name, Kind: n.Kind, Mode: n.Mode, UID: n.UID, GID: n.GID, MTime: n.MTime}
 		switch n.Kind {
 		case cas.EntryDir:

@@ -334,3 +334,42 @@ func specialClass(a netip.Addr) string {
 	}
 	return ""
 }
+
+// Forward is a service on the host's loopback that an allow rule names
+// exactly, address (or localhost) and port: the sandbox, whose loopback is
+// its own, reaches it at the same address through art's proxy.
+type Forward struct {
+	Host string     // as the rule names it: "localhost" or the address
+	Addr netip.Addr // where the sandbox reaches it (127.0.0.1 for localhost)
+	Port int
+}
+
+// LoopbackForwards lists the loopback services the allow rules name
+// exactly - 127.0.0.0/8 or ::1 addresses and localhost, each with a port
+// - once each, in rule order. Wider rules (a CIDR, a wildcard, no port)
+// forward nothing: every other loopback port stays the sandbox's own.
+// Whether a connection may go through is still decided per connection by
+// Check, so a deny rule wins as everywhere.
+func (p *Policy) LoopbackForwards() []Forward {
+	var out []Forward
+	seen := map[Forward]bool{}
+	for _, r := range p.rules {
+		if r.Deny || r.Port == 0 || r.Any || r.Suffix {
+			continue
+		}
+		var f Forward
+		switch {
+		case r.Name == "localhost":
+			f = Forward{Host: "localhost", Addr: netip.AddrFrom4([4]byte{127, 0, 0, 1}), Port: r.Port}
+		case r.Name == "" && r.Prefix.IsSingleIP() && r.Prefix.Addr().IsLoopback():
+			f = Forward{Host: r.Prefix.Addr().String(), Addr: r.Prefix.Addr(), Port: r.Port}
+		default:
+			continue
+		}
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -216,3 +216,19 @@ func TestDefaultConfigPathIsTheHostUsers(t *testing.T) {
 		t.Fatalf("DefaultConfigPath = %q, %v", p, err)
 	}
 }
+
+func TestLoopbackForwards(t *testing.T) {
+	p, err := Parse([]string{"127.0.0.1:11434", "localhost:5432", "[::1]:8080", "127.0.0.0/8:9000", "127.0.0.1",
+		"*.example.com:443", "127.0.0.1:11434", "10.0.0.1:80", "example.com:443"}, []string{"127.0.0.1:22"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range p.LoopbackForwards() {
+		got = append(got, f.Host+"@"+netip.AddrPortFrom(f.Addr, uint16(f.Port)).String())
+	}
+	want := []string{"127.0.0.1@127.0.0.1:11434", "localhost@127.0.0.1:5432", "::1@[::1]:8080"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("LoopbackForwards = %v, want %v", got, want)
+	}
+}

@@ -56,6 +56,11 @@ type Options struct {
 	Report      func(netpolicy.Attempt) error
 	DialTimeout time.Duration    // per address; 0: 10 s
 	Now         func() time.Time // nil: time.Now
+	// Forwards are host loopback services the sandbox reaches at their own
+	// address (netpolicy.Policy.LoopbackForwards): each gets a socket,
+	// ForwardSocket(f), whose connections go to f after the policy has
+	// decided and the attempt is reported, like any other.
+	Forwards []netpolicy.Forward
 }
 
 // Proxy serves the HTTP and SOCKS5 proxies. Close stops it.
@@ -98,7 +103,11 @@ func Start(dir string, opts Options) (*Proxy, error) {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
-	for _, name := range []string{HTTPSocket, SOCKSSocket} {
+	names := []string{HTTPSocket, SOCKSSocket}
+	for _, f := range opts.Forwards {
+		names = append(names, ForwardSocket(f))
+	}
+	for _, name := range names {
 		path := filepath.Join(dir, name)
 		os.Remove(path) // a socket left by a killed run
 		ln, err := net.Listen("unix", path)
@@ -113,12 +122,15 @@ func Start(dir string, opts Options) (*Proxy, error) {
 			return nil, fmt.Errorf("chmod %s: %w", path, err)
 		}
 	}
-	p.wg.Add(2)
+	p.wg.Add(2 + len(opts.Forwards))
 	go func() {
 		defer p.wg.Done()
 		p.httpSrv.Serve(p.lns[0])
 	}()
-	go p.acceptSOCKS(p.lns[1])
+	go p.accept(p.lns[1], p.serveSOCKS)
+	for i, f := range opts.Forwards {
+		go p.accept(p.lns[2+i], func(c net.Conn) { p.serveForward(c, f) })
+	}
 	return p, nil
 }
 
@@ -140,7 +152,8 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
-func (p *Proxy) acceptSOCKS(ln net.Listener) {
+// accept serves ln's connections with serve, each on its own goroutine.
+func (p *Proxy) accept(ln net.Listener, serve func(net.Conn)) {
 	defer p.wg.Done()
 	for {
 		c, err := ln.Accept()
@@ -159,7 +172,7 @@ func (p *Proxy) acceptSOCKS(ln net.Listener) {
 			defer p.wg.Done()
 			if p.track(c, false) {
 				defer p.untrack(c)
-				p.serveSOCKS(c)
+				serve(c)
 			}
 		}()
 	}

@@ -4,10 +4,26 @@ import (
 	"context"
 	"errors"
 	"log"
+	"os"
 	"syscall"
 
 	"github.com/artrt/art/cas"
 )
+
+// ErrNoFUSE reports a mount that failed because this user cannot use FUSE
+// at all: no /dev/fuse, or no permission to open it. (fusermount3's own
+// "exited with code 256" says neither.)
+var ErrNoFUSE = errors.New("FUSE is not available to this user")
+
+// fuseUnavailable says why this process cannot use /dev/fuse, or "".
+func fuseUnavailable() string {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return err.Error()
+	}
+	f.Close()
+	return ""
+}
 
 // uninterruptible detaches a request's context from FUSE interrupts. The
 // kernel interrupts a request whenever the calling thread gets a signal -

@@ -217,6 +217,9 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	}
 	if err != nil {
 		f.end(ctx)
+		if reason := fuseUnavailable(); reason != "" {
+			return nil, fmt.Errorf("mount %s: %w (%s)", mountpoint, ErrNoFUSE, reason)
+		}
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	f.server = server

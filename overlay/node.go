@@ -115,6 +115,8 @@ func typeBits(k cas.EntryKind) uint32 {
 		return syscall.S_IFLNK
 	case cas.EntryFifo:
 		return syscall.S_IFIFO
+	case cas.EntrySocket:
+		return syscall.S_IFSOCK
 	}
 	return syscall.S_IFREG
 }
@@ -440,8 +442,14 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 	case syscall.S_IFREG, 0:
 		_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryFile, Mode: mode & 0o7777}, out)
 		return in, errno
+	case syscall.S_IFSOCK:
+		// bind(2) of a UNIX socket: the kernel keeps the bound socket with
+		// its inode; the journal keeps the name for the mount's lifetime
+		// and never puts it in a snapshot (cas.EntrySocket).
+		_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntrySocket, Mode: mode & 0o7777}, out)
+		return in, errno
 	}
-	return nil, syscall.EPERM // devices and sockets have no place in a workspace
+	return nil, syscall.EPERM // devices have no place in a workspace (docs/security.md)
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {

@@ -39,7 +39,7 @@ func sh(t *testing.T, dir string, env []string, name string, args ...string) str
 	t.Helper()
 	cmd := exec.Command("/bin/sh", append([]string{"-c", `cd "$1" && shift && exec "$@"`, "sh", dir, name}, args...)...)
 	cmd.Dir = "/"
-	home := filepath.Join(os.TempDir(), "art-overlay-test-home")
+	home := filepath.Join(buildDir(t), "home")
 	os.MkdirAll(home, 0o700)
 	cmd.Env = append(os.Environ(), "HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C",
 		"GIT_AUTHOR_NAME=art", "GIT_AUTHOR_EMAIL=art@example.com",
@@ -224,9 +224,10 @@ func TestProgramGoBuild(t *testing.T) {
 	writeFile(t, filepath.Join(mod, "go.mod"), "module example.com/hello\n\ngo 1.22\n")
 	writeFile(t, filepath.Join(mod, "greet", "greet.go"), "package greet\n\n// Hello greets.\nfunc Hello() string { return \"hello from art\" }\n")
 	writeFile(t, filepath.Join(mod, "main.go"), "package main\n\nimport \"example.com/hello/greet\"\n\nfunc main() { println(greet.Hello()) }\n")
-	// A cache outside the mount that outlives the test: a cold one costs
-	// a compile of the runtime (seconds), which is not what is tested.
-	env := []string{"GOCACHE=" + filepath.Join(os.TempDir(), "art-overlay-test-gocache"), "GOFLAGS=-mod=mod",
+	// A cache outside the mount shared by the process's tests (removed
+	// after them): a cold one costs a compile of the runtime (seconds),
+	// which is not what is tested.
+	env := []string{"GOCACHE=" + filepath.Join(buildDir(t), "gocache"), "GOFLAGS=-mod=mod",
 		"GOPROXY=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0", "GOPATH=" + t.TempDir(), "GOWORK=off"}
 	sh(t, mod, env, goTool, "vet", "./...")
 	sh(t, mod, env, goTool, "build", "-o", "hello", ".")
@@ -286,4 +287,15 @@ func treeNoTimes(t *testing.T, dir string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// buildDir is the test process's directory for what its tests share
+// (testutil.BuildDir: removed after the tests).
+func buildDir(t *testing.T) string {
+	t.Helper()
+	d, err := testutil.BuildDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -19,11 +19,9 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.StopMinIO()
-	os.Exit(code)
-}
+// TestMain runs the tests with a private TMPDIR that must be empty after
+// them, and stops MinIO.
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // counter counts HTTP requests to S3.
 type counter struct {

@@ -216,8 +216,24 @@ func (c *Config) environ() []string {
 }
 
 // Args returns bwrap's arguments (without the program name). seccompFD is
-// the child's fd number of the seccomp program, or -1.
-func (c *Config) Args(seccompFD int) []string {
+// the child's fd number of the seccomp program, or -1. Bind sources are
+// named by their host paths; Start stages them first when art is root
+// (stage_linux.go).
+func (c *Config) Args(seccompFD int) []string { return c.args(seccompFD, nil) }
+
+// args is Args with the bind sources of stage replaced by their staged
+// paths (the direct-mode workspace, a Bind's Host).
+func (c *Config) args(seccompFD int, stage *stagePlan) []string {
+	bind := func(a []string, ro bool, host, guest string) []string {
+		op := "--bind"
+		if ro {
+			op = "--ro-bind"
+		}
+		if p, ok := stage.path(host); ok {
+			host = p
+		}
+		return append(a, op, host, guest)
+	}
 	a := []string{
 		// Namespaces: everything, then the network back if asked for.
 		"--unshare-all",
@@ -257,7 +273,8 @@ func (c *Config) Args(seccompFD int) []string {
 	if c.Home != "" {
 		a = append(a, "--bind", c.Home, GuestHome)
 	} else {
-		a = append(a, "--dir", GuestHome, "--bind", c.Workspace, c.guestWorkspace())
+		a = append(a, "--dir", GuestHome)
+		a = bind(a, false, c.Workspace, c.guestWorkspace())
 	}
 	if c.PolicyDir != "" && exists(c.PolicyDir) {
 		// Wherever it shows: in the workspace, and through any bind of a
@@ -271,11 +288,7 @@ func (c *Config) Args(seccompFD int) []string {
 		policyAt = guests
 	}
 	for _, b := range c.Binds {
-		op := "--bind"
-		if b.ReadOnly {
-			op = "--ro-bind"
-		}
-		a = append(a, op, b.Host, filepath.Clean(b.Guest))
+		a = bind(a, b.ReadOnly, b.Host, filepath.Clean(b.Guest))
 	}
 	// After the binds, so a bind of the workspace's parent is covered too.
 	for _, g := range policyAt {

@@ -31,7 +31,7 @@ type IO struct {
 // thread alive until the process is waited for: bwrap's --die-with-parent
 // is a parent-death signal, delivered when the forking *thread* exits.
 // The tracer supplies its own (it must also ptrace from that thread);
-// like StartLocked it should call ScopeThread on that thread first.
+// like StartLocked it must call PrepareThread on that thread first.
 type Starter func(cmd *exec.Cmd) (wait func() (syscall.WaitStatus, *syscall.Rusage, error), err error)
 
 // Result is how a sandbox ended.
@@ -111,6 +111,7 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 		p.limitBy = "rlimits (not root: no cgroup)"
 	}
 
+	stage := newStagePlan(c)
 	var files []*os.File // ExtraFiles: fd 3, 4, ...
 	var closeAfter []*os.File
 	defer func() {
@@ -153,7 +154,7 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	blockFD, infoFD := 3+len(files), 4+len(files)
 	files = append(files, blockR, infoW)
 
-	args := append([]string{"--block-fd", strconv.Itoa(blockFD), "--info-fd", strconv.Itoa(infoFD)}, c.Args(seccompFD)...)
+	args := append([]string{"--block-fd", strconv.Itoa(blockFD), "--info-fd", strconv.Itoa(infoFD)}, c.args(seccompFD, stage)...)
 	cmd := exec.Command(bw, args...)
 	cmd.Env = []string{} // bwrap's own environment: nothing of art's
 	cmd.ExtraFiles = files
@@ -176,6 +177,10 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	}
 	p.cmd = cmd
 	p.start = time.Now()
+	if stage != nil {
+		plans.Store(cmd, stage)
+		defer plans.Delete(cmd)
+	}
 	wait, err := start(cmd)
 	if err != nil {
 		if p.tty != nil {
@@ -388,13 +393,13 @@ func StartLocked(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, er
 		err error
 	}
 	done := make(chan result, 1)
-	go func() {
+	goOffMainThread(func() {
 		// Never unlocked: the thread exits with the goroutine, after the
 		// process it forked is gone.
 		runtime.LockOSThread()
-		// Abstract sockets and signals of the host out of reach: the
-		// Landlock domain is this thread's, inherited by bwrap.
-		if _, err := ScopeThread(cmd.Path); err != nil {
+		// Staged bind sources and the Landlock scope against the host's
+		// abstract sockets and signals: this thread's, inherited by bwrap.
+		if err := PrepareThread(cmd); err != nil {
 			started <- err
 			return
 		}
@@ -415,7 +420,7 @@ func StartLocked(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, er
 		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		done <- result{ws: ws, ru: ru}
-	}()
+	})
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -423,6 +428,27 @@ func StartLocked(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, er
 		r := <-done
 		return r.ws, r.ru, r.err
 	}, nil
+}
+
+// goOffMainThread runs f on a new goroutine that never runs on the
+// process's main thread. f locks its thread and changes it (a private
+// mount namespace, a Landlock domain) for good; on the main thread that
+// would show through /proc/self for the whole process, and the runtime
+// keeps the main thread when a goroutine exits locked to it. A goroutine
+// that finds itself there keeps the main thread busy while f runs on
+// another.
+func goOffMainThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			f() // still locked here: f's own lock nests, and never ends
+			return
+		}
+		ran := make(chan struct{})
+		go func() { defer close(ran); f() }()
+		<-ran
+		runtime.UnlockOSThread()
+	}()
 }
 
 // descendants lists the processes below pid, breadth first (pid's

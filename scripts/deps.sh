@@ -10,6 +10,7 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3) # overlay tests run a real WAL database
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v curl >/dev/null 2>&1 || need+=(curl) # --net allow tests run curl inside the sandbox
+command -v ssh-agent >/dev/null 2>&1 || need+=(openssh-client) # a real program serving on a socket in ~/
 
 if ! command -v go >/dev/null 2>&1; then
 	echo "deps: Go 1.24 or newer is required and not on PATH (https://go.dev/dl/)" >&2

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 		probe(strings.Split(list, ","))
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testutil.Main(m)
 }
 
 // probes are the calls the probe program can make. Arguments are chosen so

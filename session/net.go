@@ -74,7 +74,8 @@ func StartNetProxy(ctx context.Context, dir string, n NetAllow) (*netproxy.Proxy
 			return nil, fmt.Errorf("net socket dir: %w", err)
 		}
 	}
-	return netproxy.Start(dir, netproxy.Options{Policy: n.Policy, Lookup: n.Lookup, Report: netReporter(ctx, n.Recorder)})
+	return netproxy.Start(dir, netproxy.Options{Policy: n.Policy, Lookup: n.Lookup, Report: netReporter(ctx, n.Recorder),
+		Forwards: n.Policy.LoopbackForwards()})
 }
 
 // setupNetAllow prepares cfg for --net allow: the proxy in sessionDir/net,

@@ -129,7 +129,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	// Private copies of files being written live on disk (/var/tmp), not
 	// under /run: that is a small tmpfs on most hosts, which an agent
 	// writing a large file would fill. The sandbox has /var/tmp of its own.
-	upper, release, err := overlay.MakeUpperDir("/var/tmp")
+	upper, release, err := overlay.MakeUpperDir(UpperParent())
 	if err != nil {
 		if upper, release, err = overlay.MakeUpperDir(""); err != nil {
 			return s, err

@@ -54,6 +54,16 @@ func branchLock(base, db, branch string) (*os.File, error) {
 	return f, nil
 }
 
+// UpperParent is where sessions keep private copies of the files the
+// agent is writing: $ART_TMPDIR when set (a disk with room for large
+// files; the tests' own directory), else /var/tmp - on disk, unlike /run.
+func UpperParent() string {
+	if d := os.Getenv("ART_TMPDIR"); d != "" {
+		return d
+	}
+	return "/var/tmp"
+}
+
 // CleanStale removes what sessions killed with SIGKILL left in the state
 // dir base: their FUSE mounts (detached) and session directories, and
 // their private copies of the agent's open files. A session is stale when
@@ -63,7 +73,7 @@ func CleanStale(base string, warn io.Writer) {
 		warn = io.Discard
 	}
 	// Their private copies of the agent's open files too.
-	for _, parent := range []string{"/var/tmp", ""} {
+	for _, parent := range []string{UpperParent(), ""} {
 		if _, err := overlay.CleanStaleUppers(parent); err != nil {
 			fmt.Fprintf(warn, "art: warning: cannot remove a killed session's private copies: %v\n", err)
 		}

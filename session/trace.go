@@ -60,7 +60,7 @@ func (o TraceOptions) start(cmd *exec.Cmd, record func(context.Context, ...journ
 	// caller's pid: recording those opens too would only slow them down.
 	tr, err = tracer.Start(cmd, tracer.Options{Sink: sink, SkipOpensUnder: []string{sandbox.GuestHome},
 		// The thread that forks bwrap carries the sandbox's Landlock scope.
-		BeforeStart: func() error { _, err := sandbox.ScopeThread(cmd.Path); return err }})
+		BeforeStart: func() error { return sandbox.PrepareThread(cmd) }})
 	if err != nil {
 		closeLog()
 		return nil, nil, fmt.Errorf("trace %s: %w", cmd.Path, err)

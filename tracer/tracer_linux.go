@@ -108,7 +108,7 @@ func Start(cmd *exec.Cmd, opts Options) (*Tracer, error) {
 	}
 	t.buf.init(opts.MaxBatch)
 	started := make(chan error, 1)
-	go t.run(started)
+	goOffMainThread(func() { t.run(started) })
 	if err := <-started; err != nil {
 		return nil, err
 	}
@@ -495,4 +495,25 @@ func ErrnoName(e syscall.Errno) string {
 		return n
 	}
 	return "errno " + strconv.Itoa(int(e))
+}
+
+// goOffMainThread runs f on a goroutine that never runs on the process's
+// main thread. The ptrace thread is changed for good before it forks
+// (BeforeStart: a Landlock domain, a private mount namespace) and exits
+// locked; on the main thread that would show through /proc/self for the
+// whole process, and the runtime keeps the main thread when a goroutine
+// exits locked to it. A goroutine that lands there keeps it busy while f
+// runs on another thread. (sandbox's Starter does the same.)
+func goOffMainThread(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			f() // still locked: f's own lock nests, and never ends
+			return
+		}
+		ran := make(chan struct{})
+		go func() { defer close(ran); f() }()
+		<-ran
+		runtime.UnlockOSThread()
+	}()
 }

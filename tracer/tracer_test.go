@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		helpers[h](os.Args[1:])
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testutil.Main(m)
 }
 
 var helpers = map[string]func(args []string){

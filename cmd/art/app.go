@@ -11,6 +11,7 @@ import (
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/migrations"
+	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
@@ -87,6 +88,15 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 		ExitErrHandler:            func(*cli.Context, error) {}, // run maps errors to codes
 		CustomAppHelpTemplate:     cli.AppHelpTemplate + "\n" + exitCodesHelp,
 		DisableSliceFlagSeparator: true, // --env K=a,b is one entry
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print art's version and exit (art version --json for programs)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.Bool("version") {
+				return printVersion(e, false)
+			}
+			return cli.ShowAppHelp(c)
+		},
 		Commands: []*cli.Command{
 			newRunCommand(e),
 			newPushCommand(e),
@@ -106,6 +116,11 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newNetBridgeCommand(e),
 			newBlameCommand(e),
 			newRemoteCommand(e),
+			newVersionCommand(e),
+			newDoctorCommand(e),
+			newCompletionCommand(e),
+			newCompleteCommand(e),
+			newManCommand(e),
 		},
 	}
 	return app
@@ -115,6 +130,10 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(e)
+	if len(args) > 1 && args[1] == "__complete" {
+		// The words being completed are data, not this command's flags.
+		return completeStatus(app.RunContext(ctx, args))
+	}
 	err := app.RunContext(ctx, permuteArgs(app, args))
 	if err == nil {
 		return exitOK
@@ -155,6 +174,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitFailure, msg, "run on another branch: art run --branch NAME"
 	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
 		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
+	case errors.Is(err, overlay.ErrNoFUSE):
+		return exitFailure, msg, "make /dev/fuse usable by this user (chmod 0666 /dev/fuse, or join the group owning it); art doctor checks this host; without -d, art run works in direct mode (no history)"
 	case errors.Is(err, migrations.ErrTooNew):
 		return exitFailure, msg, ""
 	case errors.Is(err, journal.ErrBranchNotFound):

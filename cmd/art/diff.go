@@ -14,18 +14,22 @@ func newDiffCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "diff",
 		Usage:     "show what changed between two states",
-		UsageText: "art diff -d FILE [A [B]] [--stat | --name-status | --patch] [--json]",
+		UsageText: "art diff -d FILE [A [B]] [--stat | --name-status | --patch] [--json] [--no-pager] [--color WHEN]",
 		Description: `With no REV: the branch's last snapshot against its head. With one: REV against the
 head. With two: A against B. The comparison walks only subtrees whose ids differ, so
-it costs what changed, not the size of the tree.`,
-		Flags: []cli.Flag{
+it costs what changed, not the size of the tree.
+
+On a terminal the output goes through a pager (ART_PAGER, PAGER, else less) and
+--patch is colored, as git does; never on a pipe. NO_COLOR or --color never turns
+color off, --no-pager the pager.`,
+		Flags: append([]cli.Flag{
 			dbFlag(),
 			branchFlag("branch whose head and snapshots the defaults refer to"),
 			&cli.BoolFlag{Name: "stat", Usage: "per-file size change and a summary"},
 			&cli.BoolFlag{Name: "name-status", Usage: "one line per changed path: A, D, M or T and the path (default)"},
 			&cli.BoolFlag{Name: "patch", Aliases: []string{"p"}, Usage: "unified diff of text files"},
 			jsonFlag(),
-		},
+		}, pagerFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 2 {
 				return usagef("diff takes at most two revisions")
@@ -68,13 +72,27 @@ it costs what changed, not the size of the tree.`,
 			if err != nil {
 				return err
 			}
+			color, done, err := humanOutput(c, e)
+			if err != nil {
+				return err
+			}
+			defer done()
 			switch {
 			case c.Bool("json"):
 				return writeJSON(e.stdout, diffJSON(a, b, changes))
 			case c.Bool("stat"):
 				printStat(e, changes)
 			case c.Bool("patch"):
-				return printPatch(c.Context, e, db.Objects(), changes)
+				if !color {
+					return printPatch(c.Context, e, db.Objects(), changes)
+				}
+				cw := &patchColorWriter{w: e.stdout}
+				pe := *e
+				pe.stdout = cw
+				if err := printPatch(c.Context, &pe, db.Objects(), changes); err != nil {
+					return err
+				}
+				return cw.Flush()
 			default:
 				for _, ch := range changes {
 					if ch.Kind == journal.Modified && (ch.Old.Kind == cas.EntryDir) {

@@ -12,8 +12,8 @@ func newLogCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "log",
 		Usage:     "show the operation log (imports, runs, snapshots, checkouts) or the journal's events",
-		UsageText: "art log -d FILE [--branch B | --all] [--events | --execs | --syscalls | --net] [--path P] [-n N] [--json]",
-		Flags: []cli.Flag{
+		UsageText: "art log -d FILE [--branch B | --all] [--events | --execs | --syscalls | --net] [--path P] [-n N] [--json] [--no-pager] [--color WHEN]",
+		Flags: append([]cli.Flag{
 			dbFlag(),
 			branchFlag("branch to show"),
 			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every branch"},
@@ -24,7 +24,7 @@ func newLogCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "syscalls", Usage: "the system calls the tracer recorded (art run --trace)"},
 			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "show at most `N` entries"},
 			jsonFlag(),
-		},
+		}, pagerFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("log takes no arguments")
@@ -34,6 +34,11 @@ func newLogCommand(e *env) *cli.Command {
 				return err
 			}
 			defer db.Close()
+			color, done, err := humanOutput(c, e)
+			if err != nil {
+				return err
+			}
+			defer done()
 			branch := branchScope(c)
 			switch {
 			case c.Bool("net"):
@@ -88,14 +93,15 @@ func newLogCommand(e *env) *cli.Command {
 			for _, o := range ops {
 				status := ""
 				if o.Status != nil && *o.Status != 0 {
-					status = fmt.Sprintf("  [exit %d]", *o.Status)
+					status = "  " + paint(color, sgrRed, fmt.Sprintf("[exit %d]", *o.Status))
 				}
 				if o.EndSeq == 0 {
-					status = "  [running or interrupted]"
+					status = "  " + paint(color, sgrYellow, "[running or interrupted]")
 				}
-				fmt.Fprintf(e.stdout, "op %-4d %s  %-8s %-9s %s%s\n", o.ID, fmtTime(o.Start), o.Branch, o.Kind, o.Description, status)
+				fmt.Fprintf(e.stdout, "%s %s  %-8s %-9s %s%s\n", paint(color, sgrBold, fmt.Sprintf("op %-4d", o.ID)),
+					fmtTime(o.Start), o.Branch, o.Kind, o.Description, status)
 				for _, s := range o.Snapshots {
-					fmt.Fprintf(e.stdout, "        snapshot %s  @%d  %s\n", s.ID.Short(), s.Seq, s.Message)
+					fmt.Fprintf(e.stdout, "        snapshot %s  @%d  %s\n", paint(color, sgrYellow, s.ID.Short()), s.Seq, s.Message)
 				}
 			}
 			return nil

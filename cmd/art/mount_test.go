@@ -17,22 +17,12 @@ import (
 // buildArt builds cmd/art once per test binary.
 var builtArt string
 
-// TestMain removes the art binary the tests built (artBinary) when they
-// are done: it is not t.TempDir's, as one build serves every test.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if builtArt != "" {
-		os.RemoveAll(filepath.Dir(builtArt))
-	}
-	os.Exit(code)
-}
-
 func artBinary(t *testing.T) string {
 	t.Helper()
 	if builtArt != "" {
 		return builtArt
 	}
-	dir, err := os.MkdirTemp("", "art-bin-")
+	dir, err := testutil.BuildDir() // removed after the package's tests
 	if err != nil {
 		t.Fatal(err)
 	}

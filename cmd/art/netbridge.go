@@ -23,6 +23,8 @@ func newNetBridgeCommand(e *env) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			routes := netproxy.Routes(c.String("http"), c.String("socks"), c.String("dir"))
+			// Host loopback services an allow rule names, at their own address.
+			routes = append(routes, netproxy.ForwardRoutes(c.String("dir"))...)
 			if c.Bool("serve") {
 				return session.ServeBridge(routes)
 			}

@@ -24,7 +24,7 @@ With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), fet
 BRANCHes (default: all) from there instead: every object is verified before a branch
 moves, and a branch moves only as a fast-forward unless --force.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`"},
+			&cli.StringFlag{Name: "mount", Aliases: []string{"m", "workspace"}, Value: ".", Usage: "host workspace `DIR` (--workspace: the original art's spelling)"},
 			dbFlag(), durabilityFlag(),
 			branchFlag("branch whose head to pull"),
 			&cli.StringFlag{Name: "at", Usage: "pull the state at `REV` instead of the branch head"},

@@ -23,7 +23,7 @@ With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), sen
 BRANCHes (default: all) there instead: only objects the remote lacks move, and a
 branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`"},
+			&cli.StringFlag{Name: "mount", Aliases: []string{"m", "workspace"}, Value: ".", Usage: "host workspace `DIR` (--workspace: the original art's spelling)"},
 			dbFlag(), durabilityFlag(),
 			branchFlag("branch to push to"),
 			&cli.StringFlag{Name: "message", Usage: "snapshot message (default: push DIR)"},

@@ -1012,6 +1012,9 @@ func TestRunPTYFollowsWindowResize(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	ptmx.Write([]byte("\r"))
 	cmd.Wait()
+	// The copy from the terminal may still be behind the exit (a loaded
+	// machine): wait for the second answer before reading.
+	waitUntil(10*time.Second, func() bool { return strings.Count(out.String(), "\n") >= 4 })
 	sc := bufio.NewScanner(strings.NewReader(out.String()))
 	var sizes []string
 	for sc.Scan() {

@@ -1,0 +1,11 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/artrt/art/internal/testutil"
+)
+
+// TestMain runs the tests with a private TMPDIR that must be empty after
+// them (the art binary they build lives in testutil.BuildDir).
+func TestMain(m *testing.M) { testutil.Main(m) }

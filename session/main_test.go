@@ -1,0 +1,11 @@
+package session
+
+import (
+	"testing"
+
+	"github.com/artrt/art/internal/testutil"
+)
+
+// TestMain runs the tests with a private TMPDIR (and ART_TMPDIR) that must
+// be empty after them.
+func TestMain(m *testing.M) { testutil.Main(m) }
