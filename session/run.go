@@ -89,6 +89,9 @@ func runDirect(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (
 	if c.Trace.Enabled() && c.Trace.Log == "" {
 		c.Trace.Log = "-" // no store to journal to: the original art's default, stderr
 	}
+	if msg := unwritableWorkspace(o.Workspace, cfg.UID, cfg.GID); msg != "" && o.Warn != nil {
+		fmt.Fprintln(o.Warn, "art: warning: "+msg)
+	}
 	res, err := supervise(ctx, o, c, cfg, nil)
 	return Result{Result: res, Direct: true}, err
 }
@@ -254,4 +257,23 @@ func DescribeExit(r sandbox.Result) string {
 		return fmt.Sprintf("killed by %s (exit %d)", unix.SignalName(r.Signal), r.ExitCode)
 	}
 	return fmt.Sprintf("exit %d", r.ExitCode)
+}
+
+// unwritableWorkspace says, as root, when the sandbox's uid cannot write
+// the direct-mode workspace (a root-owned project: the sandbox never runs
+// as uid 0), and what to do; "" when it can, or art is not root.
+func unwritableWorkspace(ws string, uid, gid int) string {
+	if os.Geteuid() != 0 {
+		return "" // the sandbox runs as art's own user
+	}
+	var st unix.Stat_t
+	if unix.Stat(ws, &st) != nil {
+		return ""
+	}
+	m := st.Mode
+	if int(st.Uid) == uid && m&0o200 != 0 || int(st.Gid) == gid && m&0o020 != 0 || m&0o002 != 0 {
+		return ""
+	}
+	return fmt.Sprintf("the sandbox runs as uid %d, which cannot write %s (owner %d, mode %04o): add -d FILE for an overlay the agent can write, or --user the owner (never 0), or chown the workspace",
+		uid, ws, st.Uid, m&0o7777)
 }

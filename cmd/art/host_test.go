@@ -185,3 +185,24 @@ func TestNonRootRun(t *testing.T) {
 		t.Fatalf("the run's snapshot lacks b.txt:\n%s", ls)
 	}
 }
+
+// As root, a direct-mode run on a workspace the sandbox's uid cannot
+// write says so in one line, with what to do; a workspace under a 0700
+// parent (/root/proj) still runs (sandbox stages the bind).
+func TestDirectModeRootOwnedWorkspace(t *testing.T) {
+	testutil.Require(t, "bwrap")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	base := t.TempDir() // 0700, root's: what bwrap alone could not get through
+	ws := filepath.Join(base, "proj")
+	writeFile(t, filepath.Join(ws, "f"), "hello\n")
+	cmd := exec.Command(artBinary(t), "-m", ws, "-i=false", "--", "cat", "f")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "hello") {
+		t.Fatalf("art -m %s -- cat f: %v\n%s", ws, err, out)
+	}
+	if !strings.Contains(string(out), "cannot write "+ws) || !strings.Contains(string(out), "-d FILE") {
+		t.Errorf("no one-line warning about the unwritable workspace:\n%s", out)
+	}
+}
