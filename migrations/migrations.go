@@ -91,8 +91,15 @@ func Version(ctx context.Context, db *sql.DB) (int, error) {
 // waiting (its busy handler is skipped when waiting could not help): Apply
 // retries that, briefly.
 func Apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int, err error) {
+	return ApplyTo(ctx, db, Latest(), now)
+}
+
+// ApplyTo is Apply up to version target rather than Latest: how a reader
+// of foreign stores learns the exact schema each version has (by applying
+// the steps to a scratch database) instead of keeping a second copy of it.
+func ApplyTo(ctx context.Context, db *sql.DB, target int, now func() time.Time) (from, to int, err error) {
 	for wait := 5 * time.Millisecond; ; wait *= 2 {
-		from, to, err = apply(ctx, db, now)
+		from, to, err = apply(ctx, db, target, now)
 		if err == nil || !isBusy(err) || wait > time.Second {
 			return from, to, err
 		}
@@ -108,7 +115,7 @@ func Apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int,
 // this package does not import the driver.
 func isBusy(err error) bool { return strings.Contains(err.Error(), "database is locked") }
 
-func apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int, err error) {
+func apply(ctx context.Context, db *sql.DB, target int, now func() time.Time) (from, to int, err error) {
 	from, err = Version(ctx, db)
 	if err != nil {
 		return 0, 0, err
@@ -118,7 +125,7 @@ func apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int,
 		return from, from, fmt.Errorf("%w: store is at version %d, this binary knows up to %d; upgrade art", ErrTooNew, from, latest)
 	}
 	for _, m := range All() {
-		if m.Version <= from {
+		if m.Version <= from || m.Version > target {
 			continue
 		}
 		if err := applyOne(ctx, db, m, now); err != nil {

@@ -146,7 +146,7 @@ func classify(err error) (code int, msg, hint string) {
 		return ec.code, msg, ""
 	case errors.As(err, &ue), isFlagError(err):
 		return exitUsage, msg, "see art help"
-	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
+	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt), journal.Damaged(err):
 		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
 	case errors.Is(err, migrations.ErrTooNew):
 		return exitFailure, msg, ""

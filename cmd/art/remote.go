@@ -90,7 +90,7 @@ func remoteTransfer(c *cli.Context, e *env, push bool) error {
 	} else if err != nil {
 		return err
 	}
-	r, err := remote.Open(c.Context, url, remote.OpenOptions{Create: push})
+	r, err := remote.Open(c.Context, url, remote.OpenOptions{Create: push, ReadOnly: !push})
 	if err != nil {
 		return withHint(err, "REMOTE is a name from art remote list, a store file, or s3://BUCKET/PREFIX")
 	}
