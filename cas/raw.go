@@ -24,10 +24,10 @@ type Raw struct {
 // verifying it (the receiver verifies). A missing object wraps ErrNotFound.
 // The caller owns Data.
 func (s *Store) GetRaw(ctx context.Context, id ID) (Raw, error) {
-	var kind, codec, size int64
+	var kind, codec, size, length int64
 	var data []byte
-	err := s.db.QueryRowContext(ctx, `SELECT kind, codec, size, data FROM objects WHERE id = ?`, id[:]).
-		Scan(&kind, &codec, &size, &data)
+	err := s.db.QueryRowContext(ctx, selectBounded, id[:], KindChunk.maxStored(), KindTree.maxStored()).
+		Scan(&kind, &codec, &size, &length, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Raw{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
 	}
@@ -36,6 +36,9 @@ func (s *Store) GetRaw(ctx context.Context, id ID) (Raw, error) {
 	}
 	if kind < 0 || kind > 255 || codec < 0 || codec > 255 {
 		return Raw{}, corrupt(id, "kind %d codec %d out of range", kind, codec)
+	}
+	if max := Kind(kind).maxStored(); length > max {
+		return Raw{}, corrupt(id, "stored as %d bytes, limit %d", length, max)
 	}
 	return Raw{ID: id, Kind: Kind(kind), Codec: uint8(codec), Size: size, Data: data}, nil
 }
@@ -46,6 +49,9 @@ func (s *Store) GetRaw(ctx context.Context, id ID) (Raw, error) {
 // unsafe names. It returns the uncompressed bytes. Any problem is a
 // *CorruptError naming r.ID.
 func CheckRaw(r Raw) ([]byte, error) {
+	if max := r.Kind.maxStored(); int64(len(r.Data)) > max {
+		return nil, corrupt(r.ID, "stored as %d bytes, limit %d", len(r.Data), max)
+	}
 	b, err := sharedCodecs().decode(r.ID, r.Kind, int64(r.Codec), r.Size, r.Data)
 	if err != nil {
 		return nil, err
