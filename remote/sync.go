@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -43,7 +44,21 @@ type Options struct {
 	// Progress, when set, is called on the calling goroutine after each
 	// batch of objects.
 	Progress func(Stats)
+	// MaxEntries and MaxBytes bound what a pulled state may expand to:
+	// entries at every path, and file bytes, counting a subtree once per
+	// place it appears (a state of shared subtrees can name billions of
+	// paths in kilobytes). 0 means DefaultMaxEntries / DefaultMaxBytes;
+	// a pull over either fails with ErrTooLarge before any branch moves.
+	MaxEntries, MaxBytes int64
 }
+
+// Default bounds of a pulled state's expansion (Options.MaxEntries,
+// MaxBytes): ten times a large monorepo, far below what would exhaust a
+// host that pulls it into a directory.
+const (
+	DefaultMaxEntries = 10_000_000
+	DefaultMaxBytes   = 1 << 40
+)
 
 // emptyTree is the id of an empty directory: replacing it loses nothing,
 // so a new store's main branch takes any pull.
@@ -153,6 +168,7 @@ type node struct {
 // is offered with the tree at its path there as a delta base.
 func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID, opts Options, st *Stats) error {
 	missing := map[cas.ID]*node{}
+	sz := newSizer(objs)
 	type item struct {
 		id   cas.ID
 		kind cas.Kind
@@ -177,7 +193,7 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID
 			for i, it := range batch {
 				if has[i] {
 					st.DedupObjects++
-					n, err := contentSize(ctx, objs, it.id, it.kind, it.size)
+					n, err := sz.size(ctx, it.id, it.kind, it.size)
 					if err != nil {
 						return err
 					}
@@ -322,32 +338,90 @@ func readKind(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind) ([]by
 	return b, nil
 }
 
-// contentSize is the file content under an object the other side already
-// has: an extent's or a file's size, or the sum of a subtree's files
-// (read locally, trees only).
-func contentSize(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind, size int64) (int64, error) {
+// sizer measures the file content under objects the other side already
+// has. A state is a DAG: a subtree may be shared by many directories (a
+// hostile one by millions of paths), so each tree is read once per
+// transfer and its total memoized, and the walk keeps its own stack (no
+// recursion a deep tree could exhaust). Totals saturate at maxInt64.
+type sizer struct {
+	objs *cas.Store
+	memo map[cas.ID]expanse
+}
+
+// expanse is what a tree expands to: every entry at every path under it,
+// and the file bytes.
+type expanse struct{ entries, bytes int64 }
+
+func newSizer(objs *cas.Store) *sizer { return &sizer{objs: objs, memo: map[cas.ID]expanse{}} }
+
+// size is the content under id: an extent's or a file's size (passed in),
+// or the sum of a tree's files.
+func (z *sizer) size(ctx context.Context, id cas.ID, k cas.Kind, size int64) (int64, error) {
 	if k != cas.KindTree {
 		return size, nil
 	}
-	t, err := objs.GetTree(ctx, id)
-	if err != nil {
-		return 0, &ObjectError{ID: id, Kind: k, Err: err}
+	x, err := z.tree(ctx, id)
+	return x.bytes, err
+}
+
+// tree is the expanse of tree id.
+func (z *sizer) tree(ctx context.Context, id cas.ID) (expanse, error) {
+	if x, ok := z.memo[id]; ok {
+		return x, nil
 	}
-	var n int64
-	for i := range t.Entries {
-		e := &t.Entries[i]
-		switch e.Kind {
-		case cas.EntryFile:
-			n += e.Size
-		case cas.EntryDir:
-			s, err := contentSize(ctx, objs, e.Target, cas.KindTree, 0)
-			if err != nil {
-				return 0, err
-			}
-			n += s
+	type frame struct {
+		id   cas.ID
+		t    *cas.Tree
+		next int
+		sum  expanse
+	}
+	var stack []*frame
+	push := func(id cas.ID) error {
+		t, err := z.objs.GetTree(ctx, id)
+		if err != nil {
+			return &ObjectError{ID: id, Kind: cas.KindTree, Err: err}
 		}
+		stack = append(stack, &frame{id: id, t: t})
+		return nil
 	}
-	return n, nil
+	if err := push(id); err != nil {
+		return expanse{}, err
+	}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		if f.next < len(f.t.Entries) {
+			e := &f.t.Entries[f.next]
+			switch e.Kind {
+			case cas.EntryFile:
+				f.sum.bytes = addSat(f.sum.bytes, e.Size)
+			case cas.EntryDir:
+				x, ok := z.memo[e.Target]
+				if !ok {
+					// A Merkle DAG has no cycles (an id is the hash of
+					// its entries), so the child is never on the stack.
+					if err := push(e.Target); err != nil {
+						return expanse{}, err
+					}
+					continue // back to this entry once the child is done
+				}
+				f.sum.entries = addSat(f.sum.entries, x.entries)
+				f.sum.bytes = addSat(f.sum.bytes, x.bytes)
+			}
+			f.sum.entries = addSat(f.sum.entries, 1)
+			f.next++
+			continue
+		}
+		z.memo[f.id] = f.sum
+		stack = stack[:len(stack)-1]
+	}
+	return z.memo[id], nil
+}
+
+func addSat(a, b int64) int64 {
+	if b < 0 || a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // Pull fetches branches (all of the remote's when empty) from r into db.
@@ -431,7 +505,10 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 			l.SetLocal(objs)
 			defer l.SetLocal(nil)
 		}
-		return receiveState(ctx, objs, r, ref.Root, opts, st)
+		if err := receiveState(ctx, objs, r, ref.Root, opts, st); err != nil {
+			return err
+		}
+		return checkExpanse(ctx, objs, ref.Root, opts)
 	})
 	if err != nil {
 		return res, err
@@ -441,6 +518,27 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 		return res, err
 	}
 	return res, nil
+}
+
+// checkExpanse refuses a state that expands past opts' bounds. It reads
+// each distinct tree once.
+func checkExpanse(ctx context.Context, objs *cas.Store, root cas.ID, opts Options) error {
+	maxE, maxB := opts.MaxEntries, opts.MaxBytes
+	if maxE <= 0 {
+		maxE = DefaultMaxEntries
+	}
+	if maxB <= 0 {
+		maxB = DefaultMaxBytes
+	}
+	x, err := newSizer(objs).tree(ctx, root)
+	if err != nil {
+		return err
+	}
+	if x.entries > maxE || x.bytes > maxB {
+		return fmt.Errorf("%w: state %s expands to %d entries and %d bytes (limits %d and %d; raise them with --max-entries / --max-bytes)",
+			ErrTooLarge, root.Short(), x.entries, x.bytes, maxE, maxB)
+	}
+	return nil
 }
 
 // localBases is implemented by remotes that store deltas (S3Remote): Pull
@@ -458,6 +556,7 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 	}
 	level := map[cas.ID]want{root: {kind: cas.KindTree}}
 	seen := map[cas.ID]bool{root: true}
+	sz := newSizer(objs)
 	for len(level) > 0 {
 		next := map[cas.ID]want{}
 		var ids []cas.ID
@@ -468,7 +567,7 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 			}
 			if ok {
 				st.DedupObjects++
-				n, err := contentSize(ctx, objs, id, w.kind, w.size)
+				n, err := sz.size(ctx, id, w.kind, w.size)
 				if err != nil {
 					return err
 				}

@@ -101,7 +101,7 @@ func remoteTransfer(c *cli.Context, e *env, push bool) error {
 	bar := newProgress(e.stderr)
 	opts := remote.Options{Name: name, Force: c.Bool("force"), Progress: func(s remote.Stats) {
 		bar.update("%s: %d objects, %s", verb, s.Objects, fmtBytes(s.Bytes))
-	}}
+	}, MaxEntries: c.Int64("max-entries"), MaxBytes: c.Int64("max-bytes")}
 	branches := c.Args().Slice()[1:]
 	var st remote.Stats
 	if push {
