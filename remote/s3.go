@@ -454,6 +454,9 @@ func (s *S3Remote) undelta(ctx context.Context, d cas.Raw, depth int, bases *bas
 			oe.Kind = cas.KindTree
 		}
 		if err != nil {
+			if depth > 1 {
+				return nil, n, err
+			}
 			return nil, n, fmt.Errorf("delta base: %w", err)
 		}
 		if !ok {

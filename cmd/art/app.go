@@ -146,7 +146,8 @@ func classify(err error) (code int, msg, hint string) {
 		return ec.code, msg, ""
 	case errors.As(err, &ue), isFlagError(err):
 		return exitUsage, msg, "see art help"
-	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt), journal.Damaged(err):
+	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt), journal.Damaged(err),
+		errors.Is(err, cas.ErrNotFound): // an object a state refers to is missing: the store is damaged
 		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
 	case errors.Is(err, migrations.ErrTooNew):
 		return exitFailure, msg, ""
