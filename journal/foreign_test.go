@@ -135,6 +135,20 @@ func TestOpenReadOnly(t *testing.T) {
 	if _, err := ro.CreateBranch(ctx, "x", journal.State{Root: want}); err == nil {
 		t.Fatal("a read-only store took a write")
 	}
+	// A live tree not yet encoded is refused, not encoded into the file.
+	rw, err := journal.Open(ctx, path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustDo(t, rw, journal.DefaultBranch, func(tx *journal.Tx) error { return writeFile(tx, "f", "x", 1) })
+	rw.Close()
+	before, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.Head(ctx, journal.DefaultBranch); err == nil || !strings.Contains(err.Error(), "not yet snapshotted") {
+		t.Fatalf("head of a dirty branch, read-only: %v", err)
+	}
 	after, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -67,6 +67,13 @@ func Damaged(err error) bool {
 	return false
 }
 
+// readOnlyRefused reports SQLite refusing a write on a read-only
+// connection.
+func readOnlyRefused(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrReadonly
+}
+
 // schemaRow is one row of sqlite_schema.
 type schemaRow struct {
 	typ, name, table, sql string

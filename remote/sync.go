@@ -346,13 +346,42 @@ func readKind(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind) ([]by
 type sizer struct {
 	objs *cas.Store
 	memo map[cas.ID]expanse
+	// known summarizes trees already decoded in this transfer (received
+	// ones), so measuring them reads nothing.
+	known map[cas.ID]summary
 }
+
+// summary is one tree's own entries and file bytes, and its subtrees.
+type summary struct {
+	own  expanse
+	dirs []cas.ID
+}
+
+func summarize(t *cas.Tree) summary {
+	var s summary
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		s.own.entries++
+		switch e.Kind {
+		case cas.EntryFile:
+			s.own.bytes = addSat(s.own.bytes, e.Size)
+		case cas.EntryDir:
+			s.dirs = append(s.dirs, e.Target)
+		}
+	}
+	return s
+}
+
+// learn records the summary of tree id, decoded elsewhere.
+func (z *sizer) learn(id cas.ID, t *cas.Tree) { z.known[id] = summarize(t) }
 
 // expanse is what a tree expands to: every entry at every path under it,
 // and the file bytes.
 type expanse struct{ entries, bytes int64 }
 
-func newSizer(objs *cas.Store) *sizer { return &sizer{objs: objs, memo: map[cas.ID]expanse{}} }
+func newSizer(objs *cas.Store) *sizer {
+	return &sizer{objs: objs, memo: map[cas.ID]expanse{}, known: map[cas.ID]summary{}}
+}
 
 // size is the content under id: an extent's or a file's size (passed in),
 // or the sum of a tree's files.
@@ -371,17 +400,21 @@ func (z *sizer) tree(ctx context.Context, id cas.ID) (expanse, error) {
 	}
 	type frame struct {
 		id   cas.ID
-		t    *cas.Tree
-		next int
+		s    summary
+		next int // s.dirs[next] is the next subtree to add
 		sum  expanse
 	}
 	var stack []*frame
 	push := func(id cas.ID) error {
-		t, err := z.objs.GetTree(ctx, id)
-		if err != nil {
-			return &ObjectError{ID: id, Kind: cas.KindTree, Err: err}
+		s, ok := z.known[id]
+		if !ok {
+			t, err := z.objs.GetTree(ctx, id)
+			if err != nil {
+				return &ObjectError{ID: id, Kind: cas.KindTree, Err: err}
+			}
+			s = summarize(t)
 		}
-		stack = append(stack, &frame{id: id, t: t})
+		stack = append(stack, &frame{id: id, s: s, sum: s.own})
 		return nil
 	}
 	if err := push(id); err != nil {
@@ -389,29 +422,23 @@ func (z *sizer) tree(ctx context.Context, id cas.ID) (expanse, error) {
 	}
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
-		if f.next < len(f.t.Entries) {
-			e := &f.t.Entries[f.next]
-			switch e.Kind {
-			case cas.EntryFile:
-				f.sum.bytes = addSat(f.sum.bytes, e.Size)
-			case cas.EntryDir:
-				x, ok := z.memo[e.Target]
-				if !ok {
-					// A Merkle DAG has no cycles (an id is the hash of
-					// its entries), so the child is never on the stack.
-					if err := push(e.Target); err != nil {
-						return expanse{}, err
-					}
-					continue // back to this entry once the child is done
+		if f.next < len(f.s.dirs) {
+			x, ok := z.memo[f.s.dirs[f.next]]
+			if !ok {
+				// A Merkle DAG has no cycles (an id is the hash of its
+				// entries), so the child is never on the stack.
+				if err := push(f.s.dirs[f.next]); err != nil {
+					return expanse{}, err
 				}
-				f.sum.entries = addSat(f.sum.entries, x.entries)
-				f.sum.bytes = addSat(f.sum.bytes, x.bytes)
+				continue // back to this subtree once it is measured
 			}
-			f.sum.entries = addSat(f.sum.entries, 1)
+			f.sum.entries = addSat(f.sum.entries, x.entries)
+			f.sum.bytes = addSat(f.sum.bytes, x.bytes)
 			f.next++
 			continue
 		}
 		z.memo[f.id] = f.sum
+		delete(z.known, f.id)
 		stack = stack[:len(stack)-1]
 	}
 	return z.memo[id], nil
@@ -505,10 +532,11 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 			l.SetLocal(objs)
 			defer l.SetLocal(nil)
 		}
-		if err := receiveState(ctx, objs, r, ref.Root, opts, st); err != nil {
+		sz := newSizer(objs)
+		if err := receiveState(ctx, objs, r, ref.Root, opts, st, sz); err != nil {
 			return err
 		}
-		return checkExpanse(ctx, objs, ref.Root, opts)
+		return checkExpanse(ctx, sz, ref.Root, opts)
 	})
 	if err != nil {
 		return res, err
@@ -522,7 +550,7 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 
 // checkExpanse refuses a state that expands past opts' bounds. It reads
 // each distinct tree once.
-func checkExpanse(ctx context.Context, objs *cas.Store, root cas.ID, opts Options) error {
+func checkExpanse(ctx context.Context, sz *sizer, root cas.ID, opts Options) error {
 	maxE, maxB := opts.MaxEntries, opts.MaxBytes
 	if maxE <= 0 {
 		maxE = DefaultMaxEntries
@@ -530,7 +558,7 @@ func checkExpanse(ctx context.Context, objs *cas.Store, root cas.ID, opts Option
 	if maxB <= 0 {
 		maxB = DefaultMaxBytes
 	}
-	x, err := newSizer(objs).tree(ctx, root)
+	x, err := sz.tree(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -549,14 +577,13 @@ type localBases interface{ SetLocal(objs *cas.Store) }
 // receiveState fetches every object under root that objs lacks, one level
 // at a time, verifying each (cas.PutRaw checks hash, bounds and encoding)
 // and checking it is of the kind its parent says.
-func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts Options, st *Stats) error {
+func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts Options, st *Stats, sz *sizer) error {
 	type want struct {
 		kind cas.Kind
 		size int64
 	}
 	level := map[cas.ID]want{root: {kind: cas.KindTree}}
 	seen := map[cas.ID]bool{root: true}
-	sz := newSizer(objs)
 	for len(level) > 0 {
 		next := map[cas.ID]want{}
 		var ids []cas.ID
@@ -588,18 +615,18 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 				if raw.Kind != w.kind {
 					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: fmt.Errorf("%w: the remote says it is a %s", cas.ErrCorrupt, raw.Kind)}
 				}
-				if _, err := objs.PutRaw(ctx, raw); err != nil {
-					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
-				}
-				st.Objects++
-				if w.kind == cas.KindChunk {
-					return nil
-				}
-				b, err := cas.CheckRaw(raw) // verified above; now for its references
+				c, err := cas.Check(raw) // hash, bounds, canonical encoding: one decode
 				if err != nil {
 					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
 				}
-				return cas.Refs(w.kind, b, func(id cas.ID, k cas.Kind, size int64) error {
+				if _, err := objs.PutChecked(ctx, c); err != nil {
+					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
+				}
+				st.Objects++
+				if c.Tree != nil {
+					sz.learn(raw.ID, c.Tree)
+				}
+				return c.Refs(func(id cas.ID, k cas.Kind, size int64) error {
 					if !seen[id] {
 						seen[id] = true
 						next[id] = want{kind: k, size: size}

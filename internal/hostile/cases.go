@@ -286,7 +286,7 @@ func Cases() []Case {
 		if err != nil {
 			return err
 		}
-		es := make([]cas.Entry, 0, 200000)
+		es := make([]cas.Entry, 0, 50000)
 		for i := 0; i < cap(es); i++ {
 			es = append(es, FileEntry(fmt.Sprintf("f%07d", i), m, 0, 0o644))
 		}
