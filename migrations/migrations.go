@@ -142,6 +142,9 @@ func applyOne(ctx context.Context, db *sql.DB, m Migration, now func() time.Time
 		return fmt.Errorf("migration %04d: begin: %w", m.Version, err)
 	}
 	defer tx.Rollback()
+	// This text, like every file's, ends up in each store's sqlite_schema,
+	// which journal compares verbatim with what these steps make: never
+	// edit it, even its whitespace, or every existing store is refused.
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ns INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migration %04d: %w", m.Version, err)
