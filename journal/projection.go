@@ -718,6 +718,12 @@ func (p *proj) reset(root cas.ID) error {
 	for _, hl := range t.Links {
 		for _, path := range hl.Paths {
 			if _, _, _, err := p.resolve(path); err != nil {
+				// The root's link index names a path its own trees do not
+				// have as a directory path (through a symlink, a file):
+				// the state is inconsistent, whoever made it.
+				if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOENT) {
+					return fmt.Errorf("%w: reset to %s: hard link group %d at %q: %v", ErrCorrupt, root.Short(), hl.Group, path, err)
+				}
 				return fmt.Errorf("reset to %s: hard link group %d at %q: %w", root.Short(), hl.Group, path, err)
 			}
 		}

@@ -138,7 +138,8 @@ func Cases() []Case {
 	add(Case{Name: "name-unsorted", Class: "names", Ways: AllWays, Want: Refused, Build: withFile("x", func(m cas.ID) []cas.Entry {
 		return []cas.Entry{FileEntry("b", m, 1, 0o644), FileEntry("a", m, 1, 0o644)}
 	})})
-	// A hard-link path that walks through a stored symlink to outside.
+	// A hard-link path that walks through a stored symlink to outside: a
+	// state whose link index names no file of its own is corrupt.
 	add(Case{Name: "link-through-stored-symlink", Class: "names", Ways: AllWays, Want: Sanitized, Build: func(b *Builder) error {
 		m, err := b.File([]byte("x"))
 		if err != nil {
@@ -155,7 +156,7 @@ func Cases() []Case {
 	// directory named like the link's target.
 	add(Case{Name: "stored-symlink-escape", Class: "names", Ways: AllWays, Want: Sanitized,
 		Build: withFile("pwned\n", func(m cas.ID) []cas.Entry {
-			return []cas.Entry{Symlink("esc", "../sibling"), Symlink("abs", "/etc/passwd")}
+			return []cas.Entry{Symlink("abs", "/etc/passwd"), Symlink("esc", "../sibling")}
 		})})
 	// The user's own symlink in the destination, where the state has a
 	// directory: pull must not write through it.
