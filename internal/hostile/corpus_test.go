@@ -286,6 +286,9 @@ func diff(a, b map[string]string) string {
 		}
 	}
 	sort.Strings(out)
+	if len(out) > 20 {
+		out = append(out[:20], fmt.Sprintf("... and %d more", len(out)-20))
+	}
 	return strings.Join(out, "\n")
 }
 
