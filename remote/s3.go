@@ -214,6 +214,11 @@ func (s *S3Remote) Refs(ctx context.Context) ([]Ref, error) {
 	return out, nil
 }
 
+// maxIndexTotal bounds the pack index bytes a remote may hold: they are
+// all read, and kept in memory as a map, by every push or pull that needs
+// objects. 1 GiB is over 20 million objects.
+const maxIndexTotal = 1 << 30
+
 // loadIndex reads every pack index: one listing and one GET per pack.
 func (s *S3Remote) loadIndex(ctx context.Context) error {
 	if s.index != nil {
@@ -232,6 +237,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		s.fresh = map[string][]byte{}
 	}
 	pre := s.key("packs/")
+	var total int64
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
 		if o.Err != nil {
 			return fmt.Errorf("list %s: %w", s.where(pre), o.Err)
@@ -253,6 +259,9 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 				return fmt.Errorf("%w: %s does not hash to its name", ErrMalformed, s.where(o.Key))
 			}
 			s.fresh[name] = b
+		}
+		if total += int64(len(b)); total > maxIndexTotal {
+			return fmt.Errorf("%w: %s: pack indexes over %d bytes (about %d million objects); not read", ErrMalformed, s.where(pre), maxIndexTotal, maxIndexTotal/minIndexEnt/1_000_000)
 		}
 		err := parseIndex(b, func(id cas.ID, e packEntry) {
 			if _, dup := idx[id]; !dup {
