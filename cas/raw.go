@@ -24,10 +24,10 @@ type Raw struct {
 // verifying it (the receiver verifies). A missing object wraps ErrNotFound.
 // The caller owns Data.
 func (s *Store) GetRaw(ctx context.Context, id ID) (Raw, error) {
-	var kind, codec, size int64
+	var kind, codec, size, length int64
 	var data []byte
-	err := s.db.QueryRowContext(ctx, `SELECT kind, codec, size, data FROM objects WHERE id = ?`, id[:]).
-		Scan(&kind, &codec, &size, &data)
+	err := s.db.QueryRowContext(ctx, selectBounded, id[:], KindChunk.maxStored(), KindTree.maxStored()).
+		Scan(&kind, &codec, &size, &length, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Raw{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
 	}
@@ -36,6 +36,9 @@ func (s *Store) GetRaw(ctx context.Context, id ID) (Raw, error) {
 	}
 	if kind < 0 || kind > 255 || codec < 0 || codec > 255 {
 		return Raw{}, corrupt(id, "kind %d codec %d out of range", kind, codec)
+	}
+	if max := Kind(kind).maxStored(); length > max {
+		return Raw{}, corrupt(id, "stored as %d bytes, limit %d", length, max)
 	}
 	return Raw{ID: id, Kind: Kind(kind), Codec: uint8(codec), Size: size, Data: data}, nil
 }
@@ -46,6 +49,9 @@ func (s *Store) GetRaw(ctx context.Context, id ID) (Raw, error) {
 // unsafe names. It returns the uncompressed bytes. Any problem is a
 // *CorruptError naming r.ID.
 func CheckRaw(r Raw) ([]byte, error) {
+	if max := r.Kind.maxStored(); int64(len(r.Data)) > max {
+		return nil, corrupt(r.ID, "stored as %d bytes, limit %d", len(r.Data), max)
+	}
 	b, err := sharedCodecs().decode(r.ID, r.Kind, int64(r.Codec), r.Size, r.Data)
 	if err != nil {
 		return nil, err
@@ -62,6 +68,77 @@ func CheckRaw(r Raw) ([]byte, error) {
 	return b, nil
 }
 
+// Checked is an untrusted object that Check accepted, with its decoded
+// form: a transfer verifies, stores and walks each object with one decode.
+type Checked struct {
+	Raw
+	Tree     *Tree     // KindTree only
+	Manifest *Manifest // KindManifest only
+}
+
+// Check is CheckRaw keeping the decoded manifest or tree.
+func Check(r Raw) (*Checked, error) {
+	if max := r.Kind.maxStored(); int64(len(r.Data)) > max {
+		return nil, corrupt(r.ID, "stored as %d bytes, limit %d", len(r.Data), max)
+	}
+	b, err := sharedCodecs().decode(r.ID, r.Kind, int64(r.Codec), r.Size, r.Data)
+	if err != nil {
+		return nil, err
+	}
+	c := &Checked{Raw: r}
+	switch r.Kind {
+	case KindManifest:
+		c.Manifest, err = DecodeManifest(b)
+	case KindTree:
+		c.Tree, err = DecodeTree(b)
+	}
+	if err != nil {
+		return nil, corrupt(r.ID, "%v", err)
+	}
+	return c, nil
+}
+
+// Refs calls fn as the package-level Refs does, from the decoded form.
+func (c *Checked) Refs(fn func(id ID, k Kind, size int64) error) error {
+	if m := c.Manifest; m != nil {
+		for _, e := range m.Extents {
+			if !e.IsHole() {
+				if err := fn(e.ID, KindChunk, e.Len); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if t := c.Tree; t != nil {
+		for i := range t.Entries {
+			e := &t.Entries[i]
+			switch e.Kind {
+			case EntryFile:
+				if err := fn(e.Target, KindManifest, e.Size); err != nil {
+					return err
+				}
+			case EntryDir:
+				if err := fn(e.Target, KindTree, 0); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// PutChecked stores an object Check accepted unless its id is present; it
+// returns the bytes added to the data column.
+func (s *Store) PutChecked(ctx context.Context, c *Checked) (int64, error) {
+	if ok, err := s.has(ctx, c.ID); err != nil || ok {
+		if err != nil {
+			return 0, fmt.Errorf("look up object %s: %w", c.ID.Short(), err)
+		}
+		return 0, nil
+	}
+	return s.insertRaw(ctx, c.Raw)
+}
+
 // PutRaw verifies r with CheckRaw and stores it as given unless its id is
 // already present. It returns the bytes added to the data column (0 when
 // the object was there). Nothing unverified is ever inserted.
@@ -75,6 +152,11 @@ func (s *Store) PutRaw(ctx context.Context, r Raw) (int64, error) {
 	if _, err := CheckRaw(r); err != nil {
 		return 0, err
 	}
+	return s.insertRaw(ctx, r)
+}
+
+// insertRaw inserts a verified object as given.
+func (s *Store) insertRaw(ctx context.Context, r Raw) (int64, error) {
 	data := r.Data
 	if data == nil {
 		data = []byte{}

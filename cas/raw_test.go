@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,27 @@ func TestPutRawRefuses(t *testing.T) {
 		if ok, _ := s.Has(ctx, r.ID); ok {
 			t.Errorf("%s: the refused object was stored", name)
 		}
+	}
+}
+
+// A row whose stored bytes are over its kind's bound (a foreign store can
+// hold any blob) is refused before the blob is read.
+func TestOversizedRowRefused(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	s := NewStore(db)
+	id := Sum([]byte("x"))
+	if _, err := db.ExecContext(ctx, `INSERT INTO objects (id, kind, codec, size, data) VALUES (?, 1, 0, 1, zeroblob(?))`,
+		id[:], KindChunk.maxStored()+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Get(ctx, id); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("Get: %v, want a corrupt object over its limit", err)
+	}
+	if _, err := s.GetRaw(ctx, id); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("GetRaw: %v, want ErrCorrupt", err)
+	}
+	if _, err := CheckRaw(Raw{ID: id, Kind: KindChunk, Size: 1, Data: make([]byte, KindChunk.maxStored()+1)}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("CheckRaw: %v, want ErrCorrupt", err)
 	}
 }

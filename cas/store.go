@@ -37,6 +37,16 @@ func (k Kind) String() string {
 // are bounded by MaxChunk). Get refuses to inflate anything larger.
 const MaxObjectSize = 64 << 20
 
+// maxStored is the most stored bytes an object of kind k may have: its
+// size limit plus what a zstd frame can add to incompressible data
+// (art itself stores a frame only when it is smaller). Rows with more are
+// refused before their data is read, so a huge blob in a foreign store
+// costs nothing.
+func (k Kind) maxStored() int64 {
+	m := k.maxSize()
+	return m + m/128 + 1024
+}
+
 // maxSize is the largest uncompressed object of kind k, 0 for an unknown kind.
 func (k Kind) maxSize() int64 {
 	switch k {
@@ -293,7 +303,7 @@ func (s *Store) Get(ctx context.Context, id ID) (Kind, []byte, error) {
 }
 
 func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT kind, codec, size, data FROM objects WHERE id = ?`, id[:])
+	rows, err := s.db.QueryContext(ctx, selectBounded, id[:], KindChunk.maxStored(), KindTree.maxStored())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -304,9 +314,9 @@ func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
 		}
 		return 0, nil, ErrNotFound
 	}
-	var kind, codec, size int64
+	var kind, codec, size, length int64
 	var stored sql.RawBytes
-	if err := rows.Scan(&kind, &codec, &size, &stored); err != nil {
+	if err := rows.Scan(&kind, &codec, &size, &length, &stored); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			// Cancelled while reading: not damage. Reported as corruption,
 			// a Ctrl-C would make art say the store is corrupt.
@@ -317,6 +327,9 @@ func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
 	if kind < 0 || kind > 255 {
 		return 0, nil, corrupt(id, "unknown kind %d", kind)
 	}
+	if max := Kind(kind).maxStored(); length > max {
+		return 0, nil, corrupt(id, "stored as %d bytes, limit %d", length, max)
+	}
 	out, err := s.c.decode(id, Kind(kind), codec, size, stored)
 	if err != nil {
 		return 0, nil, err
@@ -326,6 +339,13 @@ func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
 	}
 	return Kind(kind), out, nil
 }
+
+// selectBounded reads an object row, its data only when length(data)
+// (which SQLite answers from the record header, without reading the blob)
+// is within the kind's maxStored: ?2 for chunks, ?3 for other kinds.
+const selectBounded = `SELECT kind, codec, size, length(data),
+	CASE WHEN length(data) <= (CASE kind WHEN 1 THEN ?2 ELSE ?3 END) THEN data END
+	FROM objects WHERE id = ?1`
 
 // eachBatch is how many rows Each reads before calling fn: no statement is
 // open while fn runs, so fn may use the same handle (even a single

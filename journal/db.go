@@ -41,6 +41,12 @@ type Options struct {
 	// BusyTimeout bounds how long a writer waits for another process's
 	// write transaction. Default 30s.
 	BusyTimeout time.Duration
+	// ReadOnly opens an existing store for reading only (the source of a
+	// pull): SQLite's read-only mode, no migration, nothing written. Its
+	// schema must be that of a version this binary knows. Head of a
+	// branch whose live tree has changes not yet encoded fails, as
+	// encoding them is a write.
+	ReadOnly bool
 }
 
 // DB is an open store. It holds one writer connection (every write is a
@@ -53,6 +59,8 @@ type DB struct {
 	r     *sql.DB
 	objs  *cas.Store // reads through the reader pool
 	clock func() time.Time
+	// readOnly: w is r (see openReadOnly).
+	readOnly bool
 }
 
 // Open opens (or with opts.Create, creates) the store at path and brings its
@@ -78,7 +86,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	st, err := os.Stat(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) && !opts.Create:
+	case errors.Is(err, fs.ErrNotExist) && (!opts.Create || opts.ReadOnly):
 		return nil, fmt.Errorf("open store %s: %w", path, fs.ErrNotExist)
 	case errors.Is(err, fs.ErrNotExist):
 		// Create it ourselves so the file is private from the start: it
@@ -94,6 +102,12 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	case st.IsDir():
 		return nil, fmt.Errorf("open store %s: is a directory", path)
+	case !st.Mode().IsRegular():
+		// A FIFO or device would block or feed SQLite endless bytes.
+		return nil, fmt.Errorf("open store %s: not a regular file", path)
+	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
 	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
@@ -106,7 +120,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// re-ingest, 1.6x on reads).
 	q.Set("_stmt_cache_size", "64")
 	q.Set("_cache_size", "-32768") // 32 MiB of page cache per connection
-	w, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?"+q.Encode())
+	w, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -114,7 +128,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	w.SetConnMaxIdleTime(0)
 	q.Set("_txlock", "deferred")
 	q.Set("_query_only", "1")
-	r, err := sql.Open("sqlite3", "file:"+url.PathEscape(path)+"?"+q.Encode())
+	r, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -122,6 +136,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	r.SetMaxOpenConns(4)
 	db := &DB{path: path, w: w, r: r, objs: cas.NewStore(r), clock: opts.Clock}
 	if err := w.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	// Before anything else reads it: the schema must be art's.
+	if _, err := checkSchema(ctx, w); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -136,6 +155,35 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	return db, nil
 }
 
+// openReadOnly opens an existing store for Options.ReadOnly: one pool of
+// read-only connections serves as both reader and "writer" (whose
+// transactions are then deferred and fail at their first write).
+func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
+	q.Set("_foreign_keys", "0")
+	q.Set("_txlock", "deferred")
+	q.Set("_query_only", "1")
+	q.Set("_stmt_cache_size", "64")
+	q.Set("_cache_size", "-32768")
+	r, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	db := &DB{path: path, w: r, r: r, objs: cas.NewStore(r), clock: opts.Clock, readOnly: true}
+	v, err := checkSchema(ctx, r)
+	if err == nil && v == 0 {
+		err = fmt.Errorf("%w: not an art store (no schema)", ErrCorrupt)
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return db, nil
+}
+
 // Path is the store file's path.
 func (db *DB) Path() string { return db.path }
 
@@ -145,6 +193,9 @@ func (db *DB) Objects() *cas.Store { return db.objs }
 // Close closes both connection pools. It is safe to call twice.
 func (db *DB) Close() error {
 	err1 := db.r.Close()
+	if db.readOnly {
+		return err1
+	}
 	err2 := db.w.Close()
 	return errors.Join(err1, err2)
 }

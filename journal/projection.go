@@ -570,7 +570,9 @@ func (c *pathCache) forget(ino int64) {
 	delete(c.parents, ino)
 }
 
-// pathOf returns the path of a directory ("" for the root).
+// pathOf returns the path of a directory ("" for the root). It walks up
+// the dentries iteratively, and a walk that meets a directory twice is a
+// corrupt projection (ErrCorrupt): the rows may be anyone's.
 func (p *proj) pathOf(dir int64) ([]byte, error) {
 	if dir == RootIno {
 		return nil, nil
@@ -582,17 +584,35 @@ func (p *proj) pathOf(dir int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var parent int64
-	var name []byte
-	if err := s.QueryRowContext(p.ctx, p.branch, dir).Scan(&parent, &name); err != nil {
-		return nil, fmt.Errorf("path of inode %d: %w", dir, err)
+	type step struct {
+		ino  int64
+		name []byte
 	}
-	pp, err := p.pathOf(parent)
-	if err != nil {
-		return nil, err
+	var up []step // from dir towards the root
+	seen := map[int64]bool{}
+	var base []byte // the path of the ancestor where the walk stopped
+	for ino := dir; ino != RootIno; {
+		if path, ok := p.paths.dirs[ino]; ok {
+			base = path
+			break
+		}
+		if seen[ino] {
+			return nil, fmt.Errorf("%w: directory inode %d is its own ancestor", ErrCorrupt, ino)
+		}
+		seen[ino] = true
+		var parent int64
+		var name []byte
+		if err := s.QueryRowContext(p.ctx, p.branch, ino).Scan(&parent, &name); err != nil {
+			return nil, fmt.Errorf("path of inode %d: %w", ino, err)
+		}
+		up = append(up, step{ino, name})
+		ino = parent
 	}
-	path := join(pp, name)
-	p.paths.dirs[dir] = path
+	path := base
+	for i := len(up) - 1; i >= 0; i-- {
+		path = join(path, up[i].name)
+		p.paths.dirs[up[i].ino] = path
+	}
 	return path, nil
 }
 
@@ -698,6 +718,12 @@ func (p *proj) reset(root cas.ID) error {
 	for _, hl := range t.Links {
 		for _, path := range hl.Paths {
 			if _, _, _, err := p.resolve(path); err != nil {
+				// The root's link index names a path its own trees do not
+				// have as a directory path (through a symlink, a file):
+				// the state is inconsistent, whoever made it.
+				if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOENT) {
+					return fmt.Errorf("%w: reset to %s: hard link group %d at %q: %v", ErrCorrupt, root.Short(), hl.Group, path, err)
+				}
 				return fmt.Errorf("reset to %s: hard link group %d at %q: %w", root.Short(), hl.Group, path, err)
 			}
 		}
@@ -707,47 +733,105 @@ func (p *proj) reset(root cas.ID) error {
 
 // computeRoot encodes every dirty directory bottom-up and returns the root
 // tree id. Clean and collapsed directories are not visited.
+//
+// The rows may come from anyone's store file, so the walk is iterative (a
+// deep tree cannot exhaust the stack) and meets each directory once: a
+// directory reached again, through a dentry pointing back at an ancestor
+// or a second name, is a corrupt projection (ErrCorrupt), not a loop.
 func (p *proj) computeRoot() (cas.ID, error) {
-	return p.encodeDir(RootIno)
-}
-
-func (p *proj) encodeDir(ino int64) (cas.ID, error) {
-	d, err := p.get(ino)
+	root, err := p.get(RootIno)
 	if err != nil {
 		return cas.ID{}, err
 	}
-	if d.state != dirDirty {
-		return d.Content, nil
+	if root.state != dirDirty {
+		return root.Content, nil
 	}
-	kids, err := p.children(ino)
-	if err != nil {
-		return cas.ID{}, err
+	type frame struct {
+		ino  int64
+		kids []Dirent
+		next int // kids[next] is the next to encode
+		tree *cas.Tree
 	}
-	t := &cas.Tree{Entries: make([]cas.Entry, 0, len(kids))}
-	for i := range kids {
-		n := &kids[i].Node
-		if n.Kind == cas.EntrySocket {
-			continue // live state, not content: no tree holds a socket
+	seen := map[int64]bool{RootIno: true}
+	enter := func(ino int64) (*frame, error) {
+		all, err := p.children(ino)
+		if err != nil {
+			return nil, err
 		}
-		e := cas.Entry{Name: kids[i].Name, Kind: n.Kind, Mode: n.Mode, UID: n.UID, GID: n.GID, MTime: n.MTime}
-		switch n.Kind {
-		case cas.EntryDir:
-			if e.Target, err = p.encodeDir(n.Ino); err != nil {
+		kids := all[:0]
+		for _, k := range all {
+			if k.Node.Kind != cas.EntrySocket { // live state, not content: no tree holds a socket
+				kids = append(kids, k)
+			}
+		}
+		return &frame{ino: ino, kids: kids, tree: &cas.Tree{Entries: make([]cas.Entry, 0, len(kids))}}, nil
+	}
+	top, err := enter(RootIno)
+	if err != nil {
+		return cas.ID{}, err
+	}
+	stack := []*frame{top}
+	for {
+		f := stack[len(stack)-1]
+		if f.next < len(f.kids) {
+			k := &f.kids[f.next]
+			n := &k.Node
+			if n.Kind == cas.EntryDir && n.state == dirDirty && len(f.tree.Entries) == f.next {
+				// Encode the subdirectory first; this entry is added when
+				// the walk comes back to f.
+				if seen[n.Ino] {
+					return cas.ID{}, fmt.Errorf("%w: directory inode %d is reached twice (a cycle or a second name in the projection)", ErrCorrupt, n.Ino)
+				}
+				seen[n.Ino] = true
+				sub, err := enter(n.Ino)
+				if err != nil {
+					return cas.ID{}, err
+				}
+				stack = append(stack, sub)
+				continue
+			}
+			if len(f.tree.Entries) == f.next {
+				f.tree.Entries = append(f.tree.Entries, entryOf(k, n.Content))
+			}
+			f.next++
+			continue
+		}
+		if f.ino == RootIno {
+			if f.tree.Links, err = p.linkIndex(); err != nil {
 				return cas.ID{}, err
 			}
-		case cas.EntryFile:
-			e.Size, e.Target, e.LinkGroup = n.Size, n.Content, n.LinkGroup
-		case cas.EntrySymlink:
-			e.Size, e.Link = int64(len(n.Link)), n.Link
 		}
-		e.Xattrs = n.Xattrs
-		t.Entries = append(t.Entries, e)
-	}
-	if ino == RootIno {
-		if t.Links, err = p.linkIndex(); err != nil {
+		id, err := p.storeDir(f.ino, f.tree)
+		if err != nil {
 			return cas.ID{}, err
 		}
+		stack = stack[:len(stack)-1]
+		if len(stack) == 0 {
+			return id, nil
+		}
+		parent := stack[len(stack)-1]
+		parent.tree.Entries = append(parent.tree.Entries, entryOf(&parent.kids[parent.next], id))
+		parent.next++
 	}
+}
+
+// entryOf is the tree entry of a child, with target as a directory's tree.
+func entryOf(k *Dirent, target cas.ID) cas.Entry {
+	n := &k.Node
+	e := cas.Entry{Name: k.Name, Kind: n.Kind, Mode: n.Mode, UID: n.UID, GID: n.GID, MTime: n.MTime, Xattrs: n.Xattrs}
+	switch n.Kind {
+	case cas.EntryDir:
+		e.Target = target
+	case cas.EntryFile:
+		e.Size, e.Target, e.LinkGroup = n.Size, n.Content, n.LinkGroup
+	case cas.EntrySymlink:
+		e.Size, e.Link = int64(len(n.Link)), n.Link
+	}
+	return e
+}
+
+// storeDir stores the tree of directory ino and marks it clean.
+func (p *proj) storeDir(ino int64, t *cas.Tree) (cas.ID, error) {
 	id, _, err := p.objs.PutTree(p.ctx, t)
 	if err != nil {
 		return cas.ID{}, fmt.Errorf("store tree of inode %d: %w", ino, err)

@@ -88,6 +88,9 @@ func (db *DB) Head(ctx context.Context, branch string) (State, error) {
 		p := newProj(ctx, tx, db.objs, b.ID, 0, db.now())
 		defer p.close()
 		root, err := p.computeRoot()
+		if err != nil && db.readOnly && readOnlyRefused(err) {
+			return fmt.Errorf("head of %s: the branch has changes not yet snapshotted (is a session running on it?), which a read-only open cannot encode: run art snapshot on that store, or pull when the session ends", branch)
+		}
 		if err != nil {
 			return fmt.Errorf("head of %s: %w", branch, err)
 		}

@@ -91,8 +91,15 @@ func Version(ctx context.Context, db *sql.DB) (int, error) {
 // waiting (its busy handler is skipped when waiting could not help): Apply
 // retries that, briefly.
 func Apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int, err error) {
+	return ApplyTo(ctx, db, Latest(), now)
+}
+
+// ApplyTo is Apply up to version target rather than Latest: how a reader
+// of foreign stores learns the exact schema each version has (by applying
+// the steps to a scratch database) instead of keeping a second copy of it.
+func ApplyTo(ctx context.Context, db *sql.DB, target int, now func() time.Time) (from, to int, err error) {
 	for wait := 5 * time.Millisecond; ; wait *= 2 {
-		from, to, err = apply(ctx, db, now)
+		from, to, err = apply(ctx, db, target, now)
 		if err == nil || !isBusy(err) || wait > time.Second {
 			return from, to, err
 		}
@@ -108,7 +115,7 @@ func Apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int,
 // this package does not import the driver.
 func isBusy(err error) bool { return strings.Contains(err.Error(), "database is locked") }
 
-func apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int, err error) {
+func apply(ctx context.Context, db *sql.DB, target int, now func() time.Time) (from, to int, err error) {
 	from, err = Version(ctx, db)
 	if err != nil {
 		return 0, 0, err
@@ -118,7 +125,7 @@ func apply(ctx context.Context, db *sql.DB, now func() time.Time) (from, to int,
 		return from, from, fmt.Errorf("%w: store is at version %d, this binary knows up to %d; upgrade art", ErrTooNew, from, latest)
 	}
 	for _, m := range All() {
-		if m.Version <= from {
+		if m.Version <= from || m.Version > target {
 			continue
 		}
 		if err := applyOne(ctx, db, m, now); err != nil {
@@ -135,6 +142,9 @@ func applyOne(ctx context.Context, db *sql.DB, m Migration, now func() time.Time
 		return fmt.Errorf("migration %04d: begin: %w", m.Version, err)
 	}
 	defer tx.Rollback()
+	// This text, like every file's, ends up in each store's sqlite_schema,
+	// which journal compares verbatim with what these steps make: never
+	// edit it, even its whitespace, or every existing store is refused.
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ns INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migration %04d: %w", m.Version, err)

@@ -20,6 +20,9 @@ var (
 	ErrNoBranch = errors.New("no such branch on the remote")
 	// ErrBadURL reports a remote URL or path that cannot be used.
 	ErrBadURL = errors.New("bad remote url")
+	// ErrTooLarge reports a pulled state that expands past the bounds of
+	// Options.MaxEntries / MaxBytes.
+	ErrTooLarge = errors.New("state too large")
 	// ErrMalformed reports remote metadata (a ref or a pack index) that does
 	// not parse.
 	ErrMalformed = errors.New("malformed remote metadata")

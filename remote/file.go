@@ -15,10 +15,12 @@ type FileRemote struct {
 	db *journal.DB
 }
 
-// OpenFile opens the store at path as a remote; create makes it when
-// missing.
-func OpenFile(ctx context.Context, path string, create bool) (*FileRemote, error) {
-	db, err := journal.Open(ctx, path, journal.Options{Create: create})
+// OpenFile opens the store at path as a remote: with opts.Create it is
+// made when missing; with opts.ReadOnly (the source of a pull) it is opened
+// read-only and never written (see journal.Options.ReadOnly). Either way
+// its schema is checked before anything is read (journal.Open).
+func OpenFile(ctx context.Context, path string, opts OpenOptions) (*FileRemote, error) {
+	db, err := journal.Open(ctx, path, journal.Options{Create: opts.Create && !opts.ReadOnly, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("open remote: %w", err)
 	}

@@ -59,7 +59,7 @@ func fileKind() *kind {
 		newRemote: func(t *testing.T) (Remote, func() Remote) {
 			path := filepath.Join(t.TempDir(), "remote.db")
 			open := func() Remote {
-				r, err := OpenFile(context.Background(), path, true)
+				r, err := OpenFile(context.Background(), path, OpenOptions{Create: true})
 				if err != nil {
 					t.Fatal(err)
 				}

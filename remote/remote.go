@@ -68,6 +68,9 @@ type Object struct {
 type OpenOptions struct {
 	// Create makes a missing store file (push); pull needs an existing one.
 	Create bool
+	// ReadOnly opens a store file read-only: a pull never writes to its
+	// source, which may be anyone's file.
+	ReadOnly bool
 	// S3 configures s3:// remotes; zero values come from the environment
 	// (see S3ConfigFromEnv).
 	S3 *S3Config
@@ -94,5 +97,5 @@ func Open(ctx context.Context, url string, opts OpenOptions) (Remote, error) {
 	if strings.Contains(url, "://") {
 		return nil, fmt.Errorf("%w: %q: want s3://BUCKET/PREFIX or the path of a store file", ErrBadURL, url)
 	}
-	return OpenFile(ctx, url, opts.Create)
+	return OpenFile(ctx, url, opts)
 }

@@ -214,6 +214,11 @@ func (s *S3Remote) Refs(ctx context.Context) ([]Ref, error) {
 	return out, nil
 }
 
+// maxIndexTotal bounds the pack index bytes a remote may hold: they are
+// all read, and kept in memory as a map, by every push or pull that needs
+// objects. 1 GiB is over 20 million objects.
+const maxIndexTotal = 1 << 30
+
 // loadIndex reads every pack index: one listing and one GET per pack.
 func (s *S3Remote) loadIndex(ctx context.Context) error {
 	if s.index != nil {
@@ -232,6 +237,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		s.fresh = map[string][]byte{}
 	}
 	pre := s.key("packs/")
+	var total int64
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
 		if o.Err != nil {
 			return fmt.Errorf("list %s: %w", s.where(pre), o.Err)
@@ -253,6 +259,9 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 				return fmt.Errorf("%w: %s does not hash to its name", ErrMalformed, s.where(o.Key))
 			}
 			s.fresh[name] = b
+		}
+		if total += int64(len(b)); total > maxIndexTotal {
+			return fmt.Errorf("%w: %s: pack indexes over %d bytes (about %d million objects); not read", ErrMalformed, s.where(pre), maxIndexTotal, maxIndexTotal/minIndexEnt/1_000_000)
 		}
 		err := parseIndex(b, func(id cas.ID, e packEntry) {
 			if _, dup := idx[id]; !dup {
@@ -367,105 +376,108 @@ const (
 
 // Fetch implements Remote with ranged GETs, coalescing nearby objects of a
 // pack into one request. Deltas are resolved here (their bases fetched and
-// verified first) and handed to fn as whole objects.
+// verified first) and handed to fn as whole objects, one at a time: each
+// is inflated (to at most its declared size), passed to fn, which checks
+// and stores it, and dropped before the next, so a batch costs one
+// object's bytes plus the bounded base cache, however many deltas share
+// one small frame that inflates to 64 MiB.
 func (s *S3Remote) Fetch(ctx context.Context, ids []cas.ID, fn func(cas.Raw) error) (int64, error) {
-	var deltas []cas.Raw
+	bases := &baseCache{}
+	var extra int64
 	n, err := s.fetchStored(ctx, ids, func(r cas.Raw) error {
 		if r.Codec != codecDelta {
 			return fn(r)
 		}
-		r.Data = append([]byte(nil), r.Data...)
-		deltas = append(deltas, r)
-		return nil
-	})
-	if err != nil || len(deltas) == 0 {
-		return n, err
-	}
-	full, m, err := s.undelta(ctx, deltas, 1)
-	n += m
-	if err != nil {
-		return n, err
-	}
-	for _, d := range deltas {
-		if err := fn(cas.Raw{ID: d.ID, Kind: d.Kind, Size: d.Size, Data: full[d.ID]}); err != nil {
-			return n, err
+		full, m, err := s.undelta(ctx, r, 1, bases)
+		extra += m
+		if err != nil {
+			return err
 		}
-	}
-	return n, nil
+		return fn(cas.Raw{ID: r.ID, Kind: r.Kind, Size: r.Size, Data: full})
+	})
+	return n + extra, err
 }
 
-// undelta decodes deltas (at chain depth depth) against their bases, which
-// it fetches and verifies first, resolving their own deltas recursively.
-// The results are not verified here (the caller checks every object).
-func (s *S3Remote) undelta(ctx context.Context, deltas []cas.Raw, depth int) (map[cas.ID][]byte, int64, error) {
+// baseCache keeps verified delta bases, at most maxBaseCache bytes: the
+// deltas of one directory level usually share a few bases.
+type baseCache struct {
+	m     map[cas.ID][]byte
+	bytes int64
+}
+
+const maxBaseCache = 64 << 20
+
+func (c *baseCache) put(id cas.ID, b []byte) {
+	if c.bytes+int64(len(b)) > maxBaseCache {
+		c.m, c.bytes = nil, 0
+	}
+	if c.m == nil {
+		c.m = map[cas.ID][]byte{}
+	}
+	c.m[id] = b
+	c.bytes += int64(len(b))
+}
+
+// undelta inflates delta d (at chain depth depth) against its base, which
+// it finds in bases, the local store, or the remote (verified, resolving
+// the base's own delta first). The result is not verified here: the
+// caller checks every object.
+func (s *S3Remote) undelta(ctx context.Context, d cas.Raw, depth int, bases *baseCache) ([]byte, int64, error) {
 	if depth > maxDeltaDepth {
-		d := deltas[0]
 		return nil, 0, &ObjectError{ID: d.ID, Kind: d.Kind, Err: &cas.CorruptError{ID: d.ID, Reason: fmt.Sprintf("delta chain longer than %d", maxDeltaDepth)}}
 	}
-	var baseIDs []cas.ID
-	want := map[cas.ID]bool{}
-	bases := map[cas.ID][]byte{}
-	for _, d := range deltas {
-		b := s.index[d.ID].base
-		if want[b] {
-			continue
-		}
-		want[b] = true
-		if s.local != nil {
-			if k, data, err := s.local.Get(ctx, b); err == nil && k == cas.KindTree {
-				bases[b] = data // verified by Get
-				continue
-			}
-		}
-		baseIDs = append(baseIDs, b)
+	if d.Kind != cas.KindTree {
+		return nil, 0, &ObjectError{ID: d.ID, Kind: d.Kind, Err: &cas.CorruptError{ID: d.ID, Reason: "only trees are stored as deltas"}}
 	}
-	var nested []cas.Raw
-	n, err := s.fetchStored(ctx, baseIDs, func(r cas.Raw) error {
-		if r.Kind != cas.KindTree {
-			return &ObjectError{ID: r.ID, Kind: r.Kind, Err: fmt.Errorf("%w: a delta base must be a tree", cas.ErrCorrupt)}
+	baseID := s.index[d.ID].base
+	base, ok := bases.m[baseID]
+	if !ok && s.local != nil {
+		if k, data, err := s.local.Get(ctx, baseID); err == nil && k == cas.KindTree {
+			base, ok = data, true // verified by Get
 		}
-		if r.Codec == codecDelta {
-			r.Data = append([]byte(nil), r.Data...)
-			nested = append(nested, r)
+	}
+	var n int64
+	if !ok {
+		m, err := s.fetchStored(ctx, []cas.ID{baseID}, func(r cas.Raw) error {
+			if r.Kind != cas.KindTree {
+				return &ObjectError{ID: r.ID, Kind: r.Kind, Err: fmt.Errorf("%w: a delta base must be a tree", cas.ErrCorrupt)}
+			}
+			if r.Codec == codecDelta {
+				b, m, err := s.undelta(ctx, r, depth+1, bases)
+				n += m
+				if err != nil {
+					return err
+				}
+				r = cas.Raw{ID: r.ID, Kind: r.Kind, Size: r.Size, Data: b}
+			}
+			b, err := cas.CheckRaw(r)
+			if err != nil {
+				return &ObjectError{ID: r.ID, Kind: r.Kind, Err: err}
+			}
+			base, ok = b, true
 			return nil
-		}
-		b, err := cas.CheckRaw(r)
-		if err != nil {
-			return &ObjectError{ID: r.ID, Kind: r.Kind, Err: err}
-		}
-		bases[r.ID] = b
-		return nil
-	})
-	var oe *ObjectError
-	if errors.As(err, &oe) && oe.Kind == 0 {
-		oe.Kind = cas.KindTree
-	}
-	if err != nil {
-		return nil, n, fmt.Errorf("delta base: %w", err)
-	}
-	if len(nested) > 0 {
-		more, m, err := s.undelta(ctx, nested, depth+1)
+		})
 		n += m
-		if err != nil {
-			return nil, n, err
+		var oe *ObjectError
+		if errors.As(err, &oe) && oe.Kind == 0 {
+			oe.Kind = cas.KindTree
 		}
-		for _, r := range nested {
-			b := more[r.ID]
-			if _, err := cas.CheckRaw(cas.Raw{ID: r.ID, Kind: r.Kind, Size: r.Size, Data: b}); err != nil {
-				return nil, n, &ObjectError{ID: r.ID, Kind: r.Kind, Err: err}
+		if err != nil {
+			if depth > 1 {
+				return nil, n, err
 			}
-			bases[r.ID] = b
+			return nil, n, fmt.Errorf("delta base: %w", err)
+		}
+		if !ok {
+			return nil, n, &ObjectError{ID: baseID, Kind: cas.KindTree, Err: fmt.Errorf("delta base: %w on the remote", cas.ErrNotFound)}
 		}
 	}
-	out := map[cas.ID][]byte{}
-	for _, d := range deltas {
-		b, err := decodeDelta(d.ID, d.Data, bases[s.index[d.ID].base], d.Size)
-		if err != nil {
-			return nil, n, &ObjectError{ID: d.ID, Kind: d.Kind, Err: err}
-		}
-		out[d.ID] = b
+	bases.put(baseID, base)
+	b, err := decodeDelta(d.ID, d.Data, base, d.Size)
+	if err != nil {
+		return nil, n, &ObjectError{ID: d.ID, Kind: d.Kind, Err: err}
 	}
-	return out, n, nil
+	return b, n, nil
 }
 
 // fetchStored calls fn with the stored bytes of each of ids as the pack

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -43,7 +44,21 @@ type Options struct {
 	// Progress, when set, is called on the calling goroutine after each
 	// batch of objects.
 	Progress func(Stats)
+	// MaxEntries and MaxBytes bound what a pulled state may expand to:
+	// entries at every path, and file bytes, counting a subtree once per
+	// place it appears (a state of shared subtrees can name billions of
+	// paths in kilobytes). 0 means DefaultMaxEntries / DefaultMaxBytes;
+	// a pull over either fails with ErrTooLarge before any branch moves.
+	MaxEntries, MaxBytes int64
 }
+
+// Default bounds of a pulled state's expansion (Options.MaxEntries,
+// MaxBytes): ten times a large monorepo, far below what would exhaust a
+// host that pulls it into a directory.
+const (
+	DefaultMaxEntries = 10_000_000
+	DefaultMaxBytes   = 1 << 40
+)
 
 // emptyTree is the id of an empty directory: replacing it loses nothing,
 // so a new store's main branch takes any pull.
@@ -153,6 +168,7 @@ type node struct {
 // is offered with the tree at its path there as a delta base.
 func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID, opts Options, st *Stats) error {
 	missing := map[cas.ID]*node{}
+	sz := newSizer(objs)
 	type item struct {
 		id   cas.ID
 		kind cas.Kind
@@ -177,7 +193,7 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID
 			for i, it := range batch {
 				if has[i] {
 					st.DedupObjects++
-					n, err := contentSize(ctx, objs, it.id, it.kind, it.size)
+					n, err := sz.size(ctx, it.id, it.kind, it.size)
 					if err != nil {
 						return err
 					}
@@ -322,32 +338,117 @@ func readKind(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind) ([]by
 	return b, nil
 }
 
-// contentSize is the file content under an object the other side already
-// has: an extent's or a file's size, or the sum of a subtree's files
-// (read locally, trees only).
-func contentSize(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind, size int64) (int64, error) {
+// sizer measures the file content under objects the other side already
+// has. A state is a DAG: a subtree may be shared by many directories (a
+// hostile one by millions of paths), so each tree is read once per
+// transfer and its total memoized, and the walk keeps its own stack (no
+// recursion a deep tree could exhaust). Totals saturate at maxInt64.
+type sizer struct {
+	objs *cas.Store
+	memo map[cas.ID]expanse
+	// known summarizes trees already decoded in this transfer (received
+	// ones), so measuring them reads nothing.
+	known map[cas.ID]summary
+}
+
+// summary is one tree's own entries and file bytes, and its subtrees.
+type summary struct {
+	own  expanse
+	dirs []cas.ID
+}
+
+func summarize(t *cas.Tree) summary {
+	var s summary
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		s.own.entries++
+		switch e.Kind {
+		case cas.EntryFile:
+			s.own.bytes = addSat(s.own.bytes, e.Size)
+		case cas.EntryDir:
+			s.dirs = append(s.dirs, e.Target)
+		}
+	}
+	return s
+}
+
+// learn records the summary of tree id, decoded elsewhere.
+func (z *sizer) learn(id cas.ID, t *cas.Tree) { z.known[id] = summarize(t) }
+
+// expanse is what a tree expands to: every entry at every path under it,
+// and the file bytes.
+type expanse struct{ entries, bytes int64 }
+
+func newSizer(objs *cas.Store) *sizer {
+	return &sizer{objs: objs, memo: map[cas.ID]expanse{}, known: map[cas.ID]summary{}}
+}
+
+// size is the content under id: an extent's or a file's size (passed in),
+// or the sum of a tree's files.
+func (z *sizer) size(ctx context.Context, id cas.ID, k cas.Kind, size int64) (int64, error) {
 	if k != cas.KindTree {
 		return size, nil
 	}
-	t, err := objs.GetTree(ctx, id)
-	if err != nil {
-		return 0, &ObjectError{ID: id, Kind: k, Err: err}
+	x, err := z.tree(ctx, id)
+	return x.bytes, err
+}
+
+// tree is the expanse of tree id.
+func (z *sizer) tree(ctx context.Context, id cas.ID) (expanse, error) {
+	if x, ok := z.memo[id]; ok {
+		return x, nil
 	}
-	var n int64
-	for i := range t.Entries {
-		e := &t.Entries[i]
-		switch e.Kind {
-		case cas.EntryFile:
-			n += e.Size
-		case cas.EntryDir:
-			s, err := contentSize(ctx, objs, e.Target, cas.KindTree, 0)
+	type frame struct {
+		id   cas.ID
+		s    summary
+		next int // s.dirs[next] is the next subtree to add
+		sum  expanse
+	}
+	var stack []*frame
+	push := func(id cas.ID) error {
+		s, ok := z.known[id]
+		if !ok {
+			t, err := z.objs.GetTree(ctx, id)
 			if err != nil {
-				return 0, err
+				return &ObjectError{ID: id, Kind: cas.KindTree, Err: err}
 			}
-			n += s
+			s = summarize(t)
 		}
+		stack = append(stack, &frame{id: id, s: s, sum: s.own})
+		return nil
 	}
-	return n, nil
+	if err := push(id); err != nil {
+		return expanse{}, err
+	}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		if f.next < len(f.s.dirs) {
+			x, ok := z.memo[f.s.dirs[f.next]]
+			if !ok {
+				// A Merkle DAG has no cycles (an id is the hash of its
+				// entries), so the child is never on the stack.
+				if err := push(f.s.dirs[f.next]); err != nil {
+					return expanse{}, err
+				}
+				continue // back to this subtree once it is measured
+			}
+			f.sum.entries = addSat(f.sum.entries, x.entries)
+			f.sum.bytes = addSat(f.sum.bytes, x.bytes)
+			f.next++
+			continue
+		}
+		z.memo[f.id] = f.sum
+		delete(z.known, f.id)
+		stack = stack[:len(stack)-1]
+	}
+	return z.memo[id], nil
+}
+
+func addSat(a, b int64) int64 {
+	if b < 0 || a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // Pull fetches branches (all of the remote's when empty) from r into db.
@@ -431,7 +532,11 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 			l.SetLocal(objs)
 			defer l.SetLocal(nil)
 		}
-		return receiveState(ctx, objs, r, ref.Root, opts, st)
+		sz := newSizer(objs)
+		if err := receiveState(ctx, objs, r, ref.Root, opts, st, sz); err != nil {
+			return err
+		}
+		return checkExpanse(ctx, sz, ref.Root, opts)
 	})
 	if err != nil {
 		return res, err
@@ -443,6 +548,27 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 	return res, nil
 }
 
+// checkExpanse refuses a state that expands past opts' bounds. It reads
+// each distinct tree once.
+func checkExpanse(ctx context.Context, sz *sizer, root cas.ID, opts Options) error {
+	maxE, maxB := opts.MaxEntries, opts.MaxBytes
+	if maxE <= 0 {
+		maxE = DefaultMaxEntries
+	}
+	if maxB <= 0 {
+		maxB = DefaultMaxBytes
+	}
+	x, err := sz.tree(ctx, root)
+	if err != nil {
+		return err
+	}
+	if x.entries > maxE || x.bytes > maxB {
+		return fmt.Errorf("%w: state %s expands to %d entries and %d bytes (limits %d and %d; raise them with --max-entries / --max-bytes)",
+			ErrTooLarge, root.Short(), x.entries, x.bytes, maxE, maxB)
+	}
+	return nil
+}
+
 // localBases is implemented by remotes that store deltas (S3Remote): Pull
 // lends them the store being received into, where the base of a delta
 // usually is already.
@@ -451,7 +577,7 @@ type localBases interface{ SetLocal(objs *cas.Store) }
 // receiveState fetches every object under root that objs lacks, one level
 // at a time, verifying each (cas.PutRaw checks hash, bounds and encoding)
 // and checking it is of the kind its parent says.
-func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts Options, st *Stats) error {
+func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts Options, st *Stats, sz *sizer) error {
 	type want struct {
 		kind cas.Kind
 		size int64
@@ -468,7 +594,7 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 			}
 			if ok {
 				st.DedupObjects++
-				n, err := contentSize(ctx, objs, id, w.kind, w.size)
+				n, err := sz.size(ctx, id, w.kind, w.size)
 				if err != nil {
 					return err
 				}
@@ -489,18 +615,18 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 				if raw.Kind != w.kind {
 					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: fmt.Errorf("%w: the remote says it is a %s", cas.ErrCorrupt, raw.Kind)}
 				}
-				if _, err := objs.PutRaw(ctx, raw); err != nil {
-					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
-				}
-				st.Objects++
-				if w.kind == cas.KindChunk {
-					return nil
-				}
-				b, err := cas.CheckRaw(raw) // verified above; now for its references
+				c, err := cas.Check(raw) // hash, bounds, canonical encoding: one decode
 				if err != nil {
 					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
 				}
-				return cas.Refs(w.kind, b, func(id cas.ID, k cas.Kind, size int64) error {
+				if _, err := objs.PutChecked(ctx, c); err != nil {
+					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
+				}
+				st.Objects++
+				if c.Tree != nil {
+					sz.learn(raw.ID, c.Tree)
+				}
+				return c.Refs(func(id cas.ID, k cas.Kind, size int64) error {
 					if !seen[id] {
 						seen[id] = true
 						next[id] = want{kind: k, size: size}

@@ -292,7 +292,7 @@ func TestConcurrentPushersKeepObjects(t *testing.T) {
 			b := newStore(t)
 			fresh := reopen()
 			err := b.ReceiveObjects(ctx, func(s *cas.Store) error {
-				return receiveState(ctx, s, fresh, roots[i], Options{}, &Stats{})
+				return receiveState(ctx, s, fresh, roots[i], Options{}, &Stats{}, newSizer(s))
 			})
 			if err != nil {
 				t.Fatalf("state of pusher %d incomplete on the remote: %v", i, err)

@@ -172,7 +172,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitUsage, msg, "see art help"
 	case errors.As(err, &inUse):
 		return exitFailure, msg, "run on another branch: art run --branch NAME"
-	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt):
+	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt), journal.Damaged(err),
+		errors.Is(err, cas.ErrNotFound): // an object a state refers to is missing: the store is damaged
 		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
 	case errors.Is(err, overlay.ErrNoFUSE):
 		return exitFailure, msg, "make /dev/fuse usable by this user (chmod 0666 /dev/fuse, or join the group owning it); art doctor checks this host; without -d, art run works in direct mode (no history)"

@@ -31,6 +31,8 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			&cli.BoolFlag{Name: "checksum", Usage: "compare the bytes of files whose size and mtime match"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
 			jsonFlag(), forceFlag(),
+			&cli.Int64Flag{Name: "max-entries", Usage: "remote form: refuse a state naming more than `N` paths once expanded (default 10000000)"},
+			&cli.Int64Flag{Name: "max-bytes", Usage: "remote form: refuse a state holding more than `N` bytes of files once expanded (default 1 TiB)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {

@@ -90,7 +90,7 @@ func remoteTransfer(c *cli.Context, e *env, push bool) error {
 	} else if err != nil {
 		return err
 	}
-	r, err := remote.Open(c.Context, url, remote.OpenOptions{Create: push})
+	r, err := remote.Open(c.Context, url, remote.OpenOptions{Create: push, ReadOnly: !push})
 	if err != nil {
 		return withHint(err, "REMOTE is a name from art remote list, a store file, or s3://BUCKET/PREFIX")
 	}
@@ -101,7 +101,7 @@ func remoteTransfer(c *cli.Context, e *env, push bool) error {
 	bar := newProgress(e.stderr)
 	opts := remote.Options{Name: name, Force: c.Bool("force"), Progress: func(s remote.Stats) {
 		bar.update("%s: %d objects, %s", verb, s.Objects, fmtBytes(s.Bytes))
-	}}
+	}, MaxEntries: c.Int64("max-entries"), MaxBytes: c.Int64("max-bytes")}
 	branches := c.Args().Slice()[1:]
 	var st remote.Stats
 	if push {

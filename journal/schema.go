@@ -1,0 +1,221 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/migrations"
+	"github.com/mattn/go-sqlite3"
+)
+
+// A store file may come from anyone (a teammate's file, a remote, a
+// branch an agent wrote), and SQLite runs whatever its schema says: a view
+// or trigger in place of a table is code (an endless recursive CTE, a
+// gigabyte zeroblob) that a plain SELECT executes. So every connection is
+// opened hardened, and every store's schema must be, row for row, the
+// schema art's own migrations make at some version before anything else is
+// read from it:
+//
+//   - driverName's connect hook sets PRAGMA trusted_schema=OFF (no SQL
+//     function with side effects from schema objects), cell_size_check=ON
+//     (corrupt b-tree pages are found before they are used), and
+//     SQLITE_LIMIT_LENGTH to maxValue: no single string or blob larger
+//     than the largest object art stores ever crosses into Go, whatever
+//     table it sits in.
+//   - checkSchema compares sqlite_schema (type, name, table, SQL text)
+//     with the schemas of versions 0..Latest, derived once per process by
+//     applying migrations to an in-memory database, so helpers who add a
+//     migration extend the check without touching it. No view, trigger,
+//     virtual table, extra index or altered column can pass.
+
+// driverName is the go-sqlite3 driver with the connect hook.
+const driverName = "sqlite3_art"
+
+// maxValue bounds any one column value read from a store: the largest
+// stored object (a zstd frame a little larger than cas.MaxObjectSize) or
+// cached pack index (64 MiB).
+const maxValue = cas.MaxObjectSize + 2<<20
+
+func init() {
+	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: hardenConn})
+}
+
+func hardenConn(c *sqlite3.SQLiteConn) error {
+	c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, maxValue)
+	if _, err := c.Exec(`PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON`, nil); err != nil {
+		return fmt.Errorf("harden connection: %w", err)
+	}
+	return nil
+}
+
+// Damaged reports whether err is SQLite refusing the file itself: a page
+// that is not what it should be (SQLITE_CORRUPT), a file that is not a
+// database (SQLITE_NOTADB), or a value over maxValue (SQLITE_TOOBIG). The
+// CLI reports these as a damaged store, like ErrCorrupt.
+func Damaged(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		return se.Code == sqlite3.ErrCorrupt || se.Code == sqlite3.ErrNotADB || se.Code == sqlite3.ErrTooBig
+	}
+	return false
+}
+
+// readOnlyRefused reports SQLite refusing a write on a read-only
+// connection.
+func readOnlyRefused(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrReadonly
+}
+
+// schemaRow is one row of sqlite_schema.
+type schemaRow struct {
+	typ, name, table, sql string
+}
+
+func (r schemaRow) String() string { return r.typ + " " + r.name }
+
+// knownSchemas holds the schema of every version 0..Latest (index =
+// version), sorted.
+var knownSchemas = sync.OnceValues(func() ([][]schemaRow, error) {
+	ctx := context.Background()
+	db, err := sql.Open(driverName, "file::memory:?_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // each connection to :memory: is its own database
+	out := [][]schemaRow{nil}
+	for v := 1; v <= migrations.Latest(); v++ {
+		if _, _, err := migrations.ApplyTo(ctx, db, v, time.Now); err != nil {
+			return nil, fmt.Errorf("derive schema %d: %w", v, err)
+		}
+		rows, err := readSchema(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows)
+	}
+	return out, nil
+})
+
+// readSchema lists sqlite_schema, sorted. Reading it runs no code of the
+// store's: it is SQLite's own table.
+func readSchema(ctx context.Context, db *sql.DB) ([]schemaRow, error) {
+	rows, err := db.QueryContext(ctx, `SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_schema`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []schemaRow
+	for rows.Next() {
+		var r schemaRow
+		if err := rows.Scan(&r.typ, &r.name, &r.table, &r.sql); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].typ != out[j].typ {
+			return out[i].typ < out[j].typ
+		}
+		return out[i].name < out[j].name
+	})
+	return out, nil
+}
+
+// checkSchema returns the version whose schema db has exactly. A store
+// whose schema_migrations table is art's and records a version newer than
+// this binary knows wraps migrations.ErrTooNew; any other schema wraps
+// ErrCorrupt, naming the first difference from the closest version.
+func checkSchema(ctx context.Context, db *sql.DB) (int, error) {
+	known, err := knownSchemas()
+	if err != nil {
+		return 0, err
+	}
+	have, err := readSchema(ctx, db)
+	if err != nil {
+		return 0, fmt.Errorf("read schema: %w", err)
+	}
+	for v, want := range known {
+		if equalSchema(have, want) {
+			return v, nil
+		}
+	}
+	// A newer art's store: its schema_migrations is still art's table (it
+	// is never changed), so its version can be read without running
+	// anything the store defines.
+	latest := known[len(known)-1]
+	for _, r := range have {
+		if r.name != "schema_migrations" {
+			continue
+		}
+		for _, w := range latest {
+			if w == r {
+				var v sql.NullInt64
+				if err := db.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err == nil && int(v.Int64) > len(known)-1 {
+					return 0, fmt.Errorf("%w: store is at version %d, this binary knows up to %d; upgrade art",
+						migrations.ErrTooNew, v.Int64, len(known)-1)
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("%w: the schema is not one art makes (%s)", ErrCorrupt, schemaDiff(have, latest))
+}
+
+func equalSchema(a, b []schemaRow) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// schemaDiff names the first thing in have that art's schema want lacks
+// or has differently, else the first thing missing.
+func schemaDiff(have, want []schemaRow) string {
+	byName := map[string]schemaRow{}
+	for _, w := range want {
+		byName[w.name] = w
+	}
+	for _, h := range have {
+		w, ok := byName[h.name]
+		switch {
+		case !ok:
+			return fmt.Sprintf("unexpected %s", h)
+		case w.typ != h.typ:
+			return fmt.Sprintf("%s is a %s, want a %s", h.name, h.typ, w.typ)
+		case w != h:
+			return fmt.Sprintf("%s differs: %s", h, oneLine(h.sql))
+		}
+		delete(byName, h.name)
+	}
+	for _, w := range want {
+		if _, ok := byName[w.name]; ok {
+			return fmt.Sprintf("no %s", w)
+		}
+	}
+	return "unknown difference"
+}
+
+// oneLine shortens SQL text for an error message.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 80 {
+		s = s[:80] + "..."
+	}
+	return s
+}
