@@ -44,7 +44,8 @@ import (
 // mount must never touch a live or just-closed session's private copies.
 //
 // In `make test` it runs a few cycles; ART_STRESS_CYCLES=1000 runs long,
-// ART_STRESS_SEED replays a seed. All activity inside the mounts is in
+// ART_STRESS_SEED replays a seed, ART_STRESS_SHARED_STORE=1 keeps one
+// store for all cycles. All activity inside the mounts is in
 // child processes (sh, git): the test process never touches a mount.
 
 func TestRemountStress(t *testing.T) {
@@ -107,6 +108,10 @@ type stress struct {
 
 	nb    *neighbour
 	stale []string // upper directories of killed daemons
+	live  map[*daemon]bool
+	// shared keeps one store for all cycles (ART_STRESS_SHARED_STORE=1)
+	// instead of a new one per cycle.
+	shared bool
 }
 
 // neighbour is a second mount, of its own store, that stays live with a
@@ -152,7 +157,8 @@ func newStress(t *testing.T, seed int64) *stress {
 	base := t.TempDir()
 	s := &stress{t: t, rng: rand.New(rand.NewSource(seed)), bin: artBinary(t), base: base,
 		tmp: filepath.Join(base, "tmp"), ws: filepath.Join(base, "ws"), db: filepath.Join(base, "ws.db"),
-		mnt: filepath.Join(base, "mnt"), n: map[string]int{}}
+		mnt: filepath.Join(base, "mnt"), n: map[string]int{}, live: map[*daemon]bool{},
+		shared: os.Getenv("ART_STRESS_SHARED_STORE") == "1"}
 	for _, d := range []string{s.tmp, s.mnt, filepath.Join(base, "home")} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -184,6 +190,9 @@ func (s *stress) logf(format string, args ...any) {
 // fail reports the cycle's log with the failure and ends the test.
 func (s *stress) fail(format string, args ...any) {
 	s.t.Helper()
+	for d := range s.live {
+		s.logf("--- stderr of the live art mount %s:\n%s", strings.Join(d.args, " "), d.stderr.String())
+	}
 	s.t.Fatalf("%s\n--- this cycle's commands and output:\n%s", fmt.Sprintf(format, args...), s.log.String())
 }
 
@@ -264,6 +273,7 @@ func (s *stress) mount(args ...string) *daemon {
 		s.fail("art mount (pid %d) holds no upper directory lock in %s", d.cmd.Process.Pid, s.tmp)
 	}
 	s.logf("$ art mount %s: serving, upper %s", strings.Join(args, " "), filepath.Base(d.upper))
+	s.live[d] = true
 	return d
 }
 
@@ -292,6 +302,7 @@ func (s *stress) stop(d *daemon, sig syscall.Signal, mnt string) {
 	case <-time.After(2 * time.Minute):
 		s.fail("art mount did not exit within 2 min of %v:\n%s", sig, d.stderr.String())
 	}
+	delete(s.live, d)
 	s.logf("$ kill -%s art mount %s: %v\n%s", unix.SignalName(sig), strings.Join(d.args, " "), err, d.stderr.String())
 	if sig == syscall.SIGKILL {
 		return
@@ -483,6 +494,19 @@ func (s *stress) cycle(i int) {
 	defer stopLoad()
 
 	s.prepareHost(i)
+	if !s.shared {
+		// A new store, as in the issue. With the store kept, a file the
+		// previous cycle cached and this one pushes inside the racy
+		// window keeps its stale cache entry, and the capture at the
+		// remount takes the agent's patch of it for a clash with the host
+		// and drops it (TestCaptureStaleStatCacheKeepsAgentEdit, for the
+		// capture rewrite): ART_STRESS_SHARED_STORE=1 shows that.
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(s.db + suffix); err != nil && !os.IsNotExist(err) {
+				s.t.Fatal(err)
+			}
+		}
+	}
 	s.pause(2500 * time.Millisecond) // the push sees racy files or not
 	s.art("push", "-q", "-m", s.ws, "-d", s.db)
 	d := s.mount("-d", s.db, "-m", s.ws, s.mnt)
@@ -583,6 +607,16 @@ echo hi > f && git add f && git commit -qm one
 	}
 	after := s.listing(wsm)
 	if d := diffListings(before, after); d != "" {
+		// What the store holds, to tell a write the journal lost from
+		// one read back wrong.
+		for p := range before {
+			if strings.HasPrefix(before[p], "f ") && before[p] != after[p] {
+				cmd := exec.Command("sh", "-c", `"$0" cat -d "$1" "main:ws/$2" | sha256sum`, s.bin, s.db, p)
+				cmd.Env = s.env
+				out, err := cmd.CombinedOutput()
+				s.logf("$ art cat main:ws/%s | sha256sum\n%s[%v]", p, out, err)
+			}
+		}
 		s.fail("after remount (%s) the workspace differs from what was written:\n%s", strings.Join(args, " "), d)
 	}
 	s.stop(d, syscall.SIGINT, s.mnt)
