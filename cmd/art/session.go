@@ -129,15 +129,23 @@ func openSession(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 // close unmounts (journaling what is still dirty) and releases the
 // session's lock and state. The store stays open for the caller's closing
 // records; the caller closes s.db. Safe on a half-opened session and twice.
+//
+// When the unmount fails (a process outside the sandbox still has a file
+// or directory of the mount open) nothing of the session goes: removing
+// its directory would walk into the live mount and delete the branch's
+// files through it, journaled, and its private copies hold the content of
+// files still open. A later close retries; otherwise, once this process
+// has exited, the next run cleans it up as a killed run's.
 func (s *session) close(ctx context.Context) error {
-	var err error
 	if s.fsys != nil {
-		err = s.fsys.Unmount(ctx)
+		if err := s.fsys.Unmount(ctx); err != nil {
+			return fmt.Errorf("%w (session %s left for the next run to clean up)", err, filepath.Base(s.dir))
+		}
 		s.fsys = nil
 	}
 	for i := len(s.undo) - 1; i >= 0; i-- {
 		s.undo[i]()
 	}
 	s.undo = nil
-	return err
+	return nil
 }
