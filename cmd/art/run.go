@@ -693,7 +693,7 @@ func cleanStaleSessions(e *env, base string) {
 			fmt.Fprintf(e.stderr, "art: warning: cannot clean up killed session %s: %v\n", filepath.Base(d), err)
 		} else {
 			fmt.Fprintf(e.stderr, "art: cleaned up after a killed session (%s)\n", filepath.Base(d))
-			os.RemoveAll(d)
+			removeTree(d) // never through a mount
 		}
 		f.Close()
 	}

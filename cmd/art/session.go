@@ -74,7 +74,7 @@ func openSession(ctx context.Context, e *env, o runOptions, cfg *sandbox.Config,
 		return s, fmt.Errorf("session dir: %w", err)
 	}
 	s.dir = dir
-	s.undo = append(s.undo, func() { os.RemoveAll(dir) })
+	s.undo = append(s.undo, func() { removeTree(dir) }) // never through a mount
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return s, err
 	}
