@@ -53,7 +53,7 @@ func TestRemountStress(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	cycles := 4
+	cycles := 6
 	if testing.Short() {
 		cycles = 1
 	}
