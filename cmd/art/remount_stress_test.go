@@ -320,6 +320,39 @@ func (s *stress) stop(d *daemon, sig syscall.Signal, mnt string) {
 	}
 }
 
+// stopBusy sends d SIGINT while a shell has its working directory in
+// dir (on d's mount), expects art mount to give up on the busy unmount
+// and exit with an error, then ends the shell.
+func (s *stress) stopBusy(d *daemon, dir string) {
+	s.t.Helper()
+	sh := exec.Command("sh", "-c", `echo in; exec sleep 600`)
+	sh.Dir = dir
+	out, err := sh.StdoutPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { sh.Process.Kill() })
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "in\n" {
+		s.fail("shell in %s: %q %v", dir, l, err)
+	}
+	d.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err = <-d.done:
+	case <-time.After(2 * time.Minute):
+		s.fail("art mount did not give up on a busy unmount within 2 min:\n%s", d.stderr.String())
+	}
+	delete(s.live, d)
+	s.logf("$ kill -INT art mount %s (a shell in %s): %v\n%s", strings.Join(d.args, " "), dir, err, d.stderr.String())
+	if err == nil || !strings.Contains(d.stderr.String(), "busy") {
+		s.fail("art mount with a shell in its mount: %v, want a busy unmount", err)
+	}
+	sh.Process.Kill()
+	sh.Wait()
+}
+
 func isMounted(mnt string) bool {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, l := range strings.Split(string(b), "\n") {
@@ -566,15 +599,21 @@ echo hi > f && git add f && git commit -qm one
 	}
 	s.pause(1500 * time.Millisecond)
 
-	// Stop the daemon: cleanly, or killed so the next mount cleans up.
-	sig := syscall.SIGINT
-	if s.rng.Intn(5) == 0 {
-		sig = syscall.SIGKILL
+	// Stop the daemon: cleanly, or killed so the next mount cleans up,
+	// or with a shell still in the repository so the unmount fails (art
+	// mount gives up and exits, its mount and upper left as a killed
+	// one's: everything was closed, so nothing may be missing).
+	switch sig := syscall.SIGINT; s.rng.Intn(10) {
+	case 0, 1:
 		s.n["kill9"]++
-	}
-	s.stop(d, sig, s.mnt)
-	if sig == syscall.SIGKILL {
+		s.stop(d, syscall.SIGKILL, s.mnt)
 		s.stale = append(s.stale, d.upper)
+	case 2:
+		s.n["busy"]++
+		s.stopBusy(d, filepath.Join(wsm, "r"))
+		s.stale = append(s.stale, d.upper)
+	default:
+		s.stop(d, sig, s.mnt)
 	}
 	s.pause(3 * time.Second)
 
