@@ -21,7 +21,7 @@ import (
 func TestRunUnmountBusyDeletesNothing(t *testing.T) {
 	ws, db := overlayWorkspace(t)
 	mustRun(t, "push", "-q", "-m", ws, "-d", db)
-	cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo agent > agent.txt; sleep 2")
+	cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo agent > agent.txt; i=0; while [ ! -e held ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
 	out, errb := &strings.Builder{}, &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, errb
 	if err := cmd.Start(); err != nil {
@@ -46,10 +46,11 @@ func TestRunUnmountBusyDeletesNothing(t *testing.T) {
 	}
 	home := filepath.Join(session, "home")
 	// A host process holds a file of the mount open past the command's
-	// end (opened from a child: the test never touches the mount).
+	// end (opened from a child: the test never touches the mount), and
+	// then lets the command end.
 	var holder *exec.Cmd
 	if !waitUntil(20*time.Second, func() bool {
-		holder = exec.Command("sh", "-c", `exec 3<"$0" && echo held && exec sleep 60`, filepath.Join(home, "ws", "main.py"))
+		holder = exec.Command("sh", "-c", `exec 3<"$0/main.py" && : >"$0/held" && echo held && exec sleep 60`, filepath.Join(home, "ws"))
 		b, err := holder.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
