@@ -35,7 +35,8 @@ import (
 // capture's 2 s racy window), mount with -m, read files, move and remove
 // a directory, git init/add/commit (and sometimes gc) in the mount, write
 // a file and patch a large one in place (passthrough), sync, stop the
-// daemon (SIGINT, or SIGKILL so the next mount must clean up after it),
+// daemon (SIGINT; SIGKILL, so the next mount must clean up after it; or
+// SIGINT with a shell still in the repository, so the unmount fails),
 // remount with or without -m after a random pause, then git fsck --full,
 // git status, and compare a listing with the hash of every file against
 // the one taken before the stop. A neighbour mount of another store stays
@@ -43,10 +44,11 @@ import (
 // stopped while the next mount starts: the stale-upper cleanup of every
 // mount must never touch a live or just-closed session's private copies.
 //
-// In `make test` it runs a few cycles; ART_STRESS_CYCLES=1000 runs long,
-// ART_STRESS_SEED replays a seed, ART_STRESS_CAPTURE=1 adds the capture
-// cases it found (see stress.capture). All activity inside the mounts is in
-// child processes (sh, git): the test process never touches a mount.
+// In `make test` it runs 6 cycles; ART_STRESS_CYCLES=1000 runs long,
+// ART_STRESS_SEED replays a seed's choices (not its timing), and
+// ART_STRESS_CAPTURE=1 adds the capture cases it found (stress.capture).
+// All activity inside the mounts is in child processes (sh, git): the
+// test process never touches a mount.
 
 func TestRemountStress(t *testing.T) {
 	testutil.RequireFUSE(t)
