@@ -732,6 +732,9 @@ func (s *stress) startNeighbour() {
 		s.fail("neighbour: holder did not open held.txt: %q %v", l, err)
 	}
 	nb.upper = nb.d.upper
+	// A first write: where the kernel has no passthrough, the private
+	// copy is made at the first read or write rather than at the open.
+	nb.write(s, 0)
 }
 
 // checkNeighbour asserts the live neighbour's upper directory is intact
@@ -746,6 +749,12 @@ func (s *stress) checkNeighbour(i int) {
 	if u := upperOf(nb.d.cmd.Process.Pid, s.tmp); u != nb.upper {
 		s.fail("live neighbour's upper lock: %q, want %q", u, nb.upper)
 	}
+	nb.write(s, i)
+}
+
+// write has the holder write a line through its open file.
+func (nb *neighbour) write(s *stress, i int) {
+	s.t.Helper()
 	fmt.Fprintf(nb.in, "%d\n", i)
 	if l, err := nb.out.ReadString('\n'); err != nil || l != "ok\n" {
 		s.fail("neighbour write: %q %v", l, err)
