@@ -105,7 +105,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		return s, fmt.Errorf("session dir: %w", err)
 	}
 	s.Dir = dir
-	s.undo = append(s.undo, func() { os.RemoveAll(dir) })
+	s.undo = append(s.undo, func() { removeTree(dir) }) // never through a mount
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return s, err
 	}
@@ -163,17 +163,25 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 // Close unmounts (journaling what is still dirty) and releases the
 // session's lock and state. The store stays open for the caller's closing
 // records; the caller closes s.DB. Safe on a half-opened session and twice.
+//
+// When the unmount fails (a process outside the sandbox still has a file
+// or directory of the mount open) nothing of the session goes: removing
+// its directory would walk into the live mount and delete the branch's
+// files through it, journaled, and its private copies hold the content of
+// files still open. A later Close retries; otherwise, once this process
+// has exited, the next session cleans it up as a killed one's.
 func (s *Session) Close(ctx context.Context) error {
-	var err error
 	if s.FS != nil {
-		err = s.FS.Unmount(ctx)
+		if err := s.FS.Unmount(ctx); err != nil {
+			return fmt.Errorf("%w (session %s left for the next run to clean up)", err, filepath.Base(s.Dir))
+		}
 		s.FS = nil
 	}
 	for i := len(s.undo) - 1; i >= 0; i-- {
 		s.undo[i]()
 	}
 	s.undo = nil
-	return err
+	return nil
 }
 
 // prepareBranch resolves o.Branch and o.At to the branch the session

@@ -99,7 +99,7 @@ func CleanStale(base string, warn io.Writer) {
 			fmt.Fprintf(warn, "art: warning: cannot clean up killed session %s: %v\n", filepath.Base(d), err)
 		} else {
 			fmt.Fprintf(warn, "art: cleaned up after a killed session (%s)\n", filepath.Base(d))
-			os.RemoveAll(d)
+			removeTree(d) // never through a mount
 		}
 		f.Close()
 	}
