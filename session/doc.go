@@ -26,7 +26,9 @@
 // of requests of the JSON exec API (art exec): each is an "exec"
 // operation with snapshots before and after it. Open and Close are the
 // parts, for callers that run commands their own way; List names the
-// sessions running on a store.
+// sessions running on a store. Serve mounts a branch at a mountpoint of
+// the caller's choosing, outside any sandbox (art mount), under the same
+// branch lock.
 //
 // The package prints nothing of its own: art's messages (a new branch,
 // a cleaned-up session, warnings) go to Options.Warn, the capture's

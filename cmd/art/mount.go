@@ -7,7 +7,6 @@ import (
 	"runtime/pprof"
 	"strings"
 
-	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
@@ -60,30 +59,16 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 			}
 			defer db.Close()
 			ctx := c.Context
-			branch := c.String("branch")
-			if c.IsSet("at") {
-				st, err := db.Resolve(ctx, c.String("at"), branch)
-				if err != nil {
-					return err
-				}
-				tmp, err := db.CreateTempBranch(ctx, st)
-				if err != nil {
-					return err
-				}
-				defer db.DeleteBranch(ctx, tmp.Name)
-				branch = tmp.Name
-			} else if dir := c.String("mount"); dir != "" {
-				st, err := session.Capture(ctx, db, dir, branch, "capture lower layer for mount", e.stderr, nil)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files\n", dir, st.New, st.Changed, st.Deleted)
-			}
-			fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: c.String("mount"), ReadOnly: c.Bool("read-only"), JournalWrites: c.Bool("journal-writes"),
-				AllowOther: c.Bool("allow-other"), Debug: c.Bool("debug"), Description: "mount " + mnt})
+			srv, err := session.Serve(ctx, db, mnt, session.ServeOptions{Branch: c.String("branch"), At: c.String("at"),
+				Workspace: c.String("mount"), ReadOnly: c.Bool("read-only"), JournalWrites: c.Bool("journal-writes"),
+				AllowOther: c.Bool("allow-other"), Debug: c.Bool("debug"), Warn: e.stderr})
 			if err != nil {
 				return err
 			}
+			if st := srv.Capture; st != nil {
+				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files\n", c.String("mount"), st.New, st.Changed, st.Deleted)
+			}
+			fsys := srv.FS
 			what := "branch " + c.String("branch")
 			if c.IsSet("at") {
 				what = "state " + c.String("at") + " (read-only)"
@@ -97,8 +82,8 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 			case <-done: // unmounted from outside (fusermount -u, umount)
 			}
 			// The signal cancelled ctx; the final journaling must still happen.
-			if err := fsys.Unmount(context.WithoutCancel(ctx)); err != nil {
-				return fmt.Errorf("unmount %s: %w", mnt, err)
+			if err := srv.Close(context.WithoutCancel(ctx)); err != nil {
+				return fmt.Errorf("%s: %w", mnt, err)
 			}
 			fmt.Fprintf(e.stderr, "unmounted %s\n", mnt)
 			return nil
