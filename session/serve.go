@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/artrt/art/journal"
@@ -103,7 +102,7 @@ func Serve(ctx context.Context, db *journal.DB, mnt string, o ServeOptions) (s *
 func (s *Served) Close(ctx context.Context) error {
 	if s.FS != nil {
 		if err := s.FS.Unmount(ctx); err != nil {
-			return fmt.Errorf("unmount: %w", err)
+			return err
 		}
 		s.FS = nil
 	}

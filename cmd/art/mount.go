@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 func newMountCommand(e *env) *cli.Command {
@@ -83,6 +85,9 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 			}
 			// The signal cancelled ctx; the final journaling must still happen.
 			if err := srv.Close(context.WithoutCancel(ctx)); err != nil {
+				if errors.Is(err, unix.EBUSY) {
+					return fmt.Errorf("%s: %w (a process still uses a file or directory of it; everything closed is journaled, and the next art mount cleans up)", mnt, err)
+				}
 				return fmt.Errorf("%s: %w", mnt, err)
 			}
 			fmt.Fprintf(e.stderr, "unmounted %s\n", mnt)

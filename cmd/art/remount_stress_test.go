@@ -249,8 +249,9 @@ func (s *stress) mount(args ...string) *daemon {
 		s.t.Fatal(err)
 	}
 	pw.Close()
-	ready := make(chan struct{})
+	ready, copied := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(copied)
 		sc := bufio.NewScanner(pr)
 		once := false
 		for sc.Scan() {
@@ -262,7 +263,16 @@ func (s *stress) mount(args ...string) *daemon {
 		}
 		pr.Close()
 	}()
-	go func() { d.done <- d.cmd.Wait() }()
+	go func() {
+		err := d.cmd.Wait()
+		// Wait does not wait for the copy of a pipe the test made: the
+		// daemon's last line (its error) may still be on the way.
+		select {
+		case <-copied:
+		case <-time.After(10 * time.Second):
+		}
+		d.done <- err
+	}()
 	s.t.Cleanup(func() { d.cmd.Process.Kill() })
 	select {
 	case <-ready:
