@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -21,9 +22,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// PolicyDir is the workspace directory that holds sandbox policy
-// (binds.json). Export never writes, changes or deletes anything in it.
-const PolicyDir = ".art/config"
+// ArtDir is the workspace directory art keeps for itself; sandbox policy
+// (.art/config/binds.json) lives in it. Export never writes, replaces or
+// deletes it or anything below it, whatever the state holds: what the next
+// sandbox obeys only ever comes from the host.
+const ArtDir = ".art"
+
+// Bounds of what one export may expand to. A state is a DAG of trees: a
+// few kilobytes can name a subtree at billions of paths, so a state is
+// measured (each distinct tree read once) before anything is planned.
+// Entries and bytes are limits a user can raise (ExportOptions); depth
+// is not: a path 1,024 directories deep is already near PATH_MAX (4,096
+// bytes) with short names, and no tool on the host could address more.
+const (
+	DefaultMaxEntries = 10_000_000
+	DefaultMaxBytes   = 1 << 40
+	MaxDepth          = 1024
+)
+
+// ErrTooLarge reports a state that expands past an export's bounds.
+var ErrTooLarge = errors.New("state too large")
 
 // ExportOptions configure Export.
 type ExportOptions struct {
@@ -38,6 +56,16 @@ type ExportOptions struct {
 	// Keep lists host files never removed or replaced (the store's own
 	// files when it lives inside the workspace: see StoreFiles).
 	Keep []string
+	// SameOwner applies the stored owners and setuid/setgid bits, as
+	// tar's --same-owner (root restoring a store of its own). Without it
+	// a store never decides who owns a file or what running it grants:
+	// setuid and setgid bits are dropped, and new files belong to the
+	// destination directory's owner (to the invoking user if it cannot
+	// give them away); existing files keep their owners.
+	SameOwner bool
+	// MaxEntries and MaxBytes bound the paths and file bytes the state
+	// may expand to; 0 means DefaultMaxEntries / DefaultMaxBytes.
+	MaxEntries, MaxBytes int64
 	// Written, if set, receives after a successful export every regular
 	// file of the state as the host now has it: its store path
 	// ("/ws/main.py") and host stat with the content's manifest - what
@@ -97,6 +125,13 @@ type exporter struct {
 	total  int64
 	keep   map[string]bool // workspace-relative paths never touched
 	files  []pulledFile    // every regular file of the state, for Written
+	// owner of new files and directories without SameOwner: the
+	// destination's, when this process may give files away; else -1.
+	uid, gid int
+	// relinked maps a hard-link group's first name to the name later
+	// links go to once the first inode has as many links as the file
+	// system allows (EMLINK): a copy that starts a new inode.
+	relinked map[string]string
 }
 
 type pulledFile struct {
@@ -129,6 +164,17 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 		return ExportStats{}, err
 	}
 	defer ex.root.Close()
+	ex.uid, ex.gid = -1, -1
+	if fi, err := ex.root.Stat("."); err == nil && os.Geteuid() == 0 {
+		st := fi.Sys().(*syscall.Stat_t)
+		ex.uid, ex.gid = int(st.Uid), int(st.Gid)
+	}
+	// 0. Measure: a bomb of shared subtrees or a chain of nested
+	// directories is refused before it costs more than its size.
+	if err := ex.measure(ws.Target); err != nil {
+		return ExportStats{}, err
+	}
+	ex.removeStaleStaging()
 	fmt.Fprintf(ex.out, "Workspace name: %s\nExporting from: /%s/\n", name, name)
 	// 1. Plan: reads and validates every tree before anything is written.
 	if err := ex.walk("", ws.Target, true); err != nil {
@@ -165,14 +211,43 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 }
 
 func isPolicy(rel string) bool {
-	return rel == PolicyDir || strings.HasPrefix(rel, PolicyDir+"/")
+	return rel == ArtDir || strings.HasPrefix(rel, ArtDir+"/")
 }
 
-func (ex *exporter) policyWarning(rel string) {
+// policyWarning skips the state's .art. A directory is what a capture
+// of a workspace stores (the host's own .art): skipped quietly. Anything
+// else there was not made by art.
+func (ex *exporter) policyWarning(e *cas.Entry) {
 	ex.stats.Skipped++
-	if !ex.warned {
-		fmt.Fprintf(ex.warn, "warning: not writing %s/ from the store: sandbox policy only ever comes from the host (%s)\n", PolicyDir, rel)
+	if e.Kind != cas.EntryDir && !ex.warned {
+		fmt.Fprintf(ex.warn, "warning: not writing %s from the store (a %s): %s/ only ever comes from the host\n", ArtDir, e.Kind, ArtDir)
 		ex.warned = true
+	}
+}
+
+// sanitize is the entry as it may be written: without SameOwner, no
+// setuid or setgid bit.
+func (ex *exporter) sanitize(e cas.Entry) cas.Entry {
+	if !ex.opts.SameOwner {
+		e.Mode &^= unix.S_ISUID | unix.S_ISGID
+	}
+	return e
+}
+
+// removeStaleStaging removes staging directories a pull killed before it
+// could clean up left at the top of the destination (SIGKILL, power
+// loss); their contents were never visible.
+func (ex *exporter) removeStaleStaging() {
+	names, err := hostNames(ex.root, ".")
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, stagingPrefix) {
+			if fi, err := ex.root.Lstat(n); err == nil && fi.IsDir() {
+				ex.root.RemoveAll(n)
+			}
+		}
 	}
 }
 
@@ -211,13 +286,14 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 		}
 	}
 	for i := range t.Entries {
+		t.Entries[i] = ex.sanitize(t.Entries[i]) // t is this walk's own decoded copy
 		e := &t.Entries[i]
 		if err := cas.ValidName(e.Name); err != nil { // defence in depth: the decoder checks too
 			return fmt.Errorf("read %s/%s: %w", ex.name, rel, err)
 		}
 		child := path.Join(rel, string(e.Name))
 		if isPolicy(child) {
-			ex.policyWarning(child)
+			ex.policyWarning(e)
 			continue
 		}
 		if ex.keep[child] {
@@ -292,6 +368,101 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 	return nil
 }
 
+// expanse is what a tree expands to once written out: every entry at
+// every path that names it, the file bytes, and the deepest nesting.
+type expanse struct {
+	entries, bytes int64
+	depth          int
+}
+
+// measure refuses a workspace tree that expands past the export's
+// bounds. It reads each distinct tree once (a tree is named by the hash
+// of its entries, so the trees form a DAG and memoizing by id makes the
+// work proportional to the stored trees, not to the paths they name), and
+// stops as soon as the nesting passes MaxDepth.
+func (ex *exporter) measure(id cas.ID) error {
+	maxE, maxB := ex.opts.MaxEntries, ex.opts.MaxBytes
+	if maxE <= 0 {
+		maxE = DefaultMaxEntries
+	}
+	if maxB <= 0 {
+		maxB = DefaultMaxBytes
+	}
+	type frame struct {
+		id   cas.ID
+		dirs []cas.ID
+		next int
+		sum  expanse
+	}
+	memo := map[cas.ID]expanse{}
+	var stack []*frame
+	push := func(id cas.ID) error {
+		if len(stack) >= MaxDepth {
+			return fmt.Errorf("%w: %s nests directories more than %d deep", ErrTooLarge, ex.name, MaxDepth)
+		}
+		if err := ex.ctx.Err(); err != nil {
+			return err
+		}
+		t, err := ex.objs.GetTree(ex.ctx, id)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", ex.name, err)
+		}
+		f := &frame{id: id}
+		for i := range t.Entries {
+			e := &t.Entries[i]
+			f.sum.entries++
+			switch e.Kind {
+			case cas.EntryFile:
+				f.sum.bytes = addSat(f.sum.bytes, e.Size)
+			case cas.EntryDir:
+				f.dirs = append(f.dirs, e.Target)
+			}
+		}
+		stack = append(stack, f)
+		return nil
+	}
+	if err := push(id); err != nil {
+		return err
+	}
+	var total expanse
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		if f.next < len(f.dirs) {
+			x, ok := memo[f.dirs[f.next]]
+			if !ok {
+				if err := push(f.dirs[f.next]); err != nil {
+					return err
+				}
+				continue
+			}
+			f.sum.entries = addSat(f.sum.entries, x.entries)
+			f.sum.bytes = addSat(f.sum.bytes, x.bytes)
+			f.sum.depth = max(f.sum.depth, x.depth+1)
+			f.next++
+			if f.sum.entries > maxE || f.sum.bytes > maxB {
+				total = f.sum
+				break
+			}
+			continue
+		}
+		memo[f.id] = f.sum
+		total = f.sum
+		stack = stack[:len(stack)-1]
+	}
+	if total.entries > maxE || total.bytes > maxB {
+		return fmt.Errorf("%w: %s expands to more than %d entries or %d bytes (raise the limits with --max-entries / --max-bytes)",
+			ErrTooLarge, ex.name, maxE, maxB)
+	}
+	return nil
+}
+
+func addSat(a, b int64) int64 {
+	if b < 0 || a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 func relOrDot(rel string) string {
 	if rel == "" {
 		return "."
@@ -316,6 +487,13 @@ func (ex *exporter) planFile(rel string, e *cas.Entry, st *syscall.Stat_t) error
 			}
 			same = eq
 		}
+		// A file with more than one name may share its inode with a
+		// file outside the destination (a hard link the user made):
+		// changing its metadata in place would change that file too. It
+		// is replaced by a new inode instead, unless nothing differs.
+		if same && st.Nlink > 1 && !ex.metaSame(rel, st, e) {
+			same = false
+		}
 		if same {
 			ex.plan = append(ex.plan, action{kind: actMeta, rel: rel, e: e, content: true})
 			return nil
@@ -328,6 +506,24 @@ func (ex *exporter) planFile(rel string, e *cas.Entry, st *syscall.Stat_t) error
 	ex.writes = append(ex.writes, len(ex.plan)-1)
 	ex.total += e.Size
 	return nil
+}
+
+// metaSame reports whether host file rel (stat st) already has e's
+// metadata, xattrs included.
+func (ex *exporter) metaSame(rel string, st *syscall.Stat_t, e *cas.Entry) bool {
+	if st.Mode&0o7777 != e.Mode || st.Mtim.Nano() != e.MTime {
+		return false
+	}
+	if ex.opts.SameOwner && (st.Uid != e.UID || st.Gid != e.GID) {
+		return false
+	}
+	f, err := ex.root.OpenFile(rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	have, err := readFdXattrs(int(f.Fd()))
+	return err == nil && sameXattrs(have, e.Xattrs)
 }
 
 // sameContent compares a host file with a stored one byte by byte.
@@ -433,11 +629,13 @@ func (ex *exporter) stageOne(rel string, a *action) error {
 	if fi, err := f.Stat(); err != nil || fi.Size() != a.e.Size {
 		return fmt.Errorf("staged size %v, want %d: %w", fi.Size(), a.e.Size, cas.ErrCorrupt)
 	}
-	return ex.fileMeta(f, a.e)
+	return ex.fileMeta(f, a.e, true)
 }
 
-// fileMeta applies xattrs, owner and mode to an open file or directory.
-func (ex *exporter) fileMeta(f *os.File, e *cas.Entry) error {
+// fileMeta applies xattrs, owner and mode to an open file or directory;
+// fresh says art just created it (its owner is then the destination's,
+// without SameOwner; an existing file keeps its owner).
+func (ex *exporter) fileMeta(f *os.File, e *cas.Entry, fresh bool) error {
 	fd := int(f.Fd())
 	if err := syncXattrs(fd, e.Xattrs); err != nil {
 		return err
@@ -446,12 +644,20 @@ func (ex *exporter) fileMeta(f *os.File, e *cas.Entry) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	if st.Uid != e.UID || st.Gid != e.GID {
-		if err := unix.Fchown(fd, int(e.UID), int(e.GID)); err != nil && !errors.Is(err, unix.EPERM) {
+	uid, gid := -1, -1
+	switch {
+	case ex.opts.SameOwner:
+		uid, gid = int(e.UID), int(e.GID)
+	case fresh:
+		uid, gid = ex.uid, ex.gid
+	}
+	if uid >= 0 && (st.Uid != uint32(uid) || st.Gid != uint32(gid)) {
+		if err := unix.Fchown(fd, uid, gid); err != nil && !errors.Is(err, unix.EPERM) {
 			return err
 		}
 	}
-	if st.Mode&0o7777 != e.Mode {
+	// Always after the chown, which clears setuid and setgid bits.
+	if st.Mode&0o7777 != e.Mode || uid >= 0 {
 		return unix.Fchmod(fd, e.Mode)
 	}
 	return nil
@@ -511,7 +717,10 @@ func (ex *exporter) apply(a *action, staging string) error {
 		}
 		return ex.root.RemoveAll(a.rel)
 	case actMkdir:
-		return ex.root.Mkdir(a.rel, 0o700) // real mode after the children
+		if err := ex.root.Mkdir(a.rel, 0o700); err != nil { // real mode after the children
+			return err
+		}
+		return ex.giveAway(a.rel)
 	case actPlace:
 		ex.stats.Written++
 		if a.staged == "" {
@@ -526,7 +735,7 @@ func (ex *exporter) apply(a *action, staging string) error {
 			return err
 		}
 		ex.stats.Written++
-		return nil
+		return ex.giveAway(a.rel)
 	case actFifo:
 		dir, base, err := ex.parent(a.rel)
 		if err != nil {
@@ -534,7 +743,10 @@ func (ex *exporter) apply(a *action, staging string) error {
 		}
 		defer dir.Close()
 		ex.stats.Written++
-		return unix.Mkfifoat(int(dir.Fd()), base, a.e.Mode)
+		if err := unix.Mkfifoat(int(dir.Fd()), base, a.e.Mode); err != nil {
+			return err
+		}
+		return ex.giveAway(a.rel)
 	case actLink:
 		if fa, err := ex.root.Lstat(a.rel); err == nil {
 			if fb, err := ex.root.Lstat(a.linkTo); err == nil && os.SameFile(fa, fb) {
@@ -546,7 +758,23 @@ func (ex *exporter) apply(a *action, staging string) error {
 			}
 		}
 		ex.stats.Written++
-		return ex.root.Link(a.linkTo, a.rel)
+		to := a.linkTo
+		if r, ok := ex.relinked[to]; ok {
+			to = r
+		}
+		err := ex.root.Link(to, a.rel)
+		if errors.Is(err, unix.EMLINK) {
+			// The inode has as many names as the file system allows
+			// (ext4: 65,000): a copy starts a new inode for the rest of
+			// the group. Planned, staged and verified like the first.
+			if err = ex.copyFile(a.rel, a.e); err == nil {
+				if ex.relinked == nil {
+					ex.relinked = map[string]string{}
+				}
+				ex.relinked[a.linkTo] = a.rel
+			}
+		}
+		return err
 	case actMeta:
 		return ex.meta(a)
 	}
@@ -562,9 +790,17 @@ func (ex *exporter) meta(a *action) error {
 	}
 	st := fi.Sys().(*syscall.Stat_t)
 	e := a.e
-	same := st.Uid == e.UID && st.Gid == e.GID && st.Mtim.Nano() == e.MTime
+	same := st.Mtim.Nano() == e.MTime
+	if ex.opts.SameOwner && (st.Uid != e.UID || st.Gid != e.GID) {
+		same = false
+	}
 	if e.Kind != cas.EntrySymlink && st.Mode&0o7777 != e.Mode {
 		same = false
+	}
+	if !same && e.Kind == cas.EntryFile && st.Nlink > 1 {
+		// Planned as unchanged, now with another name that may be
+		// outside the destination: never change a shared inode.
+		return fmt.Errorf("%s/%s: changed while pulling (it gained a hard link); run the pull again", ex.name, a.rel)
 	}
 	if e.Kind == cas.EntryFile || e.Kind == cas.EntryDir {
 		f, err := ex.root.OpenFile(a.rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
@@ -575,13 +811,13 @@ func (ex *exporter) meta(a *action) error {
 			same = false
 		}
 		if !same {
-			if err := ex.fileMeta(f, e); err != nil {
+			if err := ex.fileMeta(f, e, false); err != nil {
 				f.Close()
 				return fmt.Errorf("%s/%s: %w", ex.name, a.rel, err)
 			}
 		}
 		f.Close()
-	} else if !same && (st.Uid != e.UID || st.Gid != e.GID) {
+	} else if !same && ex.opts.SameOwner && (st.Uid != e.UID || st.Gid != e.GID) {
 		dir, base, err := ex.parent(a.rel)
 		if err != nil {
 			return err
@@ -606,6 +842,52 @@ func (ex *exporter) meta(a *action) error {
 		}
 	}
 	return ex.setMTime(a.rel, e.MTime)
+}
+
+// giveAway makes rel, which art just created, the destination owner's
+// (see ExportOptions.SameOwner); without privilege it is already the
+// invoking user's.
+func (ex *exporter) giveAway(rel string) error {
+	if ex.opts.SameOwner || ex.uid < 0 {
+		return nil // SameOwner: the owner comes with the metadata
+	}
+	if err := ex.root.Lchown(rel, ex.uid, ex.gid); err != nil && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	return nil
+}
+
+// copyFile writes a new inode at rel with e's content, read from the
+// store and verified, and its metadata, durably, through a temporary name
+// beside it.
+func (ex *exporter) copyFile(rel string, e *cas.Entry) error {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(rel), stagingPrefix+hex.EncodeToString(rnd[:]))
+	dst, err := ex.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = func() error {
+		if err := ex.objs.WriteSparse(ex.ctx, e.Target, dst); err != nil {
+			return err
+		}
+		if err := ex.fileMeta(dst, e, true); err != nil {
+			return err
+		}
+		return dst.Sync()
+	}()
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = ex.root.Rename(tmp, rel)
+	}
+	if err != nil {
+		ex.root.Remove(tmp)
+		return err
+	}
+	return ex.setMTime(rel, e.MTime)
 }
 
 func readFdXattrs(fd int) ([]cas.Xattr, error) {

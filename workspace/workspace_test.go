@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io/fs"
 	"math/big"
 	mrand "math/rand"
 	"os"
@@ -133,7 +135,8 @@ func TestRoundTripEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "ws")
-	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head}); err != nil {
+	// SameOwner: an exact restore, owners and setuid bits included.
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head, SameOwner: true}); err != nil {
 		t.Fatal(err)
 	}
 	if d := testutil.DiffTrees(describe(t, src), describe(t, dst)); d != "" {
@@ -143,7 +146,7 @@ func TestRoundTripEveryKind(t *testing.T) {
 		t.Fatalf("sparse file has %d blocks after pull, want <= %d (holes lost)", got, max)
 	}
 	// A second export into the same directory changes nothing.
-	st2, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head})
+	st2, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head, SameOwner: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,8 +438,144 @@ func TestPullNeverWritesPolicy(t *testing.T) {
 	if b, _ := os.ReadFile(binds); !strings.Contains(string(b), `"/data"`) {
 		t.Fatalf("pull overwrote the host's binds.json: %s", b)
 	}
-	if !strings.Contains(warn.String(), ".art/config") {
-		t.Fatalf("no warning about the skipped policy: %q", warn.String())
+}
+
+// TestPullSanitizesByDefault: without SameOwner no setuid/setgid bit and
+// no stored owner reaches the host, and a second pull finds nothing to do.
+func TestPullSanitizesByDefault(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	src := filepath.Join(t.TempDir(), "ws")
+	richTree(t, src)
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	head, err := db.Resolve(ctx, "main", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dst, 4321, 8765); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var owner unix.Stat_t
+	if err := unix.Stat(dst, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head}); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dst, "setuid"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o755 {
+		t.Errorf("setuid: mode %04o, want 0755 (setuid dropped)", st.Mode&0o7777)
+	}
+	filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Error(err)
+			return nil
+		}
+		if st.Uid != owner.Uid || st.Gid != owner.Gid {
+			t.Errorf("%s: owner %d:%d, want the destination's %d:%d", p, st.Uid, st.Gid, owner.Uid, owner.Gid)
+		}
+		return nil
+	})
+	st2, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.Written != 0 || st2.Deleted != 0 || st2.Updated != 0 {
+		t.Fatalf("second pull wrote %+v, want nothing", st2)
+	}
+}
+
+// TestPullReplacesSharedInode: a destination file hard-linked to a file
+// outside gets the state's metadata as a new inode; the outside file is
+// untouched.
+func TestPullReplacesSharedInode(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	base := t.TempDir()
+	src, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
+	write(t, filepath.Join(src, "shared"), []byte("same bytes\n"), 0o600)
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	head, err := db.Resolve(ctx, "main", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(base, "dst", "ws")
+	write(t, outside, []byte("same bytes\n"), 0o644)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(dst, "shared")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head}); err != nil {
+		t.Fatal(err)
+	}
+	fo, err := os.Stat(outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Stat(filepath.Join(dst, "shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fo.Mode().Perm() != 0o644 {
+		t.Errorf("outside file: mode %v, want 0644 (changed through the shared inode)", fo.Mode())
+	}
+	if fd.Mode().Perm() != 0o600 || os.SameFile(fo, fd) {
+		t.Errorf("destination file: mode %v, same inode %v; want 0600 on a new inode", fd.Mode(), os.SameFile(fo, fd))
+	}
+}
+
+// TestPullNeverTouchesArtDir: a state without .art, or with .art as a
+// symlink, neither removes the host's .art nor writes through it.
+func TestPullNeverTouchesArtDir(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	src := filepath.Join(t.TempDir(), "ws")
+	write(t, filepath.Join(src, "evil", "config", "binds.json"), []byte(`{"binds":[{"host":"/","guest":"/host"}]}`), 0o644)
+	if err := os.Symlink("evil", filepath.Join(src, ".art")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	head, err := db.Resolve(ctx, "main", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "ws")
+	binds := filepath.Join(dst, ".art", "config", "binds.json")
+	write(t, binds, []byte(`{"binds":[]}`), 0o644)
+	var warn bytes.Buffer
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: head, Warn: &warn}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dst, ".art")); err != nil || !fi.IsDir() {
+		t.Fatalf(".art after pull: %v %v, want the host's directory", fi, err)
+	}
+	if b, err := os.ReadFile(binds); err != nil || string(b) != `{"binds":[]}` {
+		t.Fatalf("binds.json after pull: %q %v", b, err)
+	}
+	if !strings.Contains(warn.String(), "not writing .art") {
+		t.Errorf("no warning about the stored .art symlink: %q", warn.String())
 	}
 }
 
@@ -497,4 +636,70 @@ func TestRandomTreesRoundTrip(t *testing.T) {
 	if rep, err := db.Verify(ctx, journal.VerifyOptions{Rebuild: true}); err != nil || !rep.OK() {
 		t.Fatalf("seed %d: verify: %v %+v", seed, err, rep)
 	}
+}
+
+// TestPullMoreLinksThanTheFileSystemAllows: a hard-link group larger than
+// the destination's link limit (ext4: 65,000; /tmp on the CI machines) is
+// written whole, the names past the limit on a second inode, instead of
+// failing half-way.
+func TestPullMoreLinksThanTheFileSystemAllows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 66,000 links")
+	}
+	ctx := context.Background()
+	db, _ := openDB(t)
+	const n = 66000
+	var root cas.ID
+	_, err := db.Do(ctx, "main", "test", "a link group past ext4's limit", func(tx *journal.Tx) error {
+		objs := tx.Objects()
+		m, _, err := objs.PutFile(ctx, strings.NewReader("x"))
+		if err != nil {
+			return err
+		}
+		many := &cas.Tree{}
+		link := cas.HardLink{Group: 1}
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("l%06d", i)
+			many.Entries = append(many.Entries, cas.Entry{Name: []byte(name), Kind: cas.EntryFile, Mode: 0o644, Size: 1, Target: m, LinkGroup: 1})
+			link.Paths = append(link.Paths, []byte("ws/many/"+name))
+		}
+		manyID, _, err := objs.PutTree(ctx, many)
+		if err != nil {
+			return err
+		}
+		ws, _, err := objs.PutTree(ctx, &cas.Tree{Entries: []cas.Entry{{Name: []byte("many"), Kind: cas.EntryDir, Mode: 0o755, Target: manyID}}})
+		if err != nil {
+			return err
+		}
+		root, _, err = objs.PutTree(ctx, &cas.Tree{Entries: []cas.Entry{{Name: []byte("ws"), Kind: cas.EntryDir, Mode: 0o755, Target: ws}}, Links: []cas.HardLink{link}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := db.Objects()
+	dst := filepath.Join(t.TempDir(), "ws")
+	if _, err := workspace.Export(ctx, objs, workspace.ExportOptions{Dir: dst, State: journal.State{Root: root}}); err != nil {
+		t.Fatal(err)
+	}
+	names, err := os.ReadDir(filepath.Join(dst, "many"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != n {
+		t.Fatalf("%d names pulled, want %d", len(names), n)
+	}
+	inodes := map[uint64]int{}
+	for _, d := range names {
+		var st unix.Stat_t
+		p := filepath.Join(dst, "many", d.Name())
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		inodes[st.Ino]++
+		if st.Size != 1 {
+			t.Fatalf("%s: size %d", p, st.Size)
+		}
+	}
+	t.Logf("%d names on %d inodes", len(names), len(inodes))
 }

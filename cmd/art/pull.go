@@ -14,11 +14,14 @@ func newPullCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "pull",
 		Usage:     "write a state of the workspace back to the host directory",
-		UsageText: "art pull -m DIR -d FILE [--branch B] [--at REV] [--checksum] [--quiet] [--json]\n   art pull -d FILE REMOTE [BRANCH...] [--force] [--json]",
+		UsageText: "art pull -m DIR -d FILE [--branch B] [--at REV] [--checksum] [--same-owner] [--quiet] [--json]\n   art pull -d FILE REMOTE [BRANCH...] [--force] [--json]",
 		Description: `Makes DIR equal to /<basename of DIR>/ of the branch head (or of --at REV), writing
 only what differs, deletions included. Every tree is read and checked before anything
 is written, new contents are staged and verified inside DIR first, and no path in the
-store can reach outside DIR. .art/config/ (sandbox policy) is never written.
+store can reach outside DIR. DIR/.art (sandbox policy) is never written, replaced or
+deleted. A store is treated as someone else's data: files are not made setuid or setgid
+and new files belong to DIR's owner, unless --same-owner; a file with other hard links
+(that may be outside DIR) is replaced, never changed in place.
 
 With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), fetches
 BRANCHes (default: all) from there instead: every object is verified before a branch
@@ -29,10 +32,11 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			branchFlag("branch whose head to pull"),
 			&cli.StringFlag{Name: "at", Usage: "pull the state at `REV` instead of the branch head"},
 			&cli.BoolFlag{Name: "checksum", Usage: "compare the bytes of files whose size and mtime match"},
+			&cli.BoolFlag{Name: "same-owner", Usage: "apply the stored owners and setuid/setgid bits (root restoring a store of its own)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
 			jsonFlag(), forceFlag(),
-			&cli.Int64Flag{Name: "max-entries", Usage: "remote form: refuse a state naming more than `N` paths once expanded (default 10000000)"},
-			&cli.Int64Flag{Name: "max-bytes", Usage: "remote form: refuse a state holding more than `N` bytes of files once expanded (default 1 TiB)"},
+			&cli.Int64Flag{Name: "max-entries", Usage: "refuse a state naming more than `N` paths once expanded (default 10000000)"},
+			&cli.Int64Flag{Name: "max-bytes", Usage: "refuse a state holding more than `N` bytes of files once expanded (default 1 TiB)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -65,6 +69,7 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			written := map[string]journal.StatCache{}
 			stats, err := workspace.Export(c.Context, db.Objects(), workspace.ExportOptions{
 				Dir: dir, State: st, Checksum: c.Bool("checksum"), Entries: entries, Warn: e.stderr, Keep: workspace.StoreFiles(db.Path()),
+				SameOwner: c.Bool("same-owner"), MaxEntries: c.Int64("max-entries"), MaxBytes: c.Int64("max-bytes"),
 				Progress: func(done, total int64) { bar.update("pull: %s of %s", fmtBytes(done), fmtBytes(total)) },
 				Written:  func(p string, sc journal.StatCache) { written[p] = sc },
 			})
