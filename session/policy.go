@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,8 +19,9 @@ import (
 // readBindsFile reads the host workspace's .art/config/binds.json. Only
 // the host file counts: the agent can never write it.
 func readBindsFile(ws string) ([]sandbox.Bind, error) {
-	p := filepath.Join(ws, sandbox.PolicyRel, "binds.json")
-	data, err := os.ReadFile(p)
+	rel := filepath.Join(sandbox.PolicyRel, "binds.json")
+	p := filepath.Join(ws, rel)
+	data, err := readPolicyFile(ws, rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -46,6 +48,56 @@ func readBindsFile(ws string) ([]sandbox.Bind, error) {
 		}
 	}
 	return doc.Binds, nil
+}
+
+// maxPolicyFile bounds a policy file read into memory.
+const maxPolicyFile = 1 << 20
+
+// readPolicyFile reads ws/rel without following a symbolic link in any
+// component below ws: a .art that is a link (pulled from a store, made by
+// a tool) must never turn someone else's file into policy. The file must
+// be a regular file owned by the invoking user or root that nobody else
+// may write.
+func readPolicyFile(ws, rel string) ([]byte, error) {
+	p := filepath.Join(ws, rel)
+	dir, err := unix.Open(ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: ws, Err: err}
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat2(dir, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ELOOP) {
+		return nil, usagef("%s: a symbolic link on the way: sandbox policy is only read from real directories and files", p)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	euid := uint32(os.Geteuid())
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, usagef("%s: not a regular file", p)
+	case st.Uid != euid && st.Uid != 0:
+		return nil, usagef("%s: owned by uid %d, not by you (uid %d) or root: not trusted as sandbox policy", p, st.Uid, euid)
+	case st.Mode&0o002 != 0:
+		return nil, usagef("%s: anyone may write it (mode %04o): not trusted as sandbox policy", p, st.Mode&0o7777)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPolicyFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxPolicyFile {
+		return nil, usagef("%s: larger than %d bytes", p, maxPolicyFile)
+	}
+	return data, nil
 }
 
 // DefaultUser is the host uid and gid a sandbox over workspace ws runs
