@@ -107,10 +107,12 @@ func (p *proj) link(ino, parent int64, name []byte) (*Node, error) {
 	if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, parent, name, ino); err != nil {
 		return nil, err
 	}
-	p.paths.forget(ino) // the new name may sort first
+	p.paths.named(ino, parent, name)
 	n.Nlink++
 	n.CTime = p.now
+	grouped := false
 	if n.Kind == cas.EntryFile && n.LinkGroup == 0 {
+		grouped = true
 		var max uint64
 		if err := p.tx.QueryRowContext(p.ctx, `SELECT coalesce(max(grp), 0) FROM link_groups WHERE branch = ?`, p.branch).Scan(&max); err != nil {
 			return nil, err
@@ -123,7 +125,12 @@ func (p *proj) link(ino, parent int64, name []byte) (*Node, error) {
 	if err := p.put(n); err != nil {
 		return nil, err
 	}
-	return n, p.touch(n) // every name's entry now carries the group
+	if grouped {
+		return n, p.touch(n) // every name's entry now carries the group
+	}
+	// Only the new name's directory changed (entries hold no link count
+	// or ctime): touching every name would make n links cost n^2.
+	return n, p.markDirty(parent)
 }
 
 // dropName removes the dentry parent/name of node n and adjusts link counts.

@@ -320,7 +320,7 @@ func (p *proj) expand(d *Node) error {
 				if err := p.exec(`INSERT INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, d.Ino, e.Name, ino); err != nil {
 					return err
 				}
-				p.paths.forget(ino) // the new name may sort first
+				p.paths.named(ino, d.Ino, e.Name)
 				if err := p.exec(`UPDATE nodes SET nlink = nlink + 1 WHERE branch = ? AND ino = ?`, p.branch, ino); err != nil {
 					return err
 				}
@@ -543,24 +543,37 @@ func (p *proj) parentsOf(ino int64) ([]int64, error) {
 type pathCache struct {
 	dirs, files map[int64][]byte
 	parents     map[int64]int64
+	// firsts holds the dentry of each cached file path: a new name that
+	// sorts after it leaves the first name as it was, so adding n names
+	// to one file costs n lookups, not n scans of its names.
+	firsts map[int64]dentry
+}
+
+type dentry struct {
+	parent int64
+	name   []byte
 }
 
 func newPathCache() *pathCache {
-	return &pathCache{dirs: map[int64][]byte{}, files: map[int64][]byte{}, parents: map[int64]int64{}}
+	return &pathCache{dirs: map[int64][]byte{}, files: map[int64][]byte{}, parents: map[int64]int64{}, firsts: map[int64]dentry{}}
 }
 
 func (c *pathCache) clear() {
 	clear(c.dirs)
 	clear(c.files)
 	clear(c.parents)
+	clear(c.firsts)
 }
 
-// setFile records file ino's first name; parent is its directory when
-// that is its only name, else 0.
-func (c *pathCache) setFile(ino int64, path []byte, parent int64) {
+// setFile records file ino's first name, the dentry parent/name, at path;
+// single says it is its only name.
+func (c *pathCache) setFile(ino int64, path []byte, parent int64, name []byte, single bool) {
 	c.files[ino] = path
-	if parent != 0 {
+	c.firsts[ino] = dentry{parent, name}
+	if single {
 		c.parents[ino] = parent
+	} else {
+		delete(c.parents, ino)
 	}
 }
 
@@ -568,6 +581,19 @@ func (c *pathCache) setFile(ino int64, path []byte, parent int64) {
 func (c *pathCache) forget(ino int64) {
 	delete(c.files, ino)
 	delete(c.parents, ino)
+	delete(c.firsts, ino)
+}
+
+// named records that file ino gained the name parent/name: its cached
+// first name stays unless the new one sorts before it (names are ordered
+// by parent inode, then bytes, as nodePath's query).
+func (c *pathCache) named(ino, parent int64, name []byte) {
+	f, ok := c.firsts[ino]
+	if !ok || parent < f.parent || (parent == f.parent && bytes.Compare(name, f.name) < 0) {
+		c.forget(ino)
+		return
+	}
+	delete(c.parents, ino) // no longer its only name
 }
 
 // pathOf returns the path of a directory ("" for the root). It walks up
@@ -641,11 +667,7 @@ func (p *proj) nodePath(n *Node) ([]byte, error) {
 		return nil, err
 	}
 	path := join(pp, name)
-	single := int64(0)
-	if n.Nlink == 1 {
-		single = parent
-	}
-	p.paths.setFile(n.Ino, path, single)
+	p.paths.setFile(n.Ino, path, parent, name, n.Nlink == 1)
 	return path, nil
 }
 

@@ -131,7 +131,7 @@ func (t *Tx) Create(parent int64, name []byte, a Attr) (Node, error) {
 		return Node{}, pathErr("create", string(path), errnoOf(err))
 	}
 	if !n.IsDir() {
-		t.p.paths.setFile(n.Ino, path, parent) // its one name: the close's events need it next
+		t.p.paths.setFile(n.Ino, path, parent, bytes.Clone(name), true) // its one name: the close's events need it next
 	}
 	kind := EvCreate
 	switch a.Kind {
