@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -339,49 +338,14 @@ func readKind(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind) ([]by
 }
 
 // sizer measures the file content under objects the other side already
-// has. A state is a DAG: a subtree may be shared by many directories (a
-// hostile one by millions of paths), so each tree is read once per
-// transfer and its total memoized, and the walk keeps its own stack (no
-// recursion a deep tree could exhaust). Totals saturate at maxInt64.
-type sizer struct {
-	objs *cas.Store
-	memo map[cas.ID]expanse
-	// known summarizes trees already decoded in this transfer (received
-	// ones), so measuring them reads nothing.
-	known map[cas.ID]summary
-}
+// has: a cas.Sizer (each tree read once per transfer, whatever number of
+// paths name it), with a failure naming the object.
+type sizer struct{ z *cas.Sizer }
 
-// summary is one tree's own entries and file bytes, and its subtrees.
-type summary struct {
-	own  expanse
-	dirs []cas.ID
-}
-
-func summarize(t *cas.Tree) summary {
-	var s summary
-	for i := range t.Entries {
-		e := &t.Entries[i]
-		s.own.entries++
-		switch e.Kind {
-		case cas.EntryFile:
-			s.own.bytes = addSat(s.own.bytes, e.Size)
-		case cas.EntryDir:
-			s.dirs = append(s.dirs, e.Target)
-		}
-	}
-	return s
-}
+func newSizer(objs *cas.Store) *sizer { return &sizer{cas.NewSizer(objs)} }
 
 // learn records the summary of tree id, decoded elsewhere.
-func (z *sizer) learn(id cas.ID, t *cas.Tree) { z.known[id] = summarize(t) }
-
-// expanse is what a tree expands to: every entry at every path under it,
-// and the file bytes.
-type expanse struct{ entries, bytes int64 }
-
-func newSizer(objs *cas.Store) *sizer {
-	return &sizer{objs: objs, memo: map[cas.ID]expanse{}, known: map[cas.ID]summary{}}
-}
+func (z *sizer) learn(id cas.ID, t *cas.Tree) { z.z.Learn(id, t) }
 
 // size is the content under id: an extent's or a file's size (passed in),
 // or the sum of a tree's files.
@@ -390,65 +354,17 @@ func (z *sizer) size(ctx context.Context, id cas.ID, k cas.Kind, size int64) (in
 		return size, nil
 	}
 	x, err := z.tree(ctx, id)
-	return x.bytes, err
+	return x.Bytes, err
 }
 
 // tree is the expanse of tree id.
-func (z *sizer) tree(ctx context.Context, id cas.ID) (expanse, error) {
-	if x, ok := z.memo[id]; ok {
-		return x, nil
+func (z *sizer) tree(ctx context.Context, id cas.ID) (cas.Expanse, error) {
+	x, err := z.z.Tree(ctx, id)
+	var we *cas.WalkError
+	if errors.As(err, &we) {
+		return x, &ObjectError{ID: we.ID, Kind: cas.KindTree, Err: we.Err}
 	}
-	type frame struct {
-		id   cas.ID
-		s    summary
-		next int // s.dirs[next] is the next subtree to add
-		sum  expanse
-	}
-	var stack []*frame
-	push := func(id cas.ID) error {
-		s, ok := z.known[id]
-		if !ok {
-			t, err := z.objs.GetTree(ctx, id)
-			if err != nil {
-				return &ObjectError{ID: id, Kind: cas.KindTree, Err: err}
-			}
-			s = summarize(t)
-		}
-		stack = append(stack, &frame{id: id, s: s, sum: s.own})
-		return nil
-	}
-	if err := push(id); err != nil {
-		return expanse{}, err
-	}
-	for len(stack) > 0 {
-		f := stack[len(stack)-1]
-		if f.next < len(f.s.dirs) {
-			x, ok := z.memo[f.s.dirs[f.next]]
-			if !ok {
-				// A Merkle DAG has no cycles (an id is the hash of its
-				// entries), so the child is never on the stack.
-				if err := push(f.s.dirs[f.next]); err != nil {
-					return expanse{}, err
-				}
-				continue // back to this subtree once it is measured
-			}
-			f.sum.entries = addSat(f.sum.entries, x.entries)
-			f.sum.bytes = addSat(f.sum.bytes, x.bytes)
-			f.next++
-			continue
-		}
-		z.memo[f.id] = f.sum
-		delete(z.known, f.id)
-		stack = stack[:len(stack)-1]
-	}
-	return z.memo[id], nil
-}
-
-func addSat(a, b int64) int64 {
-	if b < 0 || a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
+	return x, err
 }
 
 // Pull fetches branches (all of the remote's when empty) from r into db.
@@ -562,9 +478,9 @@ func checkExpanse(ctx context.Context, sz *sizer, root cas.ID, opts Options) err
 	if err != nil {
 		return err
 	}
-	if x.entries > maxE || x.bytes > maxB {
+	if x.Entries > maxE || x.Bytes > maxB {
 		return fmt.Errorf("%w: state %s expands to %d entries and %d bytes (limits %d and %d; raise them with --max-entries / --max-bytes)",
-			ErrTooLarge, root.Short(), x.entries, x.bytes, maxE, maxB)
+			ErrTooLarge, root.Short(), x.Entries, x.Bytes, maxE, maxB)
 	}
 	return nil
 }

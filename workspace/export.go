@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -368,18 +367,9 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 	return nil
 }
 
-// expanse is what a tree expands to once written out: every entry at
-// every path that names it, the file bytes, and the deepest nesting.
-type expanse struct {
-	entries, bytes int64
-	depth          int
-}
-
 // measure refuses a workspace tree that expands past the export's
-// bounds. It reads each distinct tree once (a tree is named by the hash
-// of its entries, so the trees form a DAG and memoizing by id makes the
-// work proportional to the stored trees, not to the paths they name), and
-// stops as soon as the nesting passes MaxDepth.
+// bounds, before anything is planned: cas.Sizer reads each distinct tree
+// once and stops as soon as the nesting passes MaxDepth.
 func (ex *exporter) measure(id cas.ID) error {
 	maxE, maxB := ex.opts.MaxEntries, ex.opts.MaxBytes
 	if maxE <= 0 {
@@ -388,79 +378,20 @@ func (ex *exporter) measure(id cas.ID) error {
 	if maxB <= 0 {
 		maxB = DefaultMaxBytes
 	}
-	type frame struct {
-		id   cas.ID
-		dirs []cas.ID
-		next int
-		sum  expanse
+	z := cas.NewSizer(ex.objs)
+	z.MaxDepth = MaxDepth
+	x, err := z.Tree(ex.ctx, id)
+	if errors.Is(err, cas.ErrTooDeep) {
+		return fmt.Errorf("%w: %s nests directories more than %d deep", ErrTooLarge, ex.name, MaxDepth)
 	}
-	memo := map[cas.ID]expanse{}
-	var stack []*frame
-	push := func(id cas.ID) error {
-		if len(stack) >= MaxDepth {
-			return fmt.Errorf("%w: %s nests directories more than %d deep", ErrTooLarge, ex.name, MaxDepth)
-		}
-		if err := ex.ctx.Err(); err != nil {
-			return err
-		}
-		t, err := ex.objs.GetTree(ex.ctx, id)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", ex.name, err)
-		}
-		f := &frame{id: id}
-		for i := range t.Entries {
-			e := &t.Entries[i]
-			f.sum.entries++
-			switch e.Kind {
-			case cas.EntryFile:
-				f.sum.bytes = addSat(f.sum.bytes, e.Size)
-			case cas.EntryDir:
-				f.dirs = append(f.dirs, e.Target)
-			}
-		}
-		stack = append(stack, f)
-		return nil
+	if err != nil {
+		return fmt.Errorf("read %s: %w", ex.name, err)
 	}
-	if err := push(id); err != nil {
-		return err
-	}
-	var total expanse
-	for len(stack) > 0 {
-		f := stack[len(stack)-1]
-		if f.next < len(f.dirs) {
-			x, ok := memo[f.dirs[f.next]]
-			if !ok {
-				if err := push(f.dirs[f.next]); err != nil {
-					return err
-				}
-				continue
-			}
-			f.sum.entries = addSat(f.sum.entries, x.entries)
-			f.sum.bytes = addSat(f.sum.bytes, x.bytes)
-			f.sum.depth = max(f.sum.depth, x.depth+1)
-			f.next++
-			if f.sum.entries > maxE || f.sum.bytes > maxB {
-				total = f.sum
-				break
-			}
-			continue
-		}
-		memo[f.id] = f.sum
-		total = f.sum
-		stack = stack[:len(stack)-1]
-	}
-	if total.entries > maxE || total.bytes > maxB {
-		return fmt.Errorf("%w: %s expands to more than %d entries or %d bytes (raise the limits with --max-entries / --max-bytes)",
-			ErrTooLarge, ex.name, maxE, maxB)
+	if x.Entries > maxE || x.Bytes > maxB {
+		return fmt.Errorf("%w: %s expands to %d entries and %d bytes (limits %d and %d; raise them with --max-entries / --max-bytes)",
+			ErrTooLarge, ex.name, x.Entries, x.Bytes, maxE, maxB)
 	}
 	return nil
-}
-
-func addSat(a, b int64) int64 {
-	if b < 0 || a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 func relOrDot(rel string) string {
