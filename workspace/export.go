@@ -179,7 +179,13 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 	if err := ex.walk("", ws.Target, true); err != nil {
 		return ex.stats, err
 	}
-	ex.plan = append(ex.plan, action{kind: actMeta, rel: ".", e: ws})
+	// The destination directory itself is the user's: without SameOwner
+	// it keeps its mode (a state's 0777 would open it to everyone).
+	top0 := ex.sanitize(*ws)
+	if fi, err := ex.root.Lstat("."); err == nil && !opts.SameOwner {
+		top0.Mode = fi.Sys().(*syscall.Stat_t).Mode & 0o7777
+	}
+	ex.plan = append(ex.plan, action{kind: actMeta, rel: ".", e: &top0})
 	// 2. Stage new contents, verified, in a private directory.
 	staging, err := ex.stage()
 	if err != nil {

@@ -206,6 +206,21 @@ func Cases() []Case {
 		return state(b, []cas.Entry{d}, nil)
 	}})
 
+	// The workspace directory itself: its entry is the destination's.
+	add(Case{Name: "setgid-workspace-root", Class: "1 privilege bits", Ways: AllWays, Want: Sanitized, Build: func(b *Builder) error {
+		empty, err := b.Tree(nil, nil)
+		if err != nil {
+			return err
+		}
+		ws := Dir("ws", empty)
+		ws.Mode, ws.UID, ws.GID = 0o6777, 4242, 4242
+		root, err := b.Tree([]cas.Entry{ws}, nil)
+		if err != nil {
+			return err
+		}
+		return b.SetMain(root)
+	}})
+
 	// 2. A hard link the user made from the workspace to outside: same
 	// content, hostile metadata.
 	add(Case{Name: "shared-inode-metadata", Class: "2 shared inode", Ways: AllWays, Want: Sanitized, Build: withFile(SharedContent, func(m cas.ID) []cas.Entry {
