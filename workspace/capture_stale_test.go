@@ -20,7 +20,6 @@ import (
 // host file for a host edit, and replaces the agent's edit with it
 // ("changed on the host and in the branch since the last capture").
 func TestCaptureStaleStatCacheKeepsAgentEdit(t *testing.T) {
-	t.Skip("issue 20, for the capture rewrite (s13): an import that does not cache a racy file must drop its older cache entry; remove this skip with that fix")
 	ctx := context.Background()
 	db, _ := openDB(t)
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -63,7 +62,6 @@ func TestCaptureStaleStatCacheKeepsAgentEdit(t *testing.T) {
 // host, which never changed them: with no cache entry under it, a host
 // directory the branch lacks looks new.
 func TestCaptureKeepsAgentDeletionOfRacyFiles(t *testing.T) {
-	t.Skip("issue 20, for the capture rewrite (s13): a deletion in the branch of what an import read inside the racy window is undone by the next capture; remove this skip with that fix")
 	ctx := context.Background()
 	db, _ := openDB(t)
 	ws := filepath.Join(t.TempDir(), "ws")
