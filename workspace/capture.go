@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -561,4 +564,38 @@ func (im *importer) removeCaptured(tx *journal.Tx, dir int64, p string, name []b
 		im.stats.Deleted++
 	}
 	return true, tx.Unlink(dir, name)
+}
+
+// RecordPulled makes the import cache of the workspace at host directory
+// dir say that the host holds what a pull wrote there (written: the
+// records ExportOptions.Written gave, by store path), so that the next
+// capture takes none of it for host edits. began is when the pull
+// started: a file it wrote since then is racy (its stat was taken within
+// the timestamp granularity of the write) and is compared by content.
+func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCache, began time.Time) error {
+	name, err := Name(dir)
+	if err != nil {
+		return err
+	}
+	if err := tx.ResetStatCache("/" + name); err != nil {
+		return err
+	}
+	im := &importer{start: began}
+	for p, sc := range written {
+		rel, ok := strings.CutPrefix(p, "/"+name+"/")
+		if !ok {
+			continue
+		}
+		// The mode the host file has now, if it is still the file written.
+		var st unix.Stat_t
+		sc.Kind, sc.Mode = cas.EntryFile, journal.ModeUnknown
+		if unix.Lstat(filepath.Join(dir, rel), &st) == nil && st.Ino == sc.Ino && kindOf(st.Mode) == cas.EntryFile {
+			sc.Mode = st.Mode & 0o7777
+		}
+		sc.Racy = max(sc.MTime, sc.CTime) >= im.start.UnixNano()-racyWindow
+		if err := tx.SetStatCache(p, sc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
