@@ -282,6 +282,14 @@ func (im *importer) entry(tx *journal.Tx, pl *place, e *hostEntry, hp string, ol
 		if branchChanged && old.Kind != e.kind {
 			im.conflict(sp, "host", "changed on the host and replaced in the branch")
 			branchChanged = false
+		} else if im.opts.Capture && old.IsDir() {
+			changed, err := changedBelow(tx, sp, &old)
+			if err != nil {
+				return nil, err
+			}
+			if changed {
+				im.conflict(sp, "host", "replaced on the host, changed below in the branch")
+			}
 		}
 		if err := im.remove(tx, pl.ino, e.name, &old); err != nil {
 			return nil, err
@@ -370,37 +378,38 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 }
 
 // hostDir handles a host directory that is new or changed (its kind or
-// mode) since the last import.
+// mode) since the last import: the branch has it from now on (in capture
+// mode, an edit beats the branch's deletion too).
 func (im *importer) hostDir(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string, old journal.Node, exists, cached, branchChanged bool) (*place, error) {
 	im.stats.Dirs++
 	sub := &place{parent: pl, name: e.name, host: hp, store: sp, st: e.st, sync: true}
-	if exists && !old.IsDir() {
+	switch {
+	case exists && !old.IsDir():
 		if branchChanged {
 			im.conflict(sp, "host", "a directory on the host, replaced in the branch")
 		}
-		if ok, err := im.ensure(tx, pl); err != nil || !ok {
-			return nil, err
-		}
+		// The records below stay: what the host has there unchanged
+		// since the last capture is still what the branch deleted.
 		if err := im.remove(tx, pl.ino, e.name, &old); err != nil {
 			return nil, err
 		}
-		if err := tx.DeleteStatCache(sp); err != nil {
-			return nil, err
-		}
-		exists = false
-	}
-	if exists {
+	case exists:
 		sub.ino = old.Ino
-		if branchChanged && old.Mode != e.st.Mode&0o7777 && cached {
+		if branchChanged && cached && old.Mode != e.st.Mode&0o7777 {
 			im.conflict(sp, "host", "mode changed on the host and in the branch")
 		}
-	} else if !cached || !im.opts.Capture {
-		// New on the host: in the branch now, even if empty. (One the
-		// branch deleted or renamed comes back only with what changed
-		// below it: ensure.)
-		if _, err := im.ensure(tx, sub); err != nil {
-			return nil, err
-		}
+	case branchChanged:
+		im.conflict(sp, "host", "changed on the host, deleted or renamed in the branch (an edit beats a deletion)")
+	}
+	ok, err := im.ensure(tx, sub)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// The record stays as it was: the host's change is still one the
+		// next capture sees.
+		im.conflict(sp, "branch", "changed on the host, below a directory the branch replaced")
+		return sub, nil
 	}
 	fmt.Fprintf(im.out, "DIR  %s (ino %d)\n", sp, sub.ino)
 	return sub, tx.SetStatCache(sp, im.record(cas.EntryDir, &e.st, cas.ID{}))
@@ -527,7 +536,9 @@ func (im *importer) removeCaptured(tx *journal.Tx, dir int64, p string, name []b
 	}
 	same := branchSame(n, c)
 	all := true
-	if n.IsDir() && same {
+	if n.IsDir() && c.Kind == cas.EntryDir {
+		// Each path below decides for itself, even if the directory's own
+		// mode changed in the branch.
 		sub, err := tx.StatCacheDir(p)
 		if err != nil {
 			return false, err
@@ -598,4 +609,36 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 		}
 	}
 	return nil
+}
+
+// changedBelow reports whether the branch changed anything below its
+// directory n at store path p since the last import.
+func changedBelow(tx *journal.Tx, p string, n *journal.Node) (bool, error) {
+	recs, err := tx.StatCacheDir(p)
+	if err != nil {
+		return false, err
+	}
+	kids, err := tx.ReadDir(n.Ino)
+	if err != nil {
+		return false, err
+	}
+	for i := range kids {
+		k := &kids[i].Node
+		kp := p + "/" + string(kids[i].Name)
+		c, ok := recs[string(kids[i].Name)]
+		if k.IsDir() {
+			if c, ok, err = dirRecord(tx, kp, c, ok); err != nil {
+				return false, err
+			}
+		}
+		if !ok || !branchSame(k, c) {
+			return true, nil
+		}
+		if k.IsDir() {
+			if changed, err := changedBelow(tx, kp, k); err != nil || changed {
+				return changed, err
+			}
+		}
+	}
+	return false, nil
 }
