@@ -519,4 +519,3 @@ func TestCaptureModel(t *testing.T) {
 		})
 	}
 }
-
