@@ -62,7 +62,7 @@ type Session struct {
 	// Capture is what the capture did; its Conflicts are the paths both
 	// the host and the branch changed, reported to the user.
 	Capture workspace.ImportStats
-	undo   []func()         // run by Close, last first
+	undo    []func() // run by Close, last first
 }
 
 // Open prepares o's store and branch, captures the workspace and mounts
