@@ -60,3 +60,25 @@ func TestRunLoopKeepsBothSides(t *testing.T) {
 		t.Errorf("the summary line does not report the conflict: %s", r.stderr)
 	}
 }
+
+// TestExecReportsCaptureConflict: art exec's JSON output names a path both
+// the host and the branch changed, on the first response only.
+func TestExecReportsCaptureConflict(t *testing.T) {
+	ws, db := overlayWorkspace(t)
+	execIn(t, ws, db, "--jsonl", `{"command":["sh","-c","echo agent > main.py"]}`)
+	writeFile(t, filepath.Join(ws, "main.py"), "host\n")
+	resps, _ := execIn(t, ws, db, "--jsonl", `{"command":["cat","main.py"]}`, `{"command":["true"]}`)
+	if len(resps) != 2 {
+		t.Fatalf("%d responses, want 2", len(resps))
+	}
+	if resps[0].Stdout != "host\n" {
+		t.Errorf("main.py = %q, want the host's edit", resps[0].Stdout)
+	}
+	c := resps[0].Capture
+	if c == nil || c.Conflicts != 1 || len(c.Paths) != 1 || c.Paths[0].Path != "/ws/main.py" || c.Paths[0].Kept != "host" {
+		t.Fatalf("first response's capture = %+v, want main.py, the host's kept", c)
+	}
+	if resps[1].Capture != nil {
+		t.Errorf("second response repeats the capture: %+v", resps[1].Capture)
+	}
+}
