@@ -106,3 +106,64 @@ func TestCaptureKeepsAgentDeletionOfRacyFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCaptureOnNewBranchInheritsRecords: a --branch session's branch is
+// made from main's head with main's import records (racy ones, and
+// directories, included), so its first capture keeps main's deletions
+// and the new branch's own, and takes the host's edits.
+func TestCaptureOnNewBranchInheritsRecords(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	write(t, filepath.Join(ws, "src", "a.txt"), []byte("a"), 0o644)
+	write(t, filepath.Join(ws, "gone.txt"), []byte("g"), 0o644)
+	write(t, filepath.Join(ws, "host.txt"), []byte("h1"), 0o644)
+	write(t, filepath.Join(ws, "mine.txt"), []byte("m"), 0o644)
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+		t.Fatal(err)
+	}
+	// On main, the agent deletes src/ and gone.txt.
+	agent(t, db, "main", func(tx *journal.Tx) error {
+		d, err := tx.Resolve([]byte("ws"))
+		if err != nil {
+			return err
+		}
+		if err := tx.RemoveAll(d.Ino, []byte("src")); err != nil {
+			return err
+		}
+		return tx.Unlink(d.Ino, []byte("gone.txt"))
+	})
+	head, err := db.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateBranch(ctx, "b", head); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.InheritImportCache(ctx, "b", "main"); err != nil {
+		t.Fatal(err)
+	}
+	// On b, the agent deletes mine.txt; the host edits host.txt.
+	agent(t, db, "b", func(tx *journal.Tx) error {
+		d, err := tx.Resolve([]byte("ws"))
+		if err != nil {
+			return err
+		}
+		return tx.Unlink(d.Ino, []byte("mine.txt"))
+	})
+	write(t, filepath.Join(ws, "host.txt"), []byte("h2"), 0o644)
+	var warn bytes.Buffer
+	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Branch: "b", Capture: true, Warn: &warn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"ws/src/a.txt": "<none>", "ws/src": "<none>", "ws/gone.txt": "<none>",
+		"ws/mine.txt": "<none>", "ws/host.txt": "h2"} {
+		if got := readStore(t, db, "b", p); got != want {
+			t.Errorf("b:%s = %q after the capture, want %q (warnings: %q)", p, got, want, warn.String())
+		}
+	}
+	if st.Conflicts != 0 {
+		t.Errorf("conflicts %v, want none", st.ConflictList)
+	}
+}
