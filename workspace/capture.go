@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -591,19 +591,24 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 	if err := tx.ResetStatCache("/" + name); err != nil {
 		return err
 	}
-	im := &importer{start: began}
+	root, err := os.OpenRoot(dir) // no symlink below dir is followed
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	for p, sc := range written {
 		rel, ok := strings.CutPrefix(p, "/"+name+"/")
 		if !ok {
 			continue
 		}
 		// The mode the host file has now, if it is still the file written.
-		var st unix.Stat_t
 		sc.Kind, sc.Mode = cas.EntryFile, journal.ModeUnknown
-		if unix.Lstat(filepath.Join(dir, rel), &st) == nil && st.Ino == sc.Ino && kindOf(st.Mode) == cas.EntryFile {
-			sc.Mode = st.Mode & 0o7777
+		if fi, err := root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Ino == sc.Ino {
+				sc.Mode = st.Mode & 0o7777
+			}
 		}
-		sc.Racy = max(sc.MTime, sc.CTime) >= im.start.UnixNano()-racyWindow
+		sc.Racy = max(sc.MTime, sc.CTime) >= began.UnixNano()-racyWindow
 		if err := tx.SetStatCache(p, sc); err != nil {
 			return err
 		}
