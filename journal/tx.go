@@ -487,11 +487,15 @@ func (t *Tx) ImportRecord(path string) (StatCache, bool, error) {
 func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 	lo := []byte(dir + "/")
 	hi := []byte(dir + "0") // '0' follows '/'
-	s, err := t.p.stmt(`SELECT path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache WHERE branch = ? AND path >= ? AND path < ?`)
+	// Rows deeper down are in the range too (every file below a directory
+	// near the root): SQLite drops them, so that they are not converted
+	// into Go values only to be skipped, once per directory above them.
+	s, err := t.p.stmt(`SELECT path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache
+		WHERE branch = ? AND path >= ? AND path < ? AND instr(substr(path, ?), x'2f') = 0`)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.QueryContext(t.p.ctx, t.op.BranchID, lo, hi)
+	rows, err := s.QueryContext(t.p.ctx, t.op.BranchID, lo, hi, len(lo)+1)
 	if err != nil {
 		return nil, err
 	}

@@ -105,9 +105,10 @@ func (im *importer) ensure(tx *journal.Tx, p *place) (bool, error) {
 
 func (im *importer) conflict(path, kept, why string) {
 	im.stats.Conflicts++
-	if len(im.stats.ConflictList) < maxConflicts {
-		im.stats.ConflictList = append(im.stats.ConflictList, Conflict{Path: path, Kept: kept, Why: why})
+	if len(im.stats.ConflictList) == maxConflicts {
+		return // counted; the summary says how many more
 	}
+	im.stats.ConflictList = append(im.stats.ConflictList, Conflict{Path: path, Kept: kept, Why: why})
 	fmt.Fprintf(im.warn, "warning: %s: %s; the branch now has the %s's version (the other stays in history or on the host)\n", path, why, kept)
 }
 
