@@ -113,11 +113,13 @@ func (im *importer) conflict(path, kept, why string) {
 }
 
 // racy reports whether a stat taken during this import is within the
-// timestamp granularity of the entry's last change (ctime as well as
-// mtime: touch -d can set an mtime from the past on fresh content).
+// timestamp granularity of the last write of the entry's content: a later
+// write within it could leave the stat equal. (Any write sets the mtime
+// to the present, so an old mtime with a fresh ctime - cp -a, tar x,
+// chmod - is not racy: a later write moves the mtime. A later chmod is
+// seen in the mode, which the record holds.)
 func (im *importer) racy(st *unix.Stat_t) bool {
-	last := max(nsOf(st.Mtim), nsOf(st.Ctim))
-	return last >= im.start.UnixNano()-racyWindow
+	return nsOf(st.Mtim) >= im.start.UnixNano()-racyWindow
 }
 
 func nsOf(t unix.Timespec) int64 { return t.Sec*1e9 + t.Nsec }
@@ -582,8 +584,9 @@ func (im *importer) removeCaptured(tx *journal.Tx, dir int64, p string, name []b
 // dir say that the host holds what a pull wrote there (written: the
 // records ExportOptions.Written gave, by store path), so that the next
 // capture takes none of it for host edits. began is when the pull
-// started: a file it wrote since then is racy (its stat was taken within
-// the timestamp granularity of the write) and is compared by content.
+// started: a file whose mtime is since then is racy (its stat was taken
+// within the timestamp granularity of the write) and is compared by
+// content.
 func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCache, began time.Time) error {
 	name, err := Name(dir)
 	if err != nil {
@@ -609,7 +612,7 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 				sc.Mode = st.Mode & 0o7777
 			}
 		}
-		sc.Racy = max(sc.MTime, sc.CTime) >= began.UnixNano()-racyWindow
+		sc.Racy = sc.MTime >= began.UnixNano()-racyWindow
 		if err := tx.SetStatCache(p, sc); err != nil {
 			return err
 		}
