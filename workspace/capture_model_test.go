@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -441,16 +442,28 @@ func (m *modelRun) branchOp() {
 }
 
 // TestCaptureModel runs seeded random sequences of host and branch
-// operations with captures in between, all back to back (inside the racy
+// operations with captures (and now and then a push -m) in between, all back to back (inside the racy
 // window) or with the import's clock moved an hour on (so that stats are
 // trusted), and checks the branch after every capture against the rule
-// applied to the model. A failure prints the seed and the steps.
+// applied to the model. A failure prints the seed and the steps;
+// ART_MODEL_SEEDS=N runs N other seeds instead.
 func TestCaptureModel(t *testing.T) {
 	steps := 2500
 	if testing.Short() {
 		steps = 500
 	}
-	for _, seed := range []int64{1, 2, 3, 13} {
+	seeds := []int64{1, 2, 3, 13}
+	if v := os.Getenv("ART_MODEL_SEEDS"); v != "" { // a long run: seeds 100, 101, ...
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("ART_MODEL_SEEDS=%q: want a positive number", v)
+		}
+		seeds = seeds[:0]
+		for i := 0; i < n; i++ {
+			seeds = append(seeds, int64(100+i))
+		}
+	}
+	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			ctx := context.Background()
 			db, _ := openDB(t)
@@ -471,11 +484,26 @@ func TestCaptureModel(t *testing.T) {
 			}
 			captures, conflicts := 0, 0
 			for m.step = 1; m.step <= steps; m.step++ {
-				switch r := m.rng.Intn(10); {
-				case r < 4:
+				switch r := m.rng.Intn(100); {
+				case r < 40:
 					m.hostOp()
-				case r < 8:
+				case r < 79:
 					m.branchOp()
+				case r < 80:
+					// push -m: the branch becomes the host, whatever it did.
+					m.clockAt = 0
+					if m.rng.Intn(3) == 0 {
+						m.clockAt = time.Hour
+					}
+					if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: m.ws}); err != nil {
+						t.Fatal(err)
+					}
+					m.log = append(m.log, fmt.Sprintf("%d push -m (clock +%s)", m.step, m.clockAt))
+					last = hostTree(t, m.ws)
+					if d := diffTrees(last, branchTree(t, db)); len(d) > 0 {
+						t.Fatalf("seed %d step %d: the branch after push -m differs from the host:\n%s\n\nlast steps:\n%s",
+							seed, m.step, strings.Join(d, "\n"), strings.Join(m.log[max(0, len(m.log)-40):], "\n"))
+					}
 				default:
 					host, branch := hostTree(t, m.ws), branchTree(t, db)
 					want, blocked := expectCapture(last, host, branch)
