@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -109,7 +111,19 @@ func (im *importer) conflict(path, kept, why string) {
 		return // counted; the summary says how many more
 	}
 	im.stats.ConflictList = append(im.stats.ConflictList, Conflict{Path: path, Kept: kept, Why: why})
-	fmt.Fprintf(im.warn, "warning: %s: %s; the branch now has the %s's version (the other stays in history or on the host)\n", path, why, kept)
+	fmt.Fprintf(im.warn, "warning: %s: %s; the branch now has the %s's version (the other stays in history or on the host)\n", Printable(path), why, kept)
+}
+
+// Printable returns a path as it may be printed on a terminal: as it is
+// if every character is graphic, else quoted with escapes (a file name
+// must not be able to move the cursor or rewrite the screen).
+func Printable(p string) string {
+	for _, r := range p {
+		if !unicode.IsGraphic(r) {
+			return strconv.Quote(p)
+		}
+	}
+	return p
 }
 
 // racy reports whether a stat taken during this import is within the

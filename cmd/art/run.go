@@ -122,9 +122,9 @@ func conflictNote(st workspace.ImportStats) string {
 	var host, branch []string
 	for _, c := range st.ConflictList {
 		if c.Kept == "host" {
-			host = append(host, c.Path)
+			host = append(host, workspace.Printable(c.Path))
 		} else {
-			branch = append(branch, c.Path)
+			branch = append(branch, workspace.Printable(c.Path))
 		}
 	}
 	list := func(ps []string) string {
