@@ -33,11 +33,15 @@ type Response struct {
 	Metrics         Metrics `json:"metrics"`
 	// SnapshotBefore and SnapshotAfter are full snapshot ids, present
 	// when the request asked for snapshots and the executor has a store.
-	SnapshotBefore string     `json:"snapshot_before,omitempty"`
-	SnapshotAfter  string     `json:"snapshot_after,omitempty"`
-	Changes        *Changes   `json:"changes,omitempty"`
-	Timestamps     Timestamps `json:"timestamps"`
-	Error          *Error     `json:"error,omitempty"`
+	SnapshotBefore string   `json:"snapshot_before,omitempty"`
+	SnapshotAfter  string   `json:"snapshot_after,omitempty"`
+	Changes        *Changes `json:"changes,omitempty"`
+	// Capture is set on the first response after the workspace capture
+	// that started the executor, if the host and the branch had both
+	// changed paths since the capture before it.
+	Capture    *WorkspaceCapture `json:"capture,omitempty"`
+	Timestamps Timestamps        `json:"timestamps"`
+	Error      *Error            `json:"error,omitempty"`
 }
 
 // Metrics of one execution. Times are milliseconds, sizes bytes.
@@ -61,6 +65,21 @@ type Changes struct {
 	Deleted        int          `json:"deleted"`
 	Paths          []PathChange `json:"paths"`
 	PathsTruncated bool         `json:"paths_truncated"`
+}
+
+// WorkspaceCapture reports the paths both the host and the branch changed since
+// the previous capture, and which side's version the branch kept (the
+// rule: docs/architecture.md, "Capture").
+type WorkspaceCapture struct {
+	Conflicts int               `json:"conflicts"`
+	Paths     []CaptureConflict `json:"conflict_paths"` // the first 100
+}
+
+// CaptureConflict is one path both sides changed.
+type CaptureConflict struct {
+	Path string `json:"path"` // store path: /WORKSPACE/...
+	Kept string `json:"kept"` // "host" or "branch"
+	Why  string `json:"why"`
 }
 
 // PathChange is one changed path, relative to /home/agent.

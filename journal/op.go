@@ -371,8 +371,8 @@ func (db *DB) InheritImportCache(ctx context.Context, to, from string) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest)
-			SELECT ?, path, size, mtime_ns, ctime_ns, host_ino, manifest FROM import_cache WHERE branch = ?`, t.ID, f.ID)
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy)
+			SELECT ?, path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache WHERE branch = ?`, t.ID, f.ID)
 		if err != nil {
 			return fmt.Errorf("inherit import cache of %s: %w", from, err)
 		}

@@ -410,16 +410,35 @@ func (t *Tx) flush(tx cas.DBTX) error {
 	return err
 }
 
-// StatCache is what Import remembers of a host file to skip re-reading it.
+// StatCache is what an import remembers of a host path it brought in:
+// what it imported (kind, mode, content) and the host stat it read it
+// with, so that the next capture can tell a host change from a branch
+// change exactly.
 type StatCache struct {
 	Size, MTime, CTime int64
 	Ino                uint64
-	Manifest           cas.ID
+	// Manifest is the imported content: a file's manifest, the cas.Sum of
+	// a symlink's target, zero for a directory.
+	Manifest cas.ID
+	// Kind is the imported entry's kind; 0 is taken as a regular file
+	// whose mode was not recorded (Mode is then ignored).
+	Kind cas.EntryKind
+	// Mode holds the imported permission bits, or ModeUnknown.
+	Mode uint32
+	// Racy says the stat was taken within the timestamp granularity of
+	// the entry's last change: a later change may have left it equal, so
+	// it proves nothing and the host entry must be compared by content.
+	Racy bool
 }
 
-// StatCache returns the cached host stat for a store path ("/ws/a.txt").
+// ModeUnknown is the StatCache.Mode of a row that did not record one.
+const ModeUnknown = ^uint32(0)
+
+// StatCache returns the cached host stat of a regular file at a store
+// path ("/ws/a.txt"), only if it proves the host file's content: a racy
+// stat, or a directory's or symlink's row, reads as none.
 func (t *Tx) StatCache(path string) (StatCache, bool, error) {
-	s, err := t.p.stmt(`SELECT size, mtime_ns, ctime_ns, host_ino, manifest FROM import_cache WHERE branch = ? AND path = ?`)
+	s, err := t.p.stmt(`SELECT size, mtime_ns, ctime_ns, host_ino, manifest FROM import_cache WHERE branch = ? AND path = ? AND kind = 1 AND racy = 0`)
 	if err != nil {
 		return StatCache{}, false, err
 	}
@@ -433,6 +452,32 @@ func (t *Tx) StatCache(path string) (StatCache, bool, error) {
 		return StatCache{}, false, err
 	}
 	copy(c.Manifest[:], m)
+	c.Kind, c.Mode = cas.EntryFile, ModeUnknown
+	return c, true, nil
+}
+
+// ImportRecord returns what imports recorded at a store path, of any
+// kind and racy or not.
+func (t *Tx) ImportRecord(path string) (StatCache, bool, error) {
+	s, err := t.p.stmt(`SELECT size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache WHERE branch = ? AND path = ?`)
+	if err != nil {
+		return StatCache{}, false, err
+	}
+	var c StatCache
+	var m []byte
+	var mode sql.NullInt64
+	err = s.QueryRowContext(t.p.ctx, t.op.BranchID, []byte(path)).Scan(&c.Size, &c.MTime, &c.CTime, &c.Ino, &m, &c.Kind, &mode, &c.Racy)
+	if err == sql.ErrNoRows {
+		return StatCache{}, false, nil
+	}
+	if err != nil {
+		return StatCache{}, false, err
+	}
+	copy(c.Manifest[:], m)
+	c.Mode = ModeUnknown
+	if mode.Valid {
+		c.Mode = uint32(mode.Int64)
+	}
 	return c, true, nil
 }
 
@@ -442,11 +487,15 @@ func (t *Tx) StatCache(path string) (StatCache, bool, error) {
 func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 	lo := []byte(dir + "/")
 	hi := []byte(dir + "0") // '0' follows '/'
-	s, err := t.p.stmt(`SELECT path, size, mtime_ns, ctime_ns, host_ino, manifest FROM import_cache WHERE branch = ? AND path >= ? AND path < ?`)
+	// Rows deeper down are in the range too (every file below a directory
+	// near the root): SQLite drops them, so that they are not converted
+	// into Go values only to be skipped, once per directory above them.
+	s, err := t.p.stmt(`SELECT path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache
+		WHERE branch = ? AND path >= ? AND path < ? AND instr(substr(path, ?), x'2f') = 0`)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.QueryContext(t.p.ctx, t.op.BranchID, lo, hi)
+	rows, err := s.QueryContext(t.p.ctx, t.op.BranchID, lo, hi, len(lo)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -455,8 +504,13 @@ func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 	for rows.Next() {
 		var path, m []byte
 		var c StatCache
-		if err := rows.Scan(&path, &c.Size, &c.MTime, &c.CTime, &c.Ino, &m); err != nil {
+		var mode sql.NullInt64
+		if err := rows.Scan(&path, &c.Size, &c.MTime, &c.CTime, &c.Ino, &m, &c.Kind, &mode, &c.Racy); err != nil {
 			return nil, err
+		}
+		c.Mode = ModeUnknown
+		if mode.Valid {
+			c.Mode = uint32(mode.Int64)
 		}
 		name := path[len(lo):]
 		if bytes.IndexByte(name, '/') >= 0 {
@@ -491,8 +545,23 @@ func (t *Tx) ResetStatCache(dir string) error {
 		t.op.BranchID, []byte(dir+"/"), []byte(dir+"0"))
 }
 
-// SetStatCache records the host stat of a store path.
+// SetStatCache records what an import brought in at a store path.
 func (t *Tx) SetStatCache(path string, c StatCache) error {
-	return t.p.exec(`INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest) VALUES (?,?,?,?,?,?,?)`,
-		t.op.BranchID, []byte(path), c.Size, c.MTime, c.CTime, c.Ino, c.Manifest[:])
+	var mode any
+	if c.Kind == 0 {
+		c.Kind = cas.EntryFile
+	} else if c.Mode != ModeUnknown {
+		mode = int64(c.Mode)
+	}
+	return t.p.exec(`INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+		t.op.BranchID, []byte(path), c.Size, c.MTime, c.CTime, c.Ino, c.Manifest[:], int(c.Kind), mode, c.Racy)
+}
+
+// DeleteStatCache forgets what imports recorded at store path and below
+// it: the path is gone from both the host and the branch.
+func (t *Tx) DeleteStatCache(path string) error {
+	if err := t.p.exec(`DELETE FROM import_cache WHERE branch = ? AND path = ?`, t.op.BranchID, []byte(path)); err != nil {
+		return err
+	}
+	return t.ResetStatCache(path)
 }

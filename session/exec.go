@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,7 +60,15 @@ func NewExecutor(ctx context.Context, o Options) (execapi.Executor, func() error
 		}
 		return err
 	}
-	return &journaledExecutor{db: s.DB, branch: s.Branch, run: x.run}, release, nil
+	jx := &journaledExecutor{db: s.DB, branch: s.Branch, run: x.run}
+	if st := s.Capture; st.Conflicts > 0 {
+		c := &execapi.WorkspaceCapture{Conflicts: st.Conflicts}
+		for _, k := range st.ConflictList {
+			c.Paths = append(c.Paths, execapi.CaptureConflict{Path: k.Path, Kept: k.Kept, Why: k.Why})
+		}
+		jx.capture.Store(c)
+	}
+	return jx, release, nil
 }
 
 // run executes one validated request, its file changes journaled under op.
@@ -162,12 +171,21 @@ type execRunFunc func(ctx context.Context, req *execapi.Request, op *journal.Op)
 // in between, a request's snapshot_before is the previous snapshot_after.
 // It serves one branch (the one whose overlay is mounted).
 type journaledExecutor struct {
-	db     *journal.DB
-	branch string
-	run    execRunFunc
+	db      *journal.DB
+	branch  string
+	run     execRunFunc
+	capture atomic.Pointer[execapi.WorkspaceCapture] // for the first response
 }
 
 func (x *journaledExecutor) Exec(ctx context.Context, req *execapi.Request) *execapi.Response {
+	resp := x.exec(ctx, req)
+	if c := x.capture.Swap(nil); c != nil {
+		resp.Capture = c
+	}
+	return resp
+}
+
+func (x *journaledExecutor) exec(ctx context.Context, req *execapi.Request) *execapi.Response {
 	if req.Branch != "" && req.Branch != x.branch || req.At != "" {
 		return execapi.Failed(execapi.Errorf(execapi.CodeUnsupported,
 			"this art exec serves branch %s; start another with --branch (and art branch NAME --from REV for at)", x.branch))

@@ -48,6 +48,9 @@ type Result struct {
 	Branch   string           // the branch it ran on
 	Snapshot journal.Snapshot // the snapshot that ended the run
 	Changed  int              // paths changed since the capture (not counted when Quiet)
+	// Capture is what the capture before the command did (its Conflicts:
+	// paths both the host and the branch had changed).
+	Capture workspace.ImportStats
 }
 
 // Run runs one command in a sandbox over o's workspace and returns its
@@ -161,7 +164,7 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		return r, err
 	}
 	op = nil
-	r = Result{Result: res, Branch: s.Branch, Snapshot: snap}
+	r = Result{Result: res, Branch: s.Branch, Snapshot: snap, Capture: s.Capture}
 	if !c.Quiet {
 		journal.Diff(bg, s.DB.Objects(), s.Before.Root, snap.Root, func(journal.Change) error { r.Changed++; return nil })
 	}

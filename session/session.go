@@ -59,7 +59,10 @@ type Session struct {
 	FS     *overlay.FS
 	Dir    string           // the session's private state directory
 	Before journal.Snapshot // the capture's snapshot: the state the session starts from
-	undo   []func()         // run by Close, last first
+	// Capture is what the capture did; its Conflicts are the paths both
+	// the host and the branch changed, reported to the user.
+	Capture workspace.ImportStats
+	undo    []func() // run by Close, last first
 }
 
 // Open prepares o's store and branch, captures the workspace and mounts
@@ -97,7 +100,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if err != nil {
 		return s, err
 	}
-	s.Before = st.Snapshot
+	s.Before, s.Capture = st.Snapshot, st
 
 	CleanStale(base, o.warn())
 	dir, err := os.MkdirTemp(base, "session-")

@@ -20,7 +20,6 @@ import (
 // host file for a host edit, and replaces the agent's edit with it
 // ("changed on the host and in the branch since the last capture").
 func TestCaptureStaleStatCacheKeepsAgentEdit(t *testing.T) {
-	t.Skip("issue 20, for the capture rewrite (s13): an import that does not cache a racy file must drop its older cache entry; remove this skip with that fix")
 	ctx := context.Background()
 	db, _ := openDB(t)
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -63,7 +62,6 @@ func TestCaptureStaleStatCacheKeepsAgentEdit(t *testing.T) {
 // host, which never changed them: with no cache entry under it, a host
 // directory the branch lacks looks new.
 func TestCaptureKeepsAgentDeletionOfRacyFiles(t *testing.T) {
-	t.Skip("issue 20, for the capture rewrite (s13): a deletion in the branch of what an import read inside the racy window is undone by the next capture; remove this skip with that fix")
 	ctx := context.Background()
 	db, _ := openDB(t)
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -106,5 +104,74 @@ func TestCaptureKeepsAgentDeletionOfRacyFiles(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCaptureOnNewBranchInheritsRecords: a --branch session's branch is
+// made from main's head with main's import records (racy ones, and
+// directories, included), so its first capture keeps main's deletions
+// and the new branch's own, and takes the host's edits.
+func TestCaptureOnNewBranchInheritsRecords(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openDB(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	write(t, filepath.Join(ws, "src", "a.txt"), []byte("a"), 0o644)
+	write(t, filepath.Join(ws, "gone.txt"), []byte("g"), 0o644)
+	write(t, filepath.Join(ws, "host.txt"), []byte("h1"), 0o644)
+	write(t, filepath.Join(ws, "mine.txt"), []byte("m"), 0o644)
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+		t.Fatal(err)
+	}
+	// On main, the agent deletes src/ and gone.txt.
+	agent(t, db, "main", func(tx *journal.Tx) error {
+		d, err := tx.Resolve([]byte("ws"))
+		if err != nil {
+			return err
+		}
+		if err := tx.RemoveAll(d.Ino, []byte("src")); err != nil {
+			return err
+		}
+		return tx.Unlink(d.Ino, []byte("gone.txt"))
+	})
+	head, err := db.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateBranch(ctx, "b", head); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.InheritImportCache(ctx, "b", "main"); err != nil {
+		t.Fatal(err)
+	}
+	// On b, the agent deletes mine.txt; the host edits host.txt.
+	agent(t, db, "b", func(tx *journal.Tx) error {
+		d, err := tx.Resolve([]byte("ws"))
+		if err != nil {
+			return err
+		}
+		return tx.Unlink(d.Ino, []byte("mine.txt"))
+	})
+	write(t, filepath.Join(ws, "host.txt"), []byte("h2"), 0o644)
+	var warn bytes.Buffer
+	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Branch: "b", Capture: true, Warn: &warn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"ws/src/a.txt": "<none>", "ws/src": "<none>", "ws/gone.txt": "<none>",
+		"ws/mine.txt": "<none>", "ws/host.txt": "h2"} {
+		if got := readStore(t, db, "b", p); got != want {
+			t.Errorf("b:%s = %q after the capture, want %q (warnings: %q)", p, got, want, warn.String())
+		}
+	}
+	if st.Conflicts != 0 {
+		t.Errorf("conflicts %v, want none", st.ConflictList)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{"/ws/a b.go": "/ws/a b.go", "/ws/é": "/ws/é", "/ws/\x1b[2J": `"/ws/\x1b[2J"`, "/ws/a\nb": `"/ws/a\nb"`} {
+		if got := workspace.Printable(in); got != want {
+			t.Errorf("Printable(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -5,9 +5,13 @@
 // The workspace lives under /<name>/ in the store, name being the host
 // directory's base name, as in the original art.
 //
-// Import is incremental: a stat cache of (size, mtime ns, ctime ns, inode)
-// per path skips files that did not change, changed files are re-chunked
-// (only new chunks are stored), deletions are recorded. Regular files,
+// Import is incremental: the import cache records, per path, what was
+// imported (kind, mode, content) and the host stat it was read with;
+// files whose stat is unchanged and not racy are skipped, racy ones are
+// compared by content, changed files are re-chunked (only new chunks are
+// stored), deletions are recorded. In capture mode (before every session)
+// the same records tell a host change from a branch change per path
+// (capture.go, docs/architecture.md "Capture"). Regular files,
 // directories, symlinks, hard links, modes, ns mtimes and user.* xattrs are
 // kept; fifos, sockets and devices are skipped with a warning and never
 // opened.

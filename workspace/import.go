@@ -38,27 +38,36 @@ type ImportOptions struct {
 	// last import and leaves the branch's own changes alone - an agent's
 	// work is never undone by its next session's capture. Without it (art
 	// push -m) the branch's workspace is made equal to the host directory.
-	// In capture mode, when both sides changed a file since the last
-	// import, the host's edit wins if the branch remembers the file's
-	// imported state, else the branch's version is kept; either way a
-	// warning names the file.
+	// When both sides changed a path since the last import, the host's
+	// version is taken and the branch's stays in its history, except that
+	// an edit beats a deletion on either side; each such path is counted
+	// and named in ImportStats (and warned about). See capture.go.
 	Capture bool
 }
 
 // ImportStats summarizes an import.
 type ImportStats struct {
-	Files       int              `json:"files"`
-	Dirs        int              `json:"dirs"`
-	Symlinks    int              `json:"symlinks"`
-	New         int              `json:"new"`
-	Changed     int              `json:"changed"`
-	Deleted     int              `json:"deleted"`
-	Unchanged   int              `json:"unchanged"`
-	Skipped     int              `json:"skipped"`
-	BytesRead   int64            `json:"bytes_read"`
-	BytesStored int64            `json:"bytes_stored"`
-	Snapshot    journal.Snapshot `json:"snapshot"`
+	Files       int   `json:"files"`
+	Dirs        int   `json:"dirs"`
+	Symlinks    int   `json:"symlinks"`
+	New         int   `json:"new"`
+	Changed     int   `json:"changed"`
+	Deleted     int   `json:"deleted"`
+	Unchanged   int   `json:"unchanged"`
+	Skipped     int   `json:"skipped"`
+	BytesRead   int64 `json:"bytes_read"`
+	BytesStored int64 `json:"bytes_stored"`
+	// Conflicts counts the paths both the host and the branch changed
+	// since the last capture; ConflictList names the first 100 and which
+	// side's version the branch kept.
+	Conflicts    int              `json:"conflicts"`
+	ConflictList []Conflict       `json:"conflict_paths,omitempty"`
+	Snapshot     journal.Snapshot `json:"snapshot"`
 }
+
+// now is the clock an import's racy window is measured against; tests
+// move it to take files out of the window without sleeping.
+var now = time.Now
 
 // Name returns the workspace name of a host directory: its base name.
 func Name(dir string) (string, error) {
@@ -83,7 +92,7 @@ type importer struct {
 	stats ImportStats
 	// links maps a host (dev, ino) of a multiply-linked file to the art
 	// inode that holds it in this import.
-	links map[[2]uint64]int64
+	links map[[2]uint64]linked
 	start time.Time
 	out   io.Writer
 	warn  io.Writer
@@ -114,8 +123,8 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 	if err != nil {
 		return ImportStats{}, err
 	}
-	im := &importer{ctx: ctx, db: db, op: op, opts: opts, name: name, links: map[[2]uint64]int64{},
-		start: time.Now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn), skip: map[string]bool{},
+	im := &importer{ctx: ctx, db: db, op: op, opts: opts, name: name, links: map[[2]uint64]linked{},
+		start: now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn), skip: map[string]bool{},
 		// Directories share transactions, 64 at a time: statements stay
 		// prepared and commits are amortized, while other writers of the
 		// store wait at most one group.
@@ -176,18 +185,35 @@ func (im *importer) run(abs string) error {
 		return err
 	}
 	fmt.Fprintf(im.out, "Workspace name: %s\nFiles will be stored under: /%s/\n", im.name, im.name)
-	if err := im.dir(abs, "/"+im.name, wsIno); err != nil {
+	if err := im.dir(abs, &place{host: abs, store: "/" + im.name, ino: wsIno}); err != nil {
 		return err
 	}
 	return im.batch.Update(im.ctx, func(tx *journal.Tx) error {
 		// The workspace directory's own attributes last: importing its
-		// children does not touch them.
-		a, err := hostAttr(abs, nil)
+		// children does not touch them. A capture takes them only if the
+		// host changed its mode since the last one.
+		var st unix.Stat_t
+		if err := unix.Lstat(abs, &st); err != nil {
+			return &os.PathError{Op: "lstat", Path: abs, Err: err}
+		}
+		c, cached, err := tx.ImportRecord("/" + im.name)
 		if err != nil {
 			return err
 		}
-		if err := im.syncAttr(tx, wsIno, a); err != nil {
-			return err
+		rec := im.record(cas.EntryDir, &st, cas.ID{})
+		if !im.opts.Capture || !cached || c.Mode != rec.Mode {
+			a, err := hostAttr(abs, &st)
+			if err != nil {
+				return err
+			}
+			if err := im.syncAttr(tx, wsIno, a); err != nil {
+				return err
+			}
+		}
+		if !cached || c != rec {
+			if err := tx.SetStatCache("/"+im.name, rec); err != nil {
+				return err
+			}
 		}
 		msg := im.opts.Message
 		if msg == "" {
@@ -317,8 +343,8 @@ func getXattr(path, name string) ([]byte, error) {
 	}
 }
 
-// dir imports one host directory (already present as dirIno) and recurses.
-func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
+// dir imports one host directory, at place pl in the branch, and recurses.
+func (im *importer) dir(hostPath string, pl *place) error {
 	if err := im.ctx.Err(); err != nil {
 		return err
 	}
@@ -326,23 +352,21 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 	if err != nil {
 		return err
 	}
-	type sub struct {
-		host, store string
-		ino         int64
-		attr        journal.Attr
-	}
-	var subs []sub
+	var subs []*place
 	err = im.batch.Update(im.ctx, func(tx *journal.Tx) error {
 		subs = subs[:0]
-		have, err := tx.ReadDir(dirIno)
-		if err != nil {
-			return err
+		var have []journal.Dirent
+		if pl.ino != 0 {
+			var err error
+			if have, err = tx.ReadDir(pl.ino); err != nil {
+				return err
+			}
 		}
 		byName := make(map[string]journal.Node, len(have))
 		for _, d := range have {
 			byName[string(d.Name)] = d.Node
 		}
-		cache, err := tx.StatCacheDir(storePath)
+		cache, err := tx.StatCacheDir(pl.store)
 		if err != nil {
 			return err
 		}
@@ -350,8 +374,7 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 		for i := range host {
 			e := &host[i]
 			hp := filepath.Join(hostPath, string(e.name))
-			sp := storePath + "/" + string(e.name)
-			if storePath == "/"+im.name && strings.HasPrefix(string(e.name), stagingPrefix) {
+			if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
 				continue // an interrupted pull's staging area
 			}
 			if im.skip[hp] {
@@ -364,83 +387,40 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 			}
 			seen[string(e.name)] = true
 			old, exists := byName[string(e.name)]
-			if im.opts.Capture {
-				skip, err := im.captureSkips(tx, e, sp, old, exists, cache)
-				if err != nil {
-					return err
-				}
-				if skip {
-					continue
-				}
-			}
-			if exists && (old.Kind != e.kind || (e.kind == cas.EntryFile && e.st.Nlink == 1 && old.Nlink > 1)) {
-				if err := im.remove(tx, dirIno, e.name, &old); err != nil {
-					return err
-				}
-				exists = false
-			}
-			a, err := hostAttr(hp, &e.st)
+			c, cached := cache[string(e.name)]
+			sub, err := im.entry(tx, pl, e, hp, old, exists, c, cached)
 			if err != nil {
 				return err
 			}
-			switch e.kind {
-			case cas.EntryDir:
-				im.stats.Dirs++
-				n := old
-				if !exists {
-					// The directory's own attributes are applied after its
-					// children; create it with them anyway so the state is
-					// complete at every commit.
-					if n, err = tx.Create(dirIno, e.name, a); err != nil {
-						return err
-					}
-				}
-				fmt.Fprintf(im.out, "DIR  %s (ino %d)\n", sp, n.Ino)
-				subs = append(subs, sub{hp, sp, n.Ino, a})
-			case cas.EntrySymlink:
-				im.stats.Symlinks++
-				target, err := os.Readlink(hp)
-				if err != nil {
-					return err
-				}
-				a.Link = []byte(target)
-				if exists && !bytes.Equal(old.Link, a.Link) {
-					if err := tx.Unlink(dirIno, e.name); err != nil {
-						return err
-					}
-					exists = false
-				}
-				n := old
-				if !exists {
-					if n, err = tx.Create(dirIno, e.name, a); err != nil {
-						return err
-					}
-				} else if err := im.syncNode(tx, &n, a); err != nil {
-					return err
-				}
-				fmt.Fprintf(im.out, "LINK %s -> %s (ino %d)\n", sp, target, n.Ino)
-			case cas.EntryFile:
-				im.stats.Files++
-				c, cached := cache[string(e.name)]
-				ino, err := im.file(tx, dirIno, e, hp, sp, a, old, exists, c, cached)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(im.out, "FILE %s (%d bytes, ino %d)\n", sp, e.st.Size, ino)
+			if sub != nil {
+				subs = append(subs, sub)
 			}
 		}
 		for _, d := range have {
 			if seen[string(d.Name)] {
 				continue
 			}
-			var err error
+			c, cached := cache[string(d.Name)]
+			p := pl.store + "/" + string(d.Name)
 			if im.opts.Capture {
-				_, err = im.removeCaptured(tx, dirIno, storePath, d.Name, &d.Node, cache)
-			} else {
-				err = im.remove(tx, dirIno, d.Name, &d.Node)
+				if _, err := im.removeCaptured(tx, pl.ino, p, d.Name, &d.Node, c, cached); err != nil {
+					return err
+				}
+				continue
 			}
-			if err != nil {
+			if err := im.remove(tx, pl.ino, d.Name, &d.Node); err != nil {
 				return err
+			}
+			if err := tx.DeleteStatCache(p); err != nil {
+				return err
+			}
+		}
+		// What imports recorded of paths neither side has any more.
+		for name := range cache {
+			if _, ok := byName[name]; !ok && !seen[name] {
+				if err := tx.DeleteStatCache(pl.store + "/" + name); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -452,8 +432,11 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 		im.opts.Progress(im.stats)
 	}
 	for _, s := range subs {
-		if err := im.dir(s.host, s.store, s.ino); err != nil {
+		if err := im.dir(s.host, s); err != nil {
 			return err
+		}
+		if !s.sync || s.ino == 0 {
+			continue
 		}
 		// Attributes after children (and re-read: importing must not
 		// have changed them, but the host may have).
@@ -467,7 +450,6 @@ func (im *importer) dir(hostPath, storePath string, dirIno int64) error {
 	}
 	return nil
 }
-
 func fileType(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFIFO:
@@ -500,113 +482,6 @@ func (im *importer) remove(tx *journal.Tx, dir int64, name []byte, n *journal.No
 		im.stats.Deleted++
 	}
 	return tx.Unlink(dir, name)
-}
-
-// file imports one regular file, returning its art inode.
-func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool,
-	c journal.StatCache, cached bool) (int64, error) {
-	key := [2]uint64{e.st.Dev, e.st.Ino}
-	if e.st.Nlink > 1 {
-		if ino, ok := im.links[key]; ok {
-			// Another name of a file already imported in this push.
-			if exists && old.Ino == ino {
-				im.stats.Unchanged++
-				return ino, nil
-			}
-			if exists {
-				if err := tx.Unlink(dir, e.name); err != nil {
-					return 0, err
-				}
-			}
-			n, err := tx.Link(ino, dir, e.name)
-			if err != nil {
-				return 0, err
-			}
-			im.stats.New++
-			return n.Ino, nil
-		}
-	}
-	ino, err := im.content(tx, dir, e, hp, sp, a, old, exists, c, cached)
-	if err != nil {
-		return 0, err
-	}
-	if e.st.Nlink > 1 {
-		im.links[key] = ino
-	}
-	return ino, nil
-}
-
-func (im *importer) content(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool,
-	c journal.StatCache, cached bool) (int64, error) {
-	ctime := e.st.Ctim.Sec*1e9 + e.st.Ctim.Nsec
-	if exists && cached && c.Size == e.st.Size && c.MTime == a.MTime && c.CTime == ctime && c.Ino == e.st.Ino && c.Manifest == old.Content {
-		im.stats.Unchanged++
-		return old.Ino, im.syncNode(tx, &old, a)
-	}
-	// O_NOFOLLOW and O_NONBLOCK: if the name was swapped for a symlink or
-	// a fifo since lstat, fail or return at once instead of following or
-	// blocking; fstat then confirms it is still a regular file.
-	f, err := os.OpenFile(hp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOATIME, 0)
-	if errors.Is(err, unix.EPERM) { // O_NOATIME needs ownership
-		f, err = os.OpenFile(hp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return 0, err
-	}
-	if kindOf(st.Mode) != cas.EntryFile {
-		return 0, fmt.Errorf("%s: changed type while importing", hp)
-	}
-	id, fs, err := tx.Objects().PutSparseFile(im.ctx, f)
-	if err != nil {
-		return 0, fmt.Errorf("import %s: %w", hp, err)
-	}
-	im.stats.BytesRead += fs.Bytes
-	im.stats.BytesStored += fs.NewBytes
-	a.Kind, a.Content, a.Size = cas.EntryFile, id, fs.Size
-	var n journal.Node
-	if exists && im.opts.Capture && !cached && (old.Content != id || old.Size != a.Size) {
-		// Both differ and nothing says which changed: keep the branch's
-		// (the agent's) version; the host file is still there.
-		fmt.Fprintf(im.warn, "warning: %s differs from the branch's %s; keeping the branch's version (art push -m takes the host's)\n", hp, sp)
-		im.stats.Unchanged++
-		n = old
-	} else if exists {
-		if im.opts.Capture && cached && old.Content != c.Manifest && old.Content != id {
-			fmt.Fprintf(im.warn, "warning: %s changed on the host and in the branch since the last capture; taking the host's version (the branch's is in its history)\n", sp)
-		}
-		if old.Content != id || old.Size != a.Size {
-			im.stats.Changed++
-			if n, err = tx.Write(old.Ino, id, a.Size, a.MTime, nil); err != nil {
-				return 0, err
-			}
-		} else {
-			im.stats.Unchanged++
-			n = old
-		}
-		if err := im.syncNode(tx, &n, a); err != nil {
-			return 0, err
-		}
-	} else {
-		im.stats.New++
-		if n, err = tx.Create(dir, e.name, a); err != nil {
-			return 0, err
-		}
-	}
-	// A file modified in the last seconds may change again within the
-	// timestamp granularity without its stat changing: do not trust the
-	// cache for it next time (git's "racy clean" rule).
-	if time.Duration(im.start.UnixNano()-a.MTime) > 2*time.Second && st.Ino == e.st.Ino && st.Size == e.st.Size {
-		c := journal.StatCache{Size: e.st.Size, MTime: a.MTime, CTime: ctime, Ino: e.st.Ino, Manifest: id}
-		if err := tx.SetStatCache(sp, c); err != nil {
-			return 0, err
-		}
-	}
-	return n.Ino, nil
 }
 
 // syncAttr sets whatever of mode, owner, mtime and xattrs differs.
@@ -653,78 +528,4 @@ func sameXattrs(a, b []cas.Xattr) bool {
 		}
 	}
 	return true
-}
-
-func nsOf(t unix.Timespec) int64 { return t.Sec*1e9 + t.Nsec }
-
-// captureSkips decides, in capture mode, whether host entry e leaves the
-// branch alone: a file unchanged on the host since the last import (the
-// branch may have changed or deleted it since), a directory the branch
-// deleted or replaced, a symlink the branch has.
-func (im *importer) captureSkips(tx *journal.Tx, e *hostEntry, sp string, old journal.Node, exists bool,
-	cache map[string]journal.StatCache) (bool, error) {
-	switch e.kind {
-	case cas.EntryFile:
-		c, cached := cache[string(e.name)]
-		if cached && c.Size == e.st.Size && c.MTime == nsOf(e.st.Mtim) && c.CTime == nsOf(e.st.Ctim) && c.Ino == e.st.Ino {
-			im.stats.Files++
-			im.stats.Unchanged++
-			return true, nil
-		}
-		return false, nil
-	case cas.EntryDir:
-		if exists && old.Kind == cas.EntryDir {
-			return false, nil
-		}
-		// Not a directory in the branch: new on the host, or deleted or
-		// replaced in the branch after an import brought it in.
-		return tx.HasStatCacheUnder(sp)
-	case cas.EntrySymlink:
-		return exists, nil
-	}
-	return false, nil
-}
-
-// removeCaptured removes, in capture mode, a branch entry the host no
-// longer has - but only what an import brought in and the branch has not
-// changed since: files whose content is what was imported, and
-// directories left empty by that. It reports whether the entry is gone.
-func (im *importer) removeCaptured(tx *journal.Tx, dir int64, dirPath string, name []byte, n *journal.Node,
-	cache map[string]journal.StatCache) (bool, error) {
-	p := dirPath + "/" + string(name)
-	switch {
-	case n.Kind == cas.EntryFile:
-		c, ok := cache[string(name)]
-		if !ok || c.Manifest != n.Content {
-			return false, nil // created or changed in the branch
-		}
-		im.stats.Deleted++
-		return true, tx.Unlink(dir, name)
-	case n.IsDir():
-		imported, err := tx.HasStatCacheUnder(p)
-		if err != nil || !imported {
-			return false, err
-		}
-		sub, err := tx.StatCacheDir(p)
-		if err != nil {
-			return false, err
-		}
-		kids, err := tx.ReadDir(n.Ino)
-		if err != nil {
-			return false, err
-		}
-		all := true
-		for i := range kids {
-			gone, err := im.removeCaptured(tx, n.Ino, p, kids[i].Name, &kids[i].Node, sub)
-			if err != nil {
-				return false, err
-			}
-			all = all && gone
-		}
-		if !all {
-			return false, nil
-		}
-		return true, tx.Rmdir(dir, name)
-	}
-	return false, nil
 }

@@ -23,7 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func openDB(t *testing.T) (*journal.DB, string) {
+func openDB(t testing.TB) (*journal.DB, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "ws.db")
 	db, err := journal.Open(context.Background(), path, journal.Options{Create: true})

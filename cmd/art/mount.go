@@ -68,7 +68,7 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 				return err
 			}
 			if st := srv.Capture; st != nil {
-				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files\n", c.String("mount"), st.New, st.Changed, st.Deleted)
+				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files%s\n", c.String("mount"), st.New, st.Changed, st.Deleted, conflictNote(*st))
 			}
 			fsys := srv.FS
 			what := "branch " + c.String("branch")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/workspace"
@@ -67,6 +68,7 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			}
 			bar := newProgress(e.stderr)
 			written := map[string]journal.StatCache{}
+			began := time.Now()
 			stats, err := workspace.Export(c.Context, db.Objects(), workspace.ExportOptions{
 				Dir: dir, State: st, Checksum: c.Bool("checksum"), Entries: entries, Warn: e.stderr, Keep: workspace.StoreFiles(db.Path()),
 				SameOwner: c.Bool("same-owner"), MaxEntries: c.Int64("max-entries"), MaxBytes: c.Int64("max-bytes"),
@@ -78,17 +80,8 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 				// The host now holds the pulled state: the branch's next
 				// capture must see that, not edits to bring in (which would
 				// undo the branch's newer work with the pulled files).
-				name, _ := workspace.Name(dir)
 				err = op.Update(c.Context, func(tx *journal.Tx) error {
-					if err := tx.ResetStatCache("/" + name); err != nil {
-						return err
-					}
-					for p, sc := range written {
-						if err := tx.SetStatCache(p, sc); err != nil {
-							return err
-						}
-					}
-					return nil
+					return workspace.RecordPulled(tx, dir, written, began)
 				})
 			}
 			status := 0

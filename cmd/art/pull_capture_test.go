@@ -93,3 +93,41 @@ func TestPullThenCaptureKeepsBranch(t *testing.T) {
 		t.Errorf("capture after a pull warned: %s", warn.String())
 	}
 }
+
+// TestPullThenRacyHostEditIsCaptured: a file the user edits right after a
+// pull, keeping its size and mtime, is a host edit to the next capture
+// (the pull's record of it is racy, so it is compared by content; its
+// ctime differs too where the filesystem's timestamps are fine enough).
+func TestPullThenRacyHostEditIsCaptured(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	ws, db := filepath.Join(base, "ws"), filepath.Join(base, "ws.db")
+	writeFile(t, filepath.Join(ws, "a.txt"), "v1\n")
+	if _, errs, code := artStdin(t, "", "push", "-m", ws, "-d", db, "-q"); code != 0 {
+		t.Fatalf("push: %s", errs)
+	}
+	os.RemoveAll(ws)
+	if _, errs, code := artStdin(t, "", "pull", "-m", ws, "-d", db, "-q"); code != 0 {
+		t.Fatalf("pull: %s", errs)
+	}
+	p := filepath.Join(ws, "a.txt")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("v2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+	store, err := journal.Open(ctx, db, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := workspace.Import(ctx, store, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := artStdin(t, "", "cat", "-d", db, "main:ws/a.txt"); code != 0 || out != "v2\n" {
+		t.Errorf("main:ws/a.txt = %q (%s), want the host's edit", out, errs)
+	}
+}

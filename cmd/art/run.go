@@ -103,14 +103,44 @@ func runAction(c *cli.Context, e *env) error {
 		if res.Direct {
 			fmt.Fprintf(e.stderr, "art: %s in %s (direct mode: no history)\n", session.DescribeExit(res.Result), wall)
 		} else {
-			fmt.Fprintf(e.stderr, "art: %s in %s; %d paths changed; snapshot %s on branch %s\n",
-				session.DescribeExit(res.Result), wall, res.Changed, res.Snapshot.ID.Short(), res.Branch)
+			fmt.Fprintf(e.stderr, "art: %s in %s; %d paths changed%s; snapshot %s on branch %s\n",
+				session.DescribeExit(res.Result), wall, res.Changed, conflictNote(res.Capture), res.Snapshot.ID.Short(), res.Branch)
 		}
 	}
 	if res.ExitCode != 0 {
 		return &silentExit{res.ExitCode}
 	}
 	return nil
+}
+
+// conflictNote describes, for a summary line, the paths a capture found
+// changed on both the host and the branch and which version it kept.
+func conflictNote(st workspace.ImportStats) string {
+	if st.Conflicts == 0 {
+		return ""
+	}
+	var host, branch []string
+	for _, c := range st.ConflictList {
+		if c.Kept == "host" {
+			host = append(host, workspace.Printable(c.Path))
+		} else {
+			branch = append(branch, workspace.Printable(c.Path))
+		}
+	}
+	list := func(ps []string) string {
+		if len(ps) > 5 {
+			return strings.Join(ps[:5], ", ") + fmt.Sprintf(" and %d more", len(ps)-5)
+		}
+		return strings.Join(ps, ", ")
+	}
+	s := fmt.Sprintf("; the capture found %d paths changed on both the host and the branch", st.Conflicts)
+	if len(host) > 0 {
+		s += " (took the host's: " + list(host) + ")"
+	}
+	if len(branch) > 0 {
+		s += " (kept the branch's: " + list(branch) + ")"
+	}
+	return s
 }
 
 // captureProgress draws the workspace capture's progress on a terminal.

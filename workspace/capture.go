@@ -1,0 +1,667 @@
+package workspace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+	"golang.org/x/sys/unix"
+)
+
+// How an import decides each path (docs/architecture.md, "Capture").
+//
+// The import cache holds, for every path an import brought in, what it
+// brought in (kind, permission bits, content) and the host stat it read it
+// with. The host changed a path if it differs from that record; the branch
+// changed it if the branch differs from it. A stat proves the host
+// unchanged only if it is equal and was not racy - taken within the
+// timestamp granularity of the entry's last change, when a later change
+// can leave it equal; a racy record is kept all the same and the host
+// entry is compared by content instead.
+//
+// In capture mode (before every session) the branch takes the host's
+// changes and keeps its own; when both sides changed a path, the host's
+// version is taken (the branch's stays in its history), except that an
+// edit beats a deletion on either side: a file the agent changed and the
+// host deleted is kept, a file the host changed and the agent deleted
+// comes back. Each such path is a Conflict in ImportStats.
+
+// racyWindow is the timestamp granularity assumed of host filesystems
+// (FAT's 2 s is the coarsest in use).
+const racyWindow = 2e9
+
+// maxConflicts bounds the conflicts ImportStats lists; all are counted.
+const maxConflicts = 100
+
+// Conflict is a path both the host and the branch changed since the last
+// capture, and which side's version the branch now has.
+type Conflict struct {
+	Path string `json:"path"` // store path: "/ws/main.py"
+	Kept string `json:"kept"` // "host" or "branch"
+	Why  string `json:"why"`
+}
+
+// linked is a multiply-linked host file imported under one of its names.
+type linked struct {
+	ino int64       // its art inode
+	st  unix.Stat_t // the stat its content was read with
+}
+
+// place is where a host directory is in the branch. ino is 0 while the
+// branch has no directory there (new on the host, or deleted or renamed
+// in the branch): ensure creates it when a host change below it must be
+// brought in.
+type place struct {
+	parent  *place
+	name    []byte
+	host    string // host path
+	store   string // store path: "/ws/src"
+	st      unix.Stat_t
+	ino     int64
+	blocked bool // the branch keeps a non-directory here
+	sync    bool // take the host directory's attributes after its children
+}
+
+// ensure makes sure p is a directory in the branch, creating it and its
+// parents with the host's attributes; false if the branch has something
+// else there.
+func (im *importer) ensure(tx *journal.Tx, p *place) (bool, error) {
+	if p.ino != 0 {
+		return true, nil
+	}
+	if p.blocked || p.parent == nil {
+		return false, nil
+	}
+	if ok, err := im.ensure(tx, p.parent); err != nil || !ok {
+		return false, err
+	}
+	n, err := tx.Lookup(p.parent.ino, p.name)
+	switch {
+	case err == nil && n.IsDir():
+	case err == nil:
+		p.blocked = true
+		return false, nil
+	case errors.Is(err, os.ErrNotExist):
+		a, err := hostAttr(p.host, &p.st)
+		if err != nil {
+			return false, err
+		}
+		if n, err = tx.Create(p.parent.ino, p.name, a); err != nil {
+			return false, err
+		}
+		p.sync = true
+	default:
+		return false, err
+	}
+	p.ino = n.Ino
+	return true, nil
+}
+
+func (im *importer) conflict(path, kept, why string) {
+	im.stats.Conflicts++
+	if len(im.stats.ConflictList) == maxConflicts {
+		return // counted; the summary says how many more
+	}
+	im.stats.ConflictList = append(im.stats.ConflictList, Conflict{Path: path, Kept: kept, Why: why})
+	fmt.Fprintf(im.warn, "warning: %s: %s; the branch now has the %s's version (the other stays in history or on the host)\n", Printable(path), why, kept)
+}
+
+// Printable returns a path as it may be printed on a terminal: as it is
+// if every character is graphic, else quoted with escapes (a file name
+// must not be able to move the cursor or rewrite the screen).
+func Printable(p string) string {
+	for _, r := range p {
+		if !unicode.IsGraphic(r) {
+			return strconv.Quote(p)
+		}
+	}
+	return p
+}
+
+// racy reports whether a stat taken during this import is within the
+// timestamp granularity of the last write of the entry's content: a later
+// write within it could leave the stat equal. (Any write sets the mtime
+// to the present, so an old mtime with a fresh ctime - cp -a, tar x,
+// chmod - is not racy: a later write moves the mtime. A later chmod is
+// seen in the mode, which the record holds.)
+func (im *importer) racy(st *unix.Stat_t) bool {
+	return nsOf(st.Mtim) >= im.start.UnixNano()-racyWindow
+}
+
+func nsOf(t unix.Timespec) int64 { return t.Sec*1e9 + t.Nsec }
+
+func statSame(c journal.StatCache, st *unix.Stat_t) bool {
+	return c.Size == st.Size && c.MTime == nsOf(st.Mtim) && c.CTime == nsOf(st.Ctim) && c.Ino == st.Ino
+}
+
+// record is the import cache's entry for host content read with stat st.
+func (im *importer) record(kind cas.EntryKind, st *unix.Stat_t, content cas.ID) journal.StatCache {
+	c := journal.StatCache{Kind: kind, Mode: st.Mode & 0o7777, Ino: st.Ino, Manifest: content}
+	if kind == cas.EntryDir {
+		return c // a directory's stat changes with its children: not compared
+	}
+	if kind == cas.EntrySymlink {
+		c.Mode = 0o777
+	}
+	c.Size, c.MTime, c.CTime, c.Racy = st.Size, nsOf(st.Mtim), nsOf(st.Ctim), im.racy(st)
+	return c
+}
+
+// branchSame reports whether branch node n is what record c says an
+// import brought in.
+func branchSame(n *journal.Node, c journal.StatCache) bool {
+	kind := c.Kind
+	if kind == 0 {
+		kind = cas.EntryFile
+	}
+	if n.Kind != kind {
+		return false
+	}
+	if kind != cas.EntrySymlink && c.Mode != journal.ModeUnknown && n.Mode != c.Mode {
+		return false
+	}
+	switch kind {
+	case cas.EntryFile:
+		return n.Content == c.Manifest
+	case cas.EntrySymlink:
+		return cas.Sum(n.Link) == c.Manifest
+	}
+	return true
+}
+
+// dirRecord returns the record of a directory at store path p. Stores
+// from before directories were recorded have none: a directory with a
+// record below it came from an import then.
+func dirRecord(tx *journal.Tx, p string, c journal.StatCache, cached bool) (journal.StatCache, bool, error) {
+	if cached {
+		return c, true, nil
+	}
+	below, err := tx.HasStatCacheUnder(p)
+	if err != nil || !below {
+		return c, false, err
+	}
+	return journal.StatCache{Kind: cas.EntryDir, Mode: journal.ModeUnknown}, true, nil
+}
+
+// hostRead is a host entry's content as read now: a file's manifest (its
+// bytes stored), a symlink's target.
+type hostRead struct {
+	id     cas.ID
+	size   int64
+	st     unix.Stat_t // the stat the content was read with
+	target []byte
+}
+
+func (im *importer) read(tx *journal.Tx, e *hostEntry, hp string) (*hostRead, error) {
+	if e.kind == cas.EntrySymlink {
+		target, err := os.Readlink(hp)
+		if err != nil {
+			return nil, err
+		}
+		return &hostRead{id: cas.Sum([]byte(target)), size: int64(len(target)), st: e.st, target: []byte(target)}, nil
+	}
+	// O_NOFOLLOW and O_NONBLOCK: if the name was swapped for a symlink or
+	// a fifo since lstat, fail or return at once instead of following or
+	// blocking; fstat then confirms it is still a regular file.
+	f, err := os.OpenFile(hp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOATIME, 0)
+	if errors.Is(err, unix.EPERM) { // O_NOATIME needs ownership
+		f, err = os.OpenFile(hp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := &hostRead{}
+	// The stat before the read: a change during it moves the ctime past
+	// this import's start, which makes the record racy or unequal.
+	if err := unix.Fstat(int(f.Fd()), &r.st); err != nil {
+		return nil, err
+	}
+	if kindOf(r.st.Mode) != cas.EntryFile {
+		return nil, fmt.Errorf("%s: changed type while importing", hp)
+	}
+	id, fs, err := tx.Objects().PutSparseFile(im.ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", hp, err)
+	}
+	im.stats.BytesRead += fs.Bytes
+	im.stats.BytesStored += fs.NewBytes
+	r.id, r.size = id, fs.Size
+	return r, nil
+}
+
+// entry decides host entry e of directory pl against the branch's node
+// old (if exists) and the import cache's record c (if cached), and returns
+// the place of a directory to recurse into.
+func (im *importer) entry(tx *journal.Tx, pl *place, e *hostEntry, hp string, old journal.Node, exists bool,
+	c journal.StatCache, cached bool) (*place, error) {
+	sp := pl.store + "/" + string(e.name)
+	var err error
+	if e.kind == cas.EntryDir {
+		if c, cached, err = dirRecord(tx, sp, c, cached); err != nil {
+			return nil, err
+		}
+	}
+	mode := e.st.Mode & 0o7777
+	if e.kind == cas.EntrySymlink {
+		mode = 0o777
+	}
+	// Did the host change the path since the last import?
+	hostSame := false
+	var r *hostRead
+	if cached && c.Kind == e.kind && (c.Mode == journal.ModeUnknown || c.Mode == mode) {
+		switch {
+		case e.kind == cas.EntryDir:
+			hostSame = true
+		case !c.Racy && statSame(c, &e.st):
+			hostSame = true
+		default:
+			if r, err = im.read(tx, e, hp); err != nil {
+				return nil, err
+			}
+			hostSame = r.id == c.Manifest && (c.Mode == journal.ModeUnknown || c.Mode == r.st.Mode&0o7777 || e.kind == cas.EntrySymlink)
+		}
+	}
+	same := cached && exists && branchSame(&old, c)
+	if hostSame && (im.opts.Capture || same) {
+		// The branch keeps whatever it did with the path (or, in push -m,
+		// is still what was imported).
+		return im.keep(tx, pl, e, hp, sp, old, exists, c, r, same)
+	}
+	// The host changed the path. In capture mode the branch may have too.
+	branchChanged := im.opts.Capture && ((cached && !same) || (!cached && exists))
+	if e.kind == cas.EntryDir {
+		return im.hostDir(tx, pl, e, hp, sp, old, exists, cached, branchChanged)
+	}
+	switch e.kind {
+	case cas.EntryFile:
+		im.stats.Files++
+	case cas.EntrySymlink:
+		im.stats.Symlinks++
+	}
+	ok, err := im.ensure(tx, pl)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		im.conflict(sp, "branch", "changed on the host, below a directory the branch replaced")
+		return nil, nil
+	}
+	if exists && (old.Kind != e.kind || (e.kind == cas.EntryFile && e.st.Nlink == 1 && old.Nlink > 1)) {
+		if branchChanged && old.Kind != e.kind {
+			im.conflict(sp, "host", "changed on the host and replaced in the branch")
+			branchChanged = false
+		} else if im.opts.Capture && old.IsDir() {
+			changed, err := changedBelow(tx, sp, &old)
+			if err != nil {
+				return nil, err
+			}
+			if changed {
+				im.conflict(sp, "host", "replaced on the host, changed below in the branch")
+			}
+		}
+		if err := im.remove(tx, pl.ino, e.name, &old); err != nil {
+			return nil, err
+		}
+		if err := tx.DeleteStatCache(sp); err != nil {
+			return nil, err
+		}
+		exists = false
+	}
+	if !exists && cached && im.opts.Capture && branchChanged {
+		im.conflict(sp, "host", "changed on the host, deleted or renamed in the branch (an edit beats a deletion)")
+		branchChanged = false
+	}
+	a, err := hostAttr(hp, &e.st)
+	if err != nil {
+		return nil, err
+	}
+	var rec journal.StatCache
+	if e.kind == cas.EntrySymlink {
+		rec, err = im.symlink(tx, pl.ino, e, hp, sp, a, old, exists, r, branchChanged)
+	} else {
+		rec, err = im.file(tx, pl.ino, e, hp, sp, a, old, exists, r, branchChanged)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, tx.SetStatCache(sp, rec)
+}
+
+// keep handles a host entry unchanged since the last import: the branch
+// keeps what it has; a racy record read again is brought up to date.
+func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string, old journal.Node, exists bool,
+	c journal.StatCache, r *hostRead, same bool) (*place, error) {
+	switch e.kind {
+	case cas.EntryDir:
+		im.stats.Dirs++
+		sub := &place{parent: pl, name: e.name, host: hp, store: sp, st: e.st}
+		if exists && old.IsDir() {
+			sub.ino = old.Ino
+		}
+		sub.sync = !im.opts.Capture && sub.ino != 0
+		fmt.Fprintf(im.out, "DIR  %s (ino %d)\n", sp, sub.ino)
+		if c.Mode == journal.ModeUnknown { // a record from before modes were kept
+			if err := tx.SetStatCache(sp, im.record(cas.EntryDir, &e.st, cas.ID{})); err != nil {
+				return nil, err
+			}
+		}
+		return sub, nil
+	case cas.EntryFile:
+		im.stats.Files++
+		im.stats.Unchanged++
+		fmt.Fprintf(im.out, "FILE %s (%d bytes, ino %d)\n", sp, e.st.Size, old.Ino)
+	case cas.EntrySymlink:
+		im.stats.Symlinks++
+	}
+	if r == nil && !im.opts.Capture && same {
+		// push -m: the host's owner, mtime and xattrs too.
+		a, err := hostAttr(hp, &e.st)
+		if err != nil {
+			return nil, err
+		}
+		return nil, im.syncNode(tx, &old, a)
+	}
+	if r == nil {
+		return nil, nil
+	}
+	if same && !statSame(c, &r.st) {
+		// Same content and mode, other metadata (mtime, xattrs) may
+		// have changed on the host: the branch did not touch the file.
+		a, err := hostAttr(hp, &r.st)
+		if err != nil {
+			return nil, err
+		}
+		if err := im.syncNode(tx, &old, a); err != nil {
+			return nil, err
+		}
+	}
+	rec := im.record(e.kind, &r.st, c.Manifest)
+	if c.Mode == journal.ModeUnknown && e.kind != cas.EntrySymlink {
+		rec.Mode = c.Mode // not known what was imported; the host's is not evidence of it
+	}
+	if rec != c {
+		return nil, tx.SetStatCache(sp, rec)
+	}
+	return nil, nil
+}
+
+// hostDir handles a host directory that is new or changed (its kind or
+// mode) since the last import: the branch has it from now on (in capture
+// mode, an edit beats the branch's deletion too).
+func (im *importer) hostDir(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string, old journal.Node, exists, cached, branchChanged bool) (*place, error) {
+	im.stats.Dirs++
+	sub := &place{parent: pl, name: e.name, host: hp, store: sp, st: e.st, sync: true}
+	switch {
+	case exists && !old.IsDir():
+		if branchChanged {
+			im.conflict(sp, "host", "a directory on the host, replaced in the branch")
+		}
+		// The records below stay: what the host has there unchanged
+		// since the last capture is still what the branch deleted.
+		if err := im.remove(tx, pl.ino, e.name, &old); err != nil {
+			return nil, err
+		}
+	case exists:
+		sub.ino = old.Ino
+		if branchChanged && cached && old.Mode != e.st.Mode&0o7777 {
+			im.conflict(sp, "host", "mode changed on the host and in the branch")
+		}
+	case branchChanged:
+		im.conflict(sp, "host", "changed on the host, deleted or renamed in the branch (an edit beats a deletion)")
+	}
+	ok, err := im.ensure(tx, sub)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// The record stays as it was: the host's change is still one the
+		// next capture sees.
+		im.conflict(sp, "branch", "changed on the host, below a directory the branch replaced")
+		return sub, nil
+	}
+	fmt.Fprintf(im.out, "DIR  %s (ino %d)\n", sp, sub.ino)
+	return sub, tx.SetStatCache(sp, im.record(cas.EntryDir, &e.st, cas.ID{}))
+}
+
+// symlink brings a host symlink into the branch and returns its record.
+func (im *importer) symlink(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool,
+	r *hostRead, branchChanged bool) (journal.StatCache, error) {
+	if r == nil {
+		var err error
+		if r, err = im.read(tx, e, hp); err != nil {
+			return journal.StatCache{}, err
+		}
+	}
+	a.Link = r.target
+	if exists && !bytes.Equal(old.Link, a.Link) {
+		if branchChanged {
+			im.conflict(sp, "host", "symlink changed on the host and in the branch")
+		}
+		if err := tx.Unlink(dir, e.name); err != nil {
+			return journal.StatCache{}, err
+		}
+		exists = false
+	}
+	n := old
+	var err error
+	if !exists {
+		if n, err = tx.Create(dir, e.name, a); err != nil {
+			return journal.StatCache{}, err
+		}
+	} else if err := im.syncNode(tx, &n, a); err != nil {
+		return journal.StatCache{}, err
+	}
+	fmt.Fprintf(im.out, "LINK %s -> %s (ino %d)\n", sp, r.target, n.Ino)
+	return im.record(cas.EntrySymlink, &r.st, r.id), nil
+}
+
+// file brings a host regular file into the branch and returns its record.
+func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool,
+	r *hostRead, branchChanged bool) (journal.StatCache, error) {
+	key := [2]uint64{e.st.Dev, e.st.Ino}
+	if e.st.Nlink > 1 {
+		if l, ok := im.links[key]; ok {
+			// Another name of a file already imported in this push.
+			ino := l.ino
+			rec, err := tx.Get(ino)
+			if err != nil {
+				return journal.StatCache{}, err
+			}
+			if exists && old.Ino == ino {
+				im.stats.Unchanged++
+			} else {
+				if exists {
+					if err := tx.Unlink(dir, e.name); err != nil {
+						return journal.StatCache{}, err
+					}
+				}
+				if _, err := tx.Link(ino, dir, e.name); err != nil {
+					return journal.StatCache{}, err
+				}
+				im.stats.New++
+			}
+			// Its content was read under the other name: the record says
+			// so only with the stat of that read.
+			return im.record(cas.EntryFile, &l.st, rec.Content), nil
+		}
+	}
+	if r == nil {
+		var err error
+		if r, err = im.read(tx, e, hp); err != nil {
+			return journal.StatCache{}, err
+		}
+	}
+	a.Kind, a.Content, a.Size, a.Mode = cas.EntryFile, r.id, r.size, r.st.Mode&0o7777
+	var n journal.Node
+	var err error
+	if exists {
+		if old.Content != r.id || old.Size != a.Size {
+			if branchChanged {
+				im.conflict(sp, "host", "changed on the host and in the branch")
+			}
+			im.stats.Changed++
+			if n, err = tx.Write(old.Ino, r.id, a.Size, a.MTime, nil); err != nil {
+				return journal.StatCache{}, err
+			}
+		} else {
+			if branchChanged && old.Mode != a.Mode {
+				im.conflict(sp, "host", "mode changed on the host and in the branch")
+			}
+			im.stats.Unchanged++
+			n = old
+		}
+		if err := im.syncNode(tx, &n, a); err != nil {
+			return journal.StatCache{}, err
+		}
+	} else {
+		im.stats.New++
+		if n, err = tx.Create(dir, e.name, a); err != nil {
+			return journal.StatCache{}, err
+		}
+	}
+	if e.st.Nlink > 1 {
+		im.links[key] = linked{ino: n.Ino, st: r.st}
+	}
+	fmt.Fprintf(im.out, "FILE %s (%d bytes, ino %d)\n", sp, a.Size, n.Ino)
+	return im.record(cas.EntryFile, &r.st, r.id), nil
+}
+
+// removeCaptured handles, in capture mode, a branch entry at store path p
+// that the host no longer has. What an import brought in and the branch
+// has not changed since goes; what the branch created stays; what both
+// changed stays (an edit beats a deletion). A directory goes if all below
+// it went. It reports whether the entry is gone.
+func (im *importer) removeCaptured(tx *journal.Tx, dir int64, p string, name []byte, n *journal.Node,
+	c journal.StatCache, cached bool) (bool, error) {
+	var err error
+	if n.IsDir() {
+		if c, cached, err = dirRecord(tx, p, c, cached); err != nil {
+			return false, err
+		}
+	}
+	if !cached {
+		return false, nil // created in the branch
+	}
+	same := branchSame(n, c)
+	all := true
+	if n.IsDir() && c.Kind == cas.EntryDir {
+		// Each path below decides for itself, even if the directory's own
+		// mode changed in the branch.
+		sub, err := tx.StatCacheDir(p)
+		if err != nil {
+			return false, err
+		}
+		kids, err := tx.ReadDir(n.Ino)
+		if err != nil {
+			return false, err
+		}
+		for i := range kids {
+			kc, kcached := sub[string(kids[i].Name)]
+			gone, err := im.removeCaptured(tx, n.Ino, p+"/"+string(kids[i].Name), kids[i].Name, &kids[i].Node, kc, kcached)
+			if err != nil {
+				return false, err
+			}
+			all = all && gone
+		}
+	}
+	// Either way the host no longer has it: what is left in the branch is
+	// the branch's own from now on.
+	if err := tx.DeleteStatCache(p); err != nil {
+		return false, err
+	}
+	if !same {
+		im.conflict(p, "branch", "deleted on the host, changed in the branch (an edit beats a deletion)")
+		return false, nil
+	}
+	if !all {
+		return false, nil
+	}
+	if n.IsDir() {
+		return true, tx.Rmdir(dir, name)
+	}
+	if n.Kind == cas.EntryFile {
+		im.stats.Deleted++
+	}
+	return true, tx.Unlink(dir, name)
+}
+
+// RecordPulled makes the import cache of the workspace at host directory
+// dir say that the host holds what a pull wrote there (written: the
+// records ExportOptions.Written gave, by store path), so that the next
+// capture takes none of it for host edits. began is when the pull
+// started: a file whose mtime is since then is racy (its stat was taken
+// within the timestamp granularity of the write) and is compared by
+// content.
+func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCache, began time.Time) error {
+	name, err := Name(dir)
+	if err != nil {
+		return err
+	}
+	if err := tx.ResetStatCache("/" + name); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir) // no symlink below dir is followed
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for p, sc := range written {
+		rel, ok := strings.CutPrefix(p, "/"+name+"/")
+		if !ok {
+			continue
+		}
+		// The mode the host file has now, if it is still the file written.
+		sc.Kind, sc.Mode = cas.EntryFile, journal.ModeUnknown
+		if fi, err := root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Ino == sc.Ino {
+				sc.Mode = st.Mode & 0o7777
+			}
+		}
+		sc.Racy = sc.MTime >= began.UnixNano()-racyWindow
+		if err := tx.SetStatCache(p, sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// changedBelow reports whether the branch changed anything below its
+// directory n at store path p since the last import.
+func changedBelow(tx *journal.Tx, p string, n *journal.Node) (bool, error) {
+	recs, err := tx.StatCacheDir(p)
+	if err != nil {
+		return false, err
+	}
+	kids, err := tx.ReadDir(n.Ino)
+	if err != nil {
+		return false, err
+	}
+	for i := range kids {
+		k := &kids[i].Node
+		kp := p + "/" + string(kids[i].Name)
+		c, ok := recs[string(kids[i].Name)]
+		if k.IsDir() {
+			if c, ok, err = dirRecord(tx, kp, c, ok); err != nil {
+				return false, err
+			}
+		}
+		if !ok || !branchSame(k, c) {
+			return true, nil
+		}
+		if k.IsDir() {
+			if changed, err := changedBelow(tx, kp, k); err != nil || changed {
+				return changed, err
+			}
+		}
+	}
+	return false, nil
+}
