@@ -327,6 +327,13 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 			ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
 			st = nil
 		}
+		// A symlink or fifo can be a hard link too, maybe to one outside
+		// the destination: its metadata is never changed in place; it is
+		// replaced by a new inode (cheap: no content). Files: planFile.
+		if st != nil && st.Nlink > 1 && (e.Kind == cas.EntrySymlink || e.Kind == cas.EntryFifo) {
+			ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
+			st = nil
+		}
 		label := ex.name + "/" + child
 		switch e.Kind {
 		case cas.EntryDir:
@@ -734,7 +741,7 @@ func (ex *exporter) meta(a *action) error {
 	if e.Kind != cas.EntrySymlink && st.Mode&0o7777 != e.Mode {
 		same = false
 	}
-	if !same && e.Kind == cas.EntryFile && st.Nlink > 1 {
+	if !same && e.Kind != cas.EntryDir && st.Nlink > 1 {
 		// Planned as unchanged, now with another name that may be
 		// outside the destination: never change a shared inode.
 		return fmt.Errorf("%s/%s: changed while pulling (it gained a hard link); run the pull again", ex.name, a.rel)

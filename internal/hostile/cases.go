@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"strings"
 
@@ -229,6 +230,28 @@ func Cases() []Case {
 		e.Xattrs = []cas.Xattr{{Name: "user.evil", Value: []byte("1")}}
 		return []cas.Entry{e}
 	})})
+
+	// A fifo and a symlink can be hard links too: the user's link from
+	// the workspace to a fifo or symlink outside, with hostile metadata
+	// in the state (mode, mtime), must not change the outside inode.
+	add(Case{Name: "shared-inode-fifo-symlink", Class: "2 shared inode", Ways: AllWays, Want: Sanitized,
+		Prepare: func(dest, outside string) error {
+			if err := unix.Mkfifo(outside+"/fifo", 0o640); err != nil {
+				return err
+			}
+			if err := os.Symlink("file.txt", outside+"/link"); err != nil {
+				return err
+			}
+			if err := os.Link(outside+"/fifo", dest+"/fifo"); err != nil {
+				return err
+			}
+			return unix.Linkat(unix.AT_FDCWD, outside+"/link", unix.AT_FDCWD, dest+"/link", 0)
+		},
+		Build: func(b *Builder) error {
+			l := Symlink("link", "file.txt")
+			l.MTime = 42
+			return state(b, []cas.Entry{{Name: []byte("fifo"), Kind: cas.EntryFifo, Mode: 0o666, MTime: 42}, l}, nil)
+		}})
 
 	// 3. Policy through .art.
 	add(Case{Name: "art-missing", Class: "3 .art", Ways: AllWays, Want: Sanitized, Build: withFile("x", named("other"))})
