@@ -35,6 +35,7 @@ var ovTargets = []string{onExt4, onArt, onLoopback}
 // ovSizes are the overlay section's workload sizes.
 type ovSizes struct {
 	seq      int64 // the sequential file, written and read in 1 MiB blocks
+	big      int64 // the big new file written, fsynced and closed (row 1f)
 	small    int64 // bytes written in 4 KiB write calls
 	creates  int   // empty files created, then stat'ed
 	gitFiles int   // files in the git status repository; 0 skips it
@@ -43,9 +44,9 @@ type ovSizes struct {
 
 func (b *bench) ovSizes() ovSizes {
 	if b.cfg.quick {
-		return ovSizes{seq: 32 << 20, small: 8 << 20, creates: 1000}
+		return ovSizes{seq: 32 << 20, big: 64 << 20, small: 8 << 20, creates: 1000}
 	}
-	return ovSizes{seq: 256 << 20, small: 64 << 20, creates: 5000, gitFiles: 10000, cFiles: 200}
+	return ovSizes{seq: 256 << 20, big: 1 << 30, small: 64 << 20, creates: 5000, gitFiles: 10000, cFiles: 200}
 }
 
 // ovRun is one run of the overlay section.
@@ -401,6 +402,23 @@ func (o *ovRun) sequential() error {
 	if err != nil {
 		return err
 	}
+	// Row 1f: a download or a linker's output, durable as after cp + sync.
+	var bigData []byte
+	big, err := o.each(ovTargets, func(t, dir string) (time.Duration, error) {
+		if t == ovTargets[0] {
+			bigData = randBytes(o.sz.big, o.b.cfg.seed, 1<<33+uint64(o.rep))
+		}
+		p := filepath.Join(dir, fmt.Sprintf("big-%d", o.rep))
+		d, err := writeFileSync(p, bigData, 1<<20)
+		if err != nil {
+			return 0, err
+		}
+		return d, os.Remove(p)
+	})
+	bigData = nil
+	if err != nil {
+		return err
+	}
 	for _, t := range ovTargets {
 		for rep := range o.b.cfg.reps {
 			if err := os.Remove(filepath.Join(o.dirs[t], fmt.Sprintf("seq-%d", rep))); err != nil {
@@ -415,6 +433,7 @@ func (o *ovRun) sequential() error {
 	o.add("1d. Sequential read of an unmodified "+size+" lower file, cold (art: FUSE passthrough to the host file)", lowerCold, mbps(n),
 		goal{0.95, ">= 0.95 of ext4"})
 	o.add("1e. The same lower file, warm", lowerWarm, mbps(n), goal{0.95, ">= 0.95 of ext4"})
+	o.add("1f. Sequential write of a new incompressible "+fmtSize(o.sz.big)+" file in 1 MiB writes, then fsync and close (cp + sync)", big, mbps(o.sz.big), goal{0.4, ">= 0.4 of ext4 (issue 16)"})
 	o.b.rep.ovNote("Row 1: the written files hold pseudo-random bytes, fresh in every repetition (art's store would deduplicate repeated content); the times of 1a include close, at which art chunks, hashes, compresses and journals the file (its daemon used %s of CPU per file, median). 1d reads the captured host file: ext4 reads the same host file directly, loopback a copy under its directory.", fmtDur(median(artCPU)))
 	return nil
 }
@@ -749,6 +768,29 @@ func writeFile(path string, data []byte, block int) (time.Duration, error) {
 			f.Close()
 			return 0, err
 		}
+	}
+	err = closeErr(f.Close())
+	return time.Since(start), err
+}
+
+// writeFileSync is writeFile with an fsync before the close: the time until
+// the content is durable.
+func writeFileSync(path string, data []byte, block int) (time.Duration, error) {
+	start := time.Now()
+	fd, err := openCreate(path)
+	if err != nil {
+		return 0, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	for off := 0; off < len(data); off += block {
+		if _, err := f.Write(data[off:min(off+block, len(data))]); err != nil {
+			f.Close()
+			return 0, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("fsync %s: %w", path, err)
 	}
 	err = closeErr(f.Close())
 	return time.Since(start), err
