@@ -241,19 +241,44 @@ func (ex *exporter) sanitize(e cas.Entry) cas.Entry {
 
 // removeStaleStaging removes staging directories a pull killed before it
 // could clean up left at the top of the destination (SIGKILL, power
-// loss); their contents were never visible.
+// loss); their contents were never visible. Only what art made is
+// removed: a directory named as stage names them (the prefix and 12 hex
+// digits) that holds stage's marker, or is empty (killed between the
+// mkdir and the marker). A user's own directory of a similar name is
+// left alone, and a pull never writes such a name from a state.
 func (ex *exporter) removeStaleStaging() {
 	names, err := hostNames(ex.root, ".")
 	if err != nil {
 		return
 	}
 	for _, n := range names {
-		if strings.HasPrefix(n, stagingPrefix) {
-			if fi, err := ex.root.Lstat(n); err == nil && fi.IsDir() {
-				ex.root.RemoveAll(n)
-			}
+		if !isStagingName(n) {
+			continue
+		}
+		fi, err := ex.root.Lstat(n)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if m, err := ex.root.Lstat(path.Join(n, stagingMarker)); err == nil && m.Mode().IsRegular() {
+			ex.root.RemoveAll(n)
+		} else {
+			ex.root.Remove(n) // only if empty
 		}
 	}
+}
+
+// stagingMarker is the file stage creates first in its directory: the
+// proof, for a later pull, that the directory is art's to remove.
+const stagingMarker = ".art-staging"
+
+// isStagingName reports whether n is a name stage may have chosen.
+func isStagingName(n string) bool {
+	h, ok := strings.CutPrefix(n, stagingPrefix)
+	if !ok || len(h) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
 }
 
 func hostNames(r *os.Root, rel string) ([]string, error) {
@@ -299,6 +324,14 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 		child := path.Join(rel, string(e.Name))
 		if isPolicy(child) {
 			ex.policyWarning(e)
+			continue
+		}
+		if rel == "" && strings.HasPrefix(string(e.Name), stagingPrefix) {
+			// The name is art's own (a pull's staging directory): a state
+			// holding one was not made by art, and writing it would let
+			// the store name what a later pull removes.
+			ex.stats.Skipped++
+			fmt.Fprintf(ex.warn, "warning: not writing %s from the store: %s* names are art's staging directories\n", child, stagingPrefix)
 			continue
 		}
 		if ex.keep[child] {
@@ -532,6 +565,12 @@ func (ex *exporter) stage() (string, error) {
 		ex.root.RemoveAll(staging)
 		ex.setMTime(".", top.ModTime().UnixNano())
 	}
+	m, err := ex.root.OpenFile(path.Join(staging, stagingMarker), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		abort()
+		return "", fmt.Errorf("create staging directory: %w", err)
+	}
+	m.Close()
 	dir, err := ex.root.Open(staging)
 	if err != nil {
 		abort()

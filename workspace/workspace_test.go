@@ -710,3 +710,52 @@ func TestPullMoreLinksThanTheFileSystemAllows(t *testing.T) {
 		t.Fatalf("%d names on one inode of ext4, whose limit is 65,000", n)
 	}
 }
+
+// TestPullStagingNames: a pull removes only the staging directories art
+// made (its name pattern and marker, or empty), never a user's directory
+// of a similar name, and never writes a staging name from a state.
+func TestPullStagingNames(t *testing.T) {
+	ctx := context.Background()
+	db, dbPath := openDB(t)
+	m := putRaw(t, dbPath, cas.KindChunk, []byte("data\n"))
+	mid := putRaw(t, dbPath, cas.KindManifest, (&cas.Manifest{Size: 5, Extents: []cas.Extent{{ID: m, Len: 5}}}).Encode())
+	file := func(name string) cas.Entry {
+		return cas.Entry{Name: []byte(name), Kind: cas.EntryFile, Mode: 0o644, Size: 5, Target: mid}
+	}
+	inner, err := (&cas.Tree{Entries: []cas.Entry{file(".art-staging-cccccccccccc"), file("ok")}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsTree, err := (&cas.Tree{Entries: []cas.Entry{{Name: []byte("ws"), Kind: cas.EntryDir, Mode: 0o755,
+		Target: putRaw(t, dbPath, cas.KindTree, inner)}}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := putRaw(t, dbPath, cas.KindTree, wsTree)
+
+	dst := filepath.Join(t.TempDir(), "ws")
+	write(t, filepath.Join(dst, ".art-staging-notes", "x"), []byte("user's\n"), 0o644)
+	write(t, filepath.Join(dst, ".art-staging-0123456789ab", "y"), []byte("user's too\n"), 0o644)
+	write(t, filepath.Join(dst, ".art-staging-aaaaaaaaaaaa", ".art-staging"), nil, 0o600)
+	write(t, filepath.Join(dst, ".art-staging-aaaaaaaaaaaa", "0"), []byte("stale"), 0o600)
+	if err := os.Mkdir(filepath.Join(dst, ".art-staging-bbbbbbbbbbbb"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var warn bytes.Buffer
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dst, State: journal.State{Root: root}, Warn: &warn}); err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range []string{".art-staging-notes/x", ".art-staging-0123456789ab/y", "ok"} {
+		if _, err := os.Stat(filepath.Join(dst, keep)); err != nil {
+			t.Errorf("%s after the pull: %v", keep, err)
+		}
+	}
+	for _, gone := range []string{".art-staging-aaaaaaaaaaaa", ".art-staging-bbbbbbbbbbbb", ".art-staging-cccccccccccc"} {
+		if _, err := os.Lstat(filepath.Join(dst, gone)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after the pull: %v, want it absent", gone, err)
+		}
+	}
+	if !strings.Contains(warn.String(), "not writing .art-staging-cccccccccccc") {
+		t.Errorf("no warning about the stored staging name: %q", warn.String())
+	}
+}
