@@ -420,56 +420,67 @@ func (s *Store) putManifest(ctx context.Context, m *Manifest, st *FileStats) (ID
 // unspecified. Where the file system cannot
 // report holes (or f is not a regular file) it behaves as PutFile.
 func (s *Store) PutSparseFile(ctx context.Context, f *os.File) (ID, FileStats, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return ID{}, FileStats{}, fmt.Errorf("put file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return s.PutFile(ctx, f)
-	}
-	size := fi.Size()
 	var m Manifest
 	var st FileStats
+	if err := sparseData(f, &m, func(r io.Reader) error { return s.putData(ctx, r, &m, &st) }); err != nil {
+		return ID{}, st, fmt.Errorf("put file %s: %w", f.Name(), err)
+	}
+	return s.putManifest(ctx, &m, &st)
+}
+
+// sparseData walks f's data regions as PutSparseFile describes: it
+// appends a hole extent to m for each gap and calls data with a reader of
+// each region, which must append the region's extents to m. Where f cannot
+// report holes it calls data once with all of f.
+func sparseData(f *os.File, m *Manifest, data func(r io.Reader) error) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return data(f)
+	}
+	size := fi.Size()
 	for off := int64(0); off < size; {
-		data, err := seekData(f, off)
+		start, err := seekData(f, off)
 		if errors.Is(err, syscall.ENXIO) {
-			data = size // no data after off: the rest is a hole
+			start = size // no data after off: the rest is a hole
 		} else if err != nil {
 			if off == 0 && (errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP)) {
-				return s.PutFile(ctx, io.NewSectionReader(f, 0, size))
+				return data(io.NewSectionReader(f, 0, size))
 			}
-			return ID{}, st, fmt.Errorf("put file %s: seek data: %w", f.Name(), err)
+			return fmt.Errorf("seek data: %w", err)
 		}
-		data = min(data, size)
-		if data > off {
-			m.Extents = append(m.Extents, Extent{Len: data - off})
-			m.Size += data - off
+		start = min(start, size)
+		if start > off {
+			m.Extents = append(m.Extents, Extent{Len: start - off})
+			m.Size += start - off
 		}
-		if data == size {
+		if start == size {
 			break
 		}
-		hole, err := seekHole(f, data)
+		hole, err := seekHole(f, start)
 		if errors.Is(err, syscall.ENXIO) {
-			break // the file shrank under us below data: stop at what was read
+			break // the file shrank under us below start: stop at what was read
 		}
 		if err != nil {
-			return ID{}, st, fmt.Errorf("put file %s: seek hole: %w", f.Name(), err)
+			return fmt.Errorf("seek hole: %w", err)
 		}
 		hole = min(hole, size)
-		if hole <= data {
-			return ID{}, st, fmt.Errorf("put file %s: SEEK_HOLE from %d returned %d", f.Name(), data, hole)
+		if hole <= start {
+			return fmt.Errorf("SEEK_HOLE from %d returned %d", start, hole)
 		}
 		before := m.Size
-		if err := s.putData(ctx, io.NewSectionReader(f, data, hole-data), &m, &st); err != nil {
-			return ID{}, st, fmt.Errorf("put file %s: %w", f.Name(), err)
+		if err := data(io.NewSectionReader(f, start, hole-start)); err != nil {
+			return err
 		}
-		if m.Size-before != hole-data {
+		if m.Size-before != hole-start {
 			// The file shrank under us: stop at what was read.
 			break
 		}
 		off = hole
 	}
-	return s.putManifest(ctx, &m, &st)
+	return nil
 }
 
 // zeros is what ReadFile writes for holes.

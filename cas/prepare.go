@@ -1,0 +1,102 @@
+package cas
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Prepared is a file's content read, chunked, hashed and compressed but
+// not yet stored: the CPU half of PutSparseFile, which PrepareSparseFile
+// does on any goroutine and PutPrepared completes on the writer's. Ingest
+// of many small files prepares them on worker goroutines ahead of the one
+// goroutine that owns the SQLite transaction, so every core works while
+// the store keeps a single writer.
+type Prepared struct {
+	m     Manifest
+	rows  []Raw // the file's distinct chunks in stored form
+	st    FileStats
+	bytes int64 // memory the rows hold
+}
+
+// Size is the file's length as prepared.
+func (p *Prepared) Size() int64 { return p.m.Size }
+
+// Bytes is the memory the prepared chunks hold.
+func (p *Prepared) Bytes() int64 { return p.bytes }
+
+// PrepareSparseFile reads f as PutSparseFile does (holes kept, pread from
+// offset 0 up to the size f had at the start) and returns its chunks
+// compressed, touching nothing but f and s's codecs. It holds the whole
+// compressed content in memory: callers bound the size of what they
+// prepare.
+func (s *Store) PrepareSparseFile(ctx context.Context, f *os.File) (*Prepared, error) {
+	p := &Prepared{}
+	seen := make(map[ID]struct{})
+	buf := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(buf)
+	err := sparseData(f, &p.m, func(r io.Reader) error {
+		c := newChunkerBuf(r, *buf)
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			chunk, err := c.Next()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read: %w", err)
+			}
+			id := Sum(chunk)
+			p.m.Extents = append(p.m.Extents, Extent{ID: id, Len: int64(len(chunk))})
+			p.m.Size += int64(len(chunk))
+			p.st.Chunks++
+			p.st.Bytes += int64(len(chunk))
+			if _, ok := seen[id]; ok {
+				continue
+			}
+			seen[id] = struct{}{}
+			var z []byte
+			codec, stored := s.c.compress(chunk, &z)
+			// stored aliases the chunker's buffer or z: keep a copy of
+			// exactly its length.
+			own := make([]byte, len(stored))
+			copy(own, stored)
+			p.rows = append(p.rows, Raw{ID: id, Kind: KindChunk, Codec: uint8(codec), Size: int64(len(chunk)), Data: own})
+			p.bytes += int64(len(own))
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prepare file %s: %w", f.Name(), err)
+	}
+	return p, nil
+}
+
+// PutPrepared stores what PrepareSparseFile prepared: the chunks s does not
+// have yet, then the manifest. It returns the same as PutSparseFile would
+// have for the content as it was read.
+func (s *Store) PutPrepared(ctx context.Context, p *Prepared) (ID, FileStats, error) {
+	st := p.st
+	for _, r := range p.rows {
+		ok, err := s.has(ctx, r.ID)
+		if err != nil {
+			return ID{}, st, fmt.Errorf("put file: look up chunk %s: %w", r.ID.Short(), err)
+		}
+		if ok {
+			continue
+		}
+		n, err := s.insertRaw(ctx, r)
+		if err != nil {
+			return ID{}, st, fmt.Errorf("put file: %w", err)
+		}
+		if n > 0 {
+			st.NewChunks++
+			st.NewBytes += n
+		}
+	}
+	m := p.m
+	m.Extents = append([]Extent(nil), p.m.Extents...) // putManifest normalizes in place
+	return s.putManifest(ctx, &m, &st)
+}
