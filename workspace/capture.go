@@ -200,6 +200,18 @@ type hostRead struct {
 	target []byte
 }
 
+// openHostFile opens a host file to read its content. O_NOFOLLOW and
+// O_NONBLOCK: if the name was swapped for a symlink or a fifo since lstat,
+// fail or return at once instead of following or blocking; the caller's
+// fstat then confirms it is still a regular file.
+func openHostFile(hp string) (*os.File, error) {
+	f, err := os.OpenFile(hp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOATIME, 0)
+	if errors.Is(err, unix.EPERM) { // O_NOATIME needs ownership
+		f, err = os.OpenFile(hp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	}
+	return f, err
+}
+
 func (im *importer) read(tx *journal.Tx, e *hostEntry, hp string) (*hostRead, error) {
 	if e.kind == cas.EntrySymlink {
 		target, err := os.Readlink(hp)
@@ -208,13 +220,18 @@ func (im *importer) read(tx *journal.Tx, e *hostEntry, hp string) (*hostRead, er
 		}
 		return &hostRead{id: cas.Sum([]byte(target)), size: int64(len(target)), st: e.st, target: []byte(target)}, nil
 	}
-	// O_NOFOLLOW and O_NONBLOCK: if the name was swapped for a symlink or
-	// a fifo since lstat, fail or return at once instead of following or
-	// blocking; fstat then confirms it is still a regular file.
-	f, err := os.OpenFile(hp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOATIME, 0)
-	if errors.Is(err, unix.EPERM) { // O_NOATIME needs ownership
-		f, err = os.OpenFile(hp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if p, st := im.pf.take(hp); p != nil {
+		// Read, chunked and compressed ahead by a worker (prefetch.go),
+		// after the lstat of e, as the read below would be.
+		id, fs, err := tx.Objects().PutPrepared(im.ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("import %s: %w", hp, err)
+		}
+		im.stats.BytesRead += fs.Bytes
+		im.stats.BytesStored += fs.NewBytes
+		return &hostRead{id: id, size: fs.Size, st: *st}, nil
 	}
+	f, err := openHostFile(hp)
 	if err != nil {
 		return nil, err
 	}

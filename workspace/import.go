@@ -97,6 +97,7 @@ type importer struct {
 	out   io.Writer
 	warn  io.Writer
 	skip  map[string]bool // host paths never captured: the store's own files
+	pf    *prefetcher     // the current directory's files prepared ahead
 }
 
 // Import captures opts.Dir into the branch under /<name>/ and ends with a
@@ -370,6 +371,13 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		if err != nil {
 			return err
 		}
+		if cands := im.prefetchable(pl, hostPath, host, cache); len(cands) >= 2 {
+			im.pf = startPrefetch(im.ctx, im.db.Objects(), cands)
+			defer func() {
+				im.pf.finish()
+				im.pf = nil
+			}()
+		}
 		seen := make(map[string]bool, len(host))
 		for i := range host {
 			e := &host[i]
@@ -450,6 +458,32 @@ func (im *importer) dir(hostPath string, pl *place) error {
 	}
 	return nil
 }
+// prefetchable lists the host paths of directory pl whose content the
+// import will read (new, changed or racy since the last import; small;
+// one name), in the order it will read them.
+func (im *importer) prefetchable(pl *place, hostPath string, host []hostEntry, cache map[string]journal.StatCache) []string {
+	var out []string
+	for i := range host {
+		e := &host[i]
+		if e.kind != cas.EntryFile || e.st.Size > prefetchMaxFile || e.st.Nlink > 1 {
+			continue
+		}
+		if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
+			continue
+		}
+		c, cached := cache[string(e.name)]
+		if cached && !c.Racy && c.Kind == e.kind && (c.Mode == journal.ModeUnknown || c.Mode == e.st.Mode&0o7777) && statSame(c, &e.st) {
+			continue // unchanged: not read
+		}
+		hp := filepath.Join(hostPath, string(e.name))
+		if im.skip[hp] {
+			continue
+		}
+		out = append(out, hp)
+	}
+	return out
+}
+
 func fileType(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFIFO:

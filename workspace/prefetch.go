@@ -1,0 +1,170 @@
+package workspace
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/artrt/art/cas"
+	"golang.org/x/sys/unix"
+)
+
+// Prefetching: the importer owns the store's one write transaction, so
+// everything it does runs on one goroutine. Reading, chunking, hashing and
+// compressing a file is most of a new file's cost and needs no
+// transaction: for the small files of a directory it is done on worker
+// goroutines ahead of the importer (cas.Store.PrepareSparseFile), which
+// then only inserts the prepared rows (cas.Store.PutPrepared). Big files
+// keep cas's own pipeline, which already spreads their chunks over cores.
+const (
+	// prefetchMaxFile is the largest file prepared ahead: its whole
+	// compressed content waits in memory.
+	prefetchMaxFile = 1 << 20
+	// prefetchAhead bounds how many files are prepared (or being
+	// prepared) and not yet taken, so memory stays under
+	// prefetchAhead * prefetchMaxFile whatever the directory holds.
+	prefetchAhead = 16
+)
+
+// Item states. Whoever moves an item out of itemPending owns its work: a
+// worker prepares it; the importer, finding it not started, reads it
+// itself (never waiting on work nobody has begun).
+const (
+	itemPending int32 = iota
+	itemRunning
+	itemClaimed // taken by the importer before a worker began
+)
+
+type prefetchItem struct {
+	path  string
+	state atomic.Int32
+	done  chan struct{} // closed when a worker finished
+	st    unix.Stat_t   // the stat the content was read with
+	p     *cas.Prepared
+	err   error
+	taken bool // the importer has it (its slot is free again)
+}
+
+// prefetcher prepares one directory's candidate files in order.
+type prefetcher struct {
+	ctx   context.Context
+	objs  *cas.Store
+	items map[string]*prefetchItem
+	order []*prefetchItem
+	slots chan struct{} // one per item prepared and not yet taken
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// startPrefetch begins preparing the files at paths (host paths, in the
+// order the importer will want them). Finish must be called.
+func startPrefetch(ctx context.Context, objs *cas.Store, paths []string) *prefetcher {
+	pf := &prefetcher{ctx: ctx, objs: objs, items: make(map[string]*prefetchItem, len(paths)),
+		slots: make(chan struct{}, prefetchAhead), stop: make(chan struct{})}
+	for _, p := range paths {
+		it := &prefetchItem{path: p, done: make(chan struct{})}
+		pf.items[p] = it
+		pf.order = append(pf.order, it)
+	}
+	jobs := make(chan *prefetchItem)
+	workers := min(runtime.GOMAXPROCS(0), len(paths))
+	pf.wg.Add(workers + 1)
+	for range workers {
+		go func() {
+			defer pf.wg.Done()
+			for it := range jobs {
+				it.p, it.err = pf.prepare(it)
+				close(it.done)
+			}
+		}()
+	}
+	go func() { // the feeder: in order, never more than prefetchAhead ahead
+		defer pf.wg.Done()
+		defer close(jobs)
+		for _, it := range pf.order {
+			select {
+			case pf.slots <- struct{}{}:
+			case <-pf.stop:
+				return
+			}
+			if !it.state.CompareAndSwap(itemPending, itemRunning) {
+				<-pf.slots // the importer read it itself
+				continue
+			}
+			select {
+			case jobs <- it:
+			case <-pf.stop:
+				it.err = context.Canceled // never started: nothing to wait for
+				close(it.done)
+				<-pf.slots
+				return
+			}
+		}
+	}()
+	return pf
+}
+
+// prepare opens, checks and prepares one file as importer.read does.
+func (pf *prefetcher) prepare(it *prefetchItem) (*cas.Prepared, error) {
+	f, err := openHostFile(it.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := unix.Fstat(int(f.Fd()), &it.st); err != nil {
+		return nil, err
+	}
+	if kindOf(it.st.Mode) != cas.EntryFile || it.st.Size > prefetchMaxFile {
+		return nil, errNotPrefetched
+	}
+	return pf.objs.PrepareSparseFile(pf.ctx, f)
+}
+
+// take returns the prepared content of path and the stat it was read
+// with, or nil if the caller must read it itself (not a candidate, not
+// started yet, or preparing it failed: the caller's own read reports
+// whatever is wrong).
+func (pf *prefetcher) take(path string) (*cas.Prepared, *unix.Stat_t) {
+	if pf == nil {
+		return nil, nil
+	}
+	it := pf.items[path]
+	if it == nil || it.taken {
+		return nil, nil
+	}
+	it.taken = true
+	if it.state.CompareAndSwap(itemPending, itemClaimed) {
+		return nil, nil
+	}
+	<-it.done
+	<-pf.slots
+	if it.err != nil {
+		return nil, nil
+	}
+	p := it.p
+	it.p = nil
+	return p, &it.st
+}
+
+// finish stops preparing and waits for the workers: nothing of pf runs
+// after it returns.
+func (pf *prefetcher) finish() {
+	if pf == nil {
+		return
+	}
+	close(pf.stop)
+	for _, it := range pf.order {
+		if it.taken || it.state.CompareAndSwap(itemPending, itemClaimed) {
+			continue
+		}
+		<-it.done
+		it.p = nil
+	}
+	pf.wg.Wait()
+}
+
+// errNotPrefetched: the file is not one to prepare ahead (it changed
+// kind or grew since its lstat); the importer reads it.
+var errNotPrefetched = os.ErrInvalid
