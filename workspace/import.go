@@ -458,6 +458,7 @@ func (im *importer) dir(hostPath string, pl *place) error {
 	}
 	return nil
 }
+
 // prefetchable lists the host paths of directory pl whose content the
 // import will read (new, changed or racy since the last import; small;
 // one name), in the order it will read them.
