@@ -124,9 +124,10 @@ func (pf *prefetcher) prepare(it *prefetchItem) (*cas.Prepared, error) {
 
 // take returns the prepared content of path and the stat it was read
 // with, or nil if the caller must read it itself (not a candidate, not
-// started yet, or preparing it failed: the caller's own read reports
-// whatever is wrong).
-func (pf *prefetcher) take(path string) (*cas.Prepared, *unix.Stat_t) {
+// started yet, preparing it failed - the caller's own read reports
+// whatever is wrong - or the file's stat is no longer want, the lstat the
+// importer decides with: content read before a change is never used).
+func (pf *prefetcher) take(path string, want *unix.Stat_t) (*cas.Prepared, *unix.Stat_t) {
 	if pf == nil {
 		return nil, nil
 	}
@@ -140,12 +141,19 @@ func (pf *prefetcher) take(path string) (*cas.Prepared, *unix.Stat_t) {
 	}
 	<-it.done
 	<-pf.slots
-	if it.err != nil {
-		return nil, nil
-	}
 	p := it.p
 	it.p = nil
+	if it.err != nil || !sameStat(&it.st, want) {
+		return nil, nil
+	}
 	return p, &it.st
+}
+
+// sameStat says whether two stats of a file show no change between them:
+// any write moves the ctime.
+func sameStat(a, b *unix.Stat_t) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && a.Size == b.Size && a.Mode == b.Mode &&
+		a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
 // finish stops preparing and waits for the workers: nothing of pf runs

@@ -11,6 +11,7 @@ import (
 
 	"github.com/artrt/art/cas"
 	_ "github.com/mattn/go-sqlite3"
+	"golang.org/x/sys/unix"
 )
 
 // TestPrefetchTakeAnyOrder: whatever the importer takes (in order, some
@@ -55,7 +56,11 @@ func TestPrefetchTakeAnyOrder(t *testing.T) {
 				if i%skip != 0 {
 					continue
 				}
-				prep, st := pf.take(p)
+				var lst unix.Stat_t
+				if err := unix.Lstat(p, &lst); err != nil {
+					t.Fatal(err)
+				}
+				prep, st := pf.take(p, &lst)
 				if prep == nil {
 					continue // read directly by the importer
 				}
@@ -82,7 +87,7 @@ func TestPrefetchTakeAnyOrder(t *testing.T) {
 				if got != want {
 					t.Fatalf("%s: prepared id %s, direct %s", p, got.Short(), want.Short())
 				}
-				if again, _ := pf.take(p); again != nil {
+				if again, _ := pf.take(p, &lst); again != nil {
 					t.Fatalf("%s taken twice", p)
 				}
 			}
@@ -91,5 +96,42 @@ func TestPrefetchTakeAnyOrder(t *testing.T) {
 				t.Errorf("no file came prepared")
 			}
 		})
+	}
+}
+
+// TestPrefetchChangedAfterRead: content prepared before the file changed
+// is never handed over; the importer reads the file itself.
+func TestPrefetchChangedAfterRead(t *testing.T) {
+	ctx := context.Background()
+	sdb, err := sql.Open("sqlite3", filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pf := startPrefetch(ctx, cas.NewStore(sdb), []string{p, p + "-absent"})
+	defer pf.finish()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if pf.order[0].state.Load() == itemRunning {
+			<-pf.order[0].done
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no worker started in 10 s")
+		}
+	}
+	if err := os.WriteFile(p, []byte("after, longer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	if prep, _ := pf.take(p, &st); prep != nil {
+		t.Fatalf("handed over %d bytes prepared before the file changed", prep.Size())
 	}
 }
