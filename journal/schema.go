@@ -35,6 +35,9 @@ import (
 //     migration extend the check without touching it. No view, trigger,
 //     virtual table, extra index or altered column can pass.
 
+// walSizeLimit is what the WAL file is truncated to when it restarts.
+const walSizeLimit = 64 << 20
+
 // driverName is the go-sqlite3 driver with the connect hook.
 const driverName = "sqlite3_art"
 
@@ -49,7 +52,11 @@ func init() {
 
 func hardenConn(c *sqlite3.SQLiteConn) error {
 	c.SetLimit(sqlite3.SQLITE_LIMIT_LENGTH, maxValue)
-	if _, err := c.Exec(`PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON`, nil); err != nil {
+	// journal_size_limit: a WAL that one big transaction grew (a new
+	// 4 GiB file is 4.5 GB of WAL) is cut back to walSizeLimit when it
+	// restarts after a checkpoint, instead of occupying its high-water
+	// mark on disk until the last connection closes.
+	if _, err := c.Exec(fmt.Sprintf(`PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON; PRAGMA journal_size_limit = %d`, walSizeLimit), nil); err != nil {
 		return fmt.Errorf("harden connection: %w", err)
 	}
 	return nil
