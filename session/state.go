@@ -47,9 +47,22 @@ func branchLock(base, db, branch string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, &BranchInUseError{Store: db, Branch: branch}
+	// A few tries: List (art status) takes a shared lock for an instant
+	// to see whether anyone holds it.
+	for try := 0; ; try++ {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if try == 5 {
+			f.Close()
+			return nil, &BranchInUseError{Store: db, Branch: branch}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Who holds it, for List (art status): a previous holder's lines go.
+	if err := f.Truncate(0); err == nil {
+		describe(f, db, branch)
 	}
 	return f, nil
 }
@@ -126,8 +139,22 @@ func List(base, store string) ([]Live, error) {
 		return nil, err
 	}
 	var out []Live
+	seen := map[Live]bool{}
 	for _, d := range dirs {
-		if l, ok := readLive(d); ok && l.store == abs {
+		if l, ok := readLive(filepath.Join(d, "lock")); ok && l.store == abs {
+			l.Dir = d
+			out = append(out, l.Live)
+			seen[Live{PID: l.PID, Branch: l.Branch}] = true
+		}
+	}
+	// Branch locks name the sessions that have no directory here (art
+	// mount of a branch at the user's mountpoint).
+	locks, err := filepath.Glob(filepath.Join(base, "lock-*"))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range locks {
+		if l, ok := readLive(p); ok && l.store == abs && !seen[Live{PID: l.PID, Branch: l.Branch}] {
 			out = append(out, l.Live)
 		}
 	}
@@ -139,9 +166,9 @@ type liveSession struct {
 	store string
 }
 
-// readLive reads d's lock file if a session holds it.
-func readLive(d string) (liveSession, bool) {
-	f, err := os.Open(filepath.Join(d, "lock"))
+// readLive reads the lock file p if a session holds it.
+func readLive(p string) (liveSession, bool) {
+	f, err := os.Open(p)
 	if err != nil {
 		return liveSession{}, false
 	}
@@ -165,7 +192,7 @@ func readLive(d string) (liveSession, bool) {
 	if err != nil {
 		return liveSession{}, false
 	}
-	return liveSession{Live: Live{PID: pid, Branch: lines[2], Since: st.ModTime(), Dir: d}, store: lines[1]}, true
+	return liveSession{Live: Live{PID: pid, Branch: lines[2], Since: st.ModTime()}, store: lines[1]}, true
 }
 
 // describe writes who holds a session's lock into it, for List: the pid,

@@ -102,6 +102,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newPushCommand(e),
 			newPullCommand(e),
 			newLogCommand(e),
+			newStatusCommand(e),
 			newSnapshotCommand(e),
 			newBranchCommand(e),
 			newCheckoutCommand(e),
