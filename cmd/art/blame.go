@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 
-	"github.com/artrt/art/journal"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
@@ -33,7 +30,7 @@ func newBlameCommand(e *env) *cli.Command {
 			}
 			defer db.Close()
 			branch := branchScope(c)
-			lines, err := blame(c.Context, db, branch, guestPath(c.Args().First()))
+			lines, err := session.Blame(c.Context, db, branch, guestPath(c.Args().First()))
 			if err != nil {
 				return err
 			}
@@ -44,7 +41,7 @@ func newBlameCommand(e *env) *cli.Command {
 				return writeJSON(e.stdout, lines)
 			}
 			for _, l := range lines {
-				fmt.Fprintln(e.stdout, l.String())
+				fmt.Fprintln(e.stdout, blameString(l))
 			}
 			return nil
 		},
@@ -65,19 +62,9 @@ func guestPath(p string) string {
 }
 
 // blameLine is one change of the path (stable JSON).
-type blameLine struct {
-	Seq      int64    `json:"seq"`
-	Time     int64    `json:"time_ns"`
-	Branch   string   `json:"branch"`
-	Kind     string   `json:"kind"`
-	Path     string   `json:"path"`
-	PID      int64    `json:"pid,omitempty"`
-	Argv     []string `json:"argv,omitempty"`
-	Cwd      string   `json:"cwd,omitempty"`
-	Snapshot string   `json:"snapshot,omitempty"` // first snapshot holding the change
-}
+type blameLine = session.BlameLine
 
-func (l blameLine) String() string {
+func blameString(l blameLine) string {
 	who := "(unknown process)"
 	if len(l.Argv) > 0 {
 		who = shellQuote(l.Argv)
@@ -89,95 +76,6 @@ func (l blameLine) String() string {
 		snap = "snapshot " + l.Snapshot
 	}
 	return fmt.Sprintf("@%-6d %s  %-8s %-9s %s  pid %-7d %s", l.Seq, fmtTime(l.Time), l.Branch, l.Kind, snap, l.PID, who)
-}
-
-// isChange reports whether an event kind changes a path.
-func isChange(k journal.EventKind) bool {
-	return k >= journal.EvCreate && k <= journal.EvRemovexattr
-}
-
-func blame(ctx context.Context, db *journal.DB, branch, path string) ([]blameLine, error) {
-	evs, err := db.Events(ctx, journal.EventQuery{Branch: branch, Path: []byte(path)})
-	if err != nil {
-		return nil, err
-	}
-	attr, err := loadAttribution(ctx, db, branch)
-	if err != nil {
-		return nil, err
-	}
-	snaps, err := db.Snapshots(ctx, branch)
-	if err != nil {
-		return nil, err
-	}
-	var out []blameLine
-	for i := range evs {
-		ev := &evs[i]
-		if !isChange(ev.Kind) || (string(ev.Path) != path && string(ev.Path2) != path) {
-			continue
-		}
-		l := blameLine{Seq: ev.Seq, Time: ev.Time, Branch: db.BranchName(ctx, ev.Branch), Kind: ev.Kind.String(),
-			Path: path, PID: ev.PID}
-		if v, ok := attr.command(ev); ok {
-			l.Argv, l.Cwd = v.Argv, v.Cwd
-		}
-		// Snapshots are newest first: the last one at or after the event
-		// on its branch is the first to hold it.
-		for _, s := range snaps {
-			if s.BranchID == ev.Branch && s.Seq >= ev.Seq {
-				l.Snapshot = s.ID.Short()
-			}
-		}
-		out = append(out, l)
-	}
-	return out, nil
-}
-
-// attribution maps a journal event's pid to the command that process was
-// running: exec events (from the tracer, or from /proc when the overlay
-// named a caller) of the same operation, by pid.
-type attribution struct {
-	byPid map[[2]int64][]execRef // (op, pid) -> execs in seq order
-}
-
-type execRef struct {
-	seq int64
-	v   session.TraceValue
-}
-
-func loadAttribution(ctx context.Context, db *journal.DB, branch string) (*attribution, error) {
-	evs, err := db.Events(ctx, journal.EventQuery{Branch: branch})
-	if err != nil {
-		return nil, err
-	}
-	a := &attribution{byPid: map[[2]int64][]execRef{}}
-	for i := range evs {
-		ev := &evs[i]
-		if ev.Kind != journal.EvExec {
-			continue
-		}
-		k := [2]int64{ev.Op, ev.PID}
-		a.byPid[k] = append(a.byPid[k], execRef{seq: ev.Seq, v: session.DecodeTraceValue(ev)})
-	}
-	return a, nil
-}
-
-// command returns the exec record naming ev's process: the latest exec of
-// that pid before the event, else the first after it (tracer records
-// reach the journal in batches, up to a flush interval after the changes
-// they explain).
-func (a *attribution) command(ev *journal.Event) (session.TraceValue, bool) {
-	if ev.PID == 0 {
-		return session.TraceValue{}, false
-	}
-	refs := a.byPid[[2]int64{ev.Op, ev.PID}]
-	if len(refs) == 0 {
-		return session.TraceValue{}, false
-	}
-	i := sort.Search(len(refs), func(i int) bool { return refs[i].seq > ev.Seq })
-	if i > 0 {
-		return refs[i-1].v, true
-	}
-	return refs[0].v, true
 }
 
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./=:,+@%^-]+$`)

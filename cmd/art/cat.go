@@ -30,7 +30,7 @@ func newCatCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			ent, err := lookupPath(c.Context, db.Objects(), st.Root, path)
+			ent, err := db.Objects().LookupPath(c.Context, st.Root, path)
 			if err != nil {
 				return err
 			}

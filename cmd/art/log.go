@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -57,7 +58,7 @@ func newLogCommand(e *env) *cli.Command {
 				if err != nil {
 					return err
 				}
-				attr, err := loadAttribution(c.Context, db, branch)
+				attr, err := session.LoadAttribution(c.Context, db, branch)
 				if err != nil {
 					return err
 				}
@@ -65,7 +66,7 @@ func newLogCommand(e *env) *cli.Command {
 					out := make([]eventJSON, len(evs))
 					for i := range evs {
 						out[i] = toEventJSON(&evs[i])
-						if v, ok := attr.command(&evs[i]); ok && isChange(evs[i].Kind) {
+						if v, ok := attr.Command(&evs[i]); ok && session.IsChange(evs[i].Kind) {
 							out[i].Argv = v.Argv
 						}
 					}
@@ -73,7 +74,7 @@ func newLogCommand(e *env) *cli.Command {
 				}
 				for i := range evs {
 					line := formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch))
-					if v, ok := attr.command(&evs[i]); ok && isChange(evs[i].Kind) {
+					if v, ok := attr.Command(&evs[i]); ok && session.IsChange(evs[i].Kind) {
 						line += fmt.Sprintf("  <- pid %d %s", evs[i].PID, shellQuote(v.Argv))
 					}
 					fmt.Fprintln(e.stdout, line)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -15,34 +14,6 @@ import (
 func splitRevPath(s string) (rev, path string) {
 	rev, path, _ = strings.Cut(s, ":")
 	return rev, strings.Trim(path, "/")
-}
-
-// lookupPath walks path from root through the trees, returning the entry
-// (nil for the root itself).
-func lookupPath(ctx context.Context, objs *cas.Store, root cas.ID, path string) (*cas.Entry, error) {
-	if path == "" {
-		return nil, nil
-	}
-	cur := root
-	var ent *cas.Entry
-	for i, comp := range strings.Split(path, "/") {
-		t, err := objs.GetTree(ctx, cur)
-		if err != nil {
-			return nil, err
-		}
-		e, ok := t.Lookup([]byte(comp))
-		if !ok {
-			return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
-		}
-		ent = e
-		if i < strings.Count(path, "/") {
-			if e.Kind != cas.EntryDir {
-				return nil, fmt.Errorf("%s: not a directory", path)
-			}
-			cur = e.Target
-		}
-	}
-	return ent, nil
 }
 
 func modeString(e *cas.Entry) string {
@@ -105,7 +76,7 @@ func newLsCommand(e *env) *cli.Command {
 				return err
 			}
 			objs := db.Objects()
-			ent, err := lookupPath(c.Context, objs, st.Root, path)
+			ent, err := objs.LookupPath(c.Context, st.Root, path)
 			if err != nil {
 				return err
 			}
