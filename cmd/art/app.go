@@ -113,6 +113,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newVerifyCommand(e),
 			newMountCommand(e),
 			newExecCommand(e),
+			newMCPCommand(e),
 			newPolicyCommand(e),
 			newNetBridgeCommand(e),
 			newBlameCommand(e),

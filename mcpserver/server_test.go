@@ -1,0 +1,155 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/artrt/art/execapi"
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/workspace"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// connect serves a Server over in-memory transports: the history tools on
+// a real store made by a push, and run on plain host processes (the
+// sandboxed session is cmd/art's TestMCPSession). It counts opens and
+// releases of the session.
+func connect(t *testing.T) (*mcp.ClientSession, *int, *int) {
+	t.Helper()
+	ctx := context.Background()
+	base := t.TempDir()
+	ws, store := filepath.Join(base, "ws"), filepath.Join(base, "s.db")
+	if err := os.MkdirAll(filepath.Join(ws, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "src", "a.go"), []byte("package a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, err := journal.Open(ctx, store, journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	opens, releases := new(int), new(int)
+	s := New(Config{
+		Open: func(context.Context) (execapi.Executor, func() error, error) {
+			*opens++
+			return execapi.NewProcessExecutor(ws, nil), func() error { *releases++; return nil }, nil
+		},
+		DB:     func(ctx context.Context) (*journal.DB, error) { return journal.Open(ctx, store, journal.Options{}) },
+		Branch: journal.DefaultBranch,
+	})
+	st, ct := mcp.NewInMemoryTransports()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		<-done
+	})
+	return cs, opens, releases
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args any, out any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if out != nil && res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res
+}
+
+func errText(res *mcp.CallToolResult) string {
+	if !res.IsError || len(res.Content) == 0 {
+		return ""
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// TestHistoryTools: read_file, list, snapshot, diff, log and checkout on a
+// store, with the exec API's codes for what is not there.
+func TestHistoryTools(t *testing.T) {
+	cs, opens, releases := connect(t)
+	var file FileOutput
+	call(t, cs, "read_file", map[string]any{"path": "/home/agent/ws/src/a.go"}, &file)
+	if file.Content != "package a\n" || file.Truncated || file.Binary {
+		t.Fatalf("read_file: %+v", file)
+	}
+	call(t, cs, "read_file", map[string]any{"path": "ws/src/a.go", "max_bytes": 4}, &file)
+	if file.Content != "pack" || !file.Truncated {
+		t.Fatalf("read_file max_bytes 4: %+v", file)
+	}
+	var list ListOutput
+	call(t, cs, "list", map[string]any{"path": "ws"}, &list)
+	if len(list.Entries) != 1 || list.Entries[0].Name != "src" || list.Entries[0].Kind != "dir" {
+		t.Fatalf("list: %+v", list)
+	}
+	var snap SnapshotOutput
+	call(t, cs, "snapshot", map[string]any{"message": "m"}, &snap)
+	if len(snap.ID) != 64 {
+		t.Fatalf("snapshot: %+v", snap)
+	}
+	var diff DiffOutput
+	call(t, cs, "diff", map[string]any{"from": snap.ID}, &diff)
+	if len(diff.Changes) != 0 {
+		t.Fatalf("diff of a state with itself: %+v", diff)
+	}
+	var log LogOutput
+	call(t, cs, "log", map[string]any{}, &log)
+	if len(log.Ops) < 2 || log.Ops[0].Kind != "snapshot" {
+		t.Fatalf("log: %+v", log)
+	}
+	var moved MoveOutput
+	if res := call(t, cs, "checkout", map[string]any{"rev": snap.ID}, &moved); res.IsError || moved.Root == "" {
+		t.Fatalf("checkout: %s %+v", errText(res), moved)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		code string
+	}{
+		{"read_file", map[string]any{"path": "ws/nosuch"}, "E6002"},
+		{"read_file", map[string]any{"path": "ws/src"}, "E6002"},
+		{"list", map[string]any{"path": "ws/src/a.go"}, "E6002"},
+		{"diff", map[string]any{"from": "nosuch"}, "E6002"},
+		{"checkout", map[string]any{"rev": "@999999"}, "E6"},
+		{"run", map[string]any{"command": []string{"true"}, "shell": "true"}, "E1001"},
+		{"run", map[string]any{"shell": "true", "timeout_sec": -1}, "E1015"},
+	} {
+		if got := errText(call(t, cs, c.tool, c.args, nil)); !strings.HasPrefix(got, c.code) {
+			t.Errorf("%s %v: error %q, want code %s", c.tool, c.args, got, c.code)
+		}
+	}
+	// run opens the session once; a checkout ends it, the next run opens
+	// another.
+	var r execapi.Response
+	call(t, cs, "run", map[string]any{"shell": "echo hi"}, &r)
+	call(t, cs, "run", map[string]any{"command": []string{"sh", "-c", "exit 4"}}, &r)
+	if r.ExitCode != 4 || *opens != 1 {
+		t.Fatalf("run: exit %d, %d opens", r.ExitCode, *opens)
+	}
+	call(t, cs, "checkout", map[string]any{"rev": snap.ID}, nil)
+	if *releases != 1 {
+		t.Fatalf("checkout did not end the session: %d releases", *releases)
+	}
+	call(t, cs, "run", map[string]any{"shell": "echo again"}, &r)
+	if r.Stdout != "again\n" || *opens != 2 {
+		t.Fatalf("run after checkout: %+v, %d opens", r, *opens)
+	}
+}
