@@ -36,10 +36,10 @@ import (
 type Config struct {
 	// Open opens the warm session on Branch of the store: an executor of
 	// exec API requests and the function that ends it.
-	Open func(ctx context.Context) (execapi.Executor, func() error, error)
+	Open func(ctx context.Context, branch string) (execapi.Executor, func() error, error)
 	// DB opens the store for the history tools and for moving the branch.
 	DB     func(ctx context.Context) (*journal.DB, error)
-	Branch string         // the session's branch
+	Branch string         // the session's branch at the start (the branch tool may switch it)
 	Policy execapi.Policy // the host side's protection of the store
 	// Version names the server to clients.
 	Version string
@@ -50,7 +50,7 @@ type Server struct {
 	cfg Config
 	mcp *mcp.Server
 
-	mu      sync.Mutex // one tool call at a time: they share the session and the branch
+	mu      sync.Mutex // one tool call at a time: they share the session and the branch (cfg.Branch)
 	exec    *execapi.Server
 	release func() error
 }
@@ -98,7 +98,7 @@ func (s *Server) sessionLocked(ctx context.Context) (*execapi.Server, error) {
 	if s.exec != nil {
 		return s.exec, nil
 	}
-	ex, release, err := s.cfg.Open(ctx)
+	ex, release, err := s.cfg.Open(ctx, s.cfg.Branch)
 	if err != nil {
 		return nil, toolError(execapi.CodeSetup, "open the session: %v", err)
 	}
@@ -132,6 +132,16 @@ type RunInput struct {
 	Env        map[string]string `json:"env,omitempty" jsonschema:"environment variables for the command (HOME, PATH and PWD are the sandbox's unless set here)"`
 	Stdin      string            `json:"stdin,omitempty" jsonschema:"text written to the command's standard input"`
 	TimeoutSec int64             `json:"timeout_sec,omitempty" jsonschema:"wall-time limit in seconds; the whole process tree is killed when it passes (default 300)"`
+	Limits     *Limits           `json:"limits,omitempty" jsonschema:"resource limits of this command (each can only narrow the sandbox's own)"`
+}
+
+// Limits are a command's resource limits; 0 means none beyond the
+// sandbox's own.
+type Limits struct {
+	MemoryMB       int64 `json:"memory_mb,omitempty" jsonschema:"memory of the process tree in MiB (OOM kill past it)"`
+	MaxPids        int64 `json:"max_pids,omitempty" jsonschema:"number of processes and threads"`
+	CPUSec         int64 `json:"cpu_sec,omitempty" jsonschema:"CPU seconds of the process tree"`
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty" jsonschema:"bytes of stdout and of stderr kept (default 1 MiB each)"`
 }
 
 // HistoryInput names a revision.
@@ -151,6 +161,10 @@ func (s *Server) addTools() {
 		s.checkout)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "undo", Description: "Revert the branch's last operation (a command, a checkout, a snapshot); the next command sees the state before it."},
 		s.undo)
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: "branch", Description: "List the store's branches, create one (from a revision, default the current branch's state) " +
+		"for a parallel attempt, or switch the session to another branch: later commands run there (its files as that branch has them), " +
+		"and checkout, undo, diff, log and blame work on it."},
+		s.branch)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "diff", Description: "List the paths that differ between two revisions (default: from the last snapshot's predecessor... give both to be exact), with A added, D deleted, M modified, T type changed."},
 		s.diff)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "log", Description: "The branch's operations, newest first: each command with its exit status and the snapshots it took, checkouts and undos."},
@@ -180,6 +194,14 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 		return nil, nil, toolError(execapi.CodeLimitRange, "timeout_sec must be 1..86400")
 	}
 	req.TimeoutMS = in.TimeoutSec * 1000
+	if l := in.Limits; l != nil {
+		if l.MemoryMB < 0 || l.MaxPids < 0 || l.CPUSec < 0 || l.MaxOutputBytes < 0 ||
+			l.MemoryMB > 1<<30 || l.CPUSec > 1<<30 {
+			return nil, nil, toolError(execapi.CodeLimitRange, "limits must be positive")
+		}
+		req.Resources = execapi.Resources{MemoryBytes: l.MemoryMB << 20, MaxPids: l.MaxPids, CPUMS: l.CPUSec * 1000,
+			MaxOutputBytes: l.MaxOutputBytes}
+	}
 	data, err := json.Marshal(&req)
 	if err != nil {
 		return nil, nil, toolError(execapi.CodeMalformed, "%v", err)
@@ -198,6 +220,70 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 		return res, resp, nil
 	}
 	return nil, resp, nil
+}
+
+// BranchInput is the branch tool's arguments.
+type BranchInput struct {
+	Create string `json:"create,omitempty" jsonschema:"name of a branch to create"`
+	From   string `json:"from,omitempty" jsonschema:"with create: the revision it starts at (default the current branch's state)"`
+	Switch string `json:"switch,omitempty" jsonschema:"name of the branch the session moves to (after create, if both are given)"`
+}
+
+// BranchOutput lists the branches and the session's.
+type BranchOutput struct {
+	Current  string       `json:"current"`
+	Branches []BranchInfo `json:"branches"`
+}
+
+// BranchInfo is one branch.
+type BranchInfo struct {
+	Name    string `json:"name"`
+	HeadSeq int64  `json:"head_seq"`
+	Events  int64  `json:"events"`
+}
+
+func (s *Server) branch(ctx context.Context, _ *mcp.CallToolRequest, in BranchInput) (*mcp.CallToolResult, BranchOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in.Switch != "" && in.Switch != s.cfg.Branch {
+		// The session serves one branch: end it; the next command opens
+		// one on the other branch.
+		if err := s.closeLocked(); err != nil {
+			return nil, BranchOutput{}, toolError(execapi.CodeStore, "end the session: %v", err)
+		}
+	}
+	var out BranchOutput
+	err := s.withDB(ctx, func(db *journal.DB) error {
+		if in.Create != "" {
+			from := in.From
+			if from == "" {
+				from = s.cfg.Branch
+			}
+			st, err := db.Resolve(ctx, from, s.cfg.Branch)
+			if err != nil {
+				return storeError(err)
+			}
+			if _, err := db.CreateBranch(ctx, in.Create, st); err != nil {
+				return toolError(execapi.CodeStore, "create branch %s: %v", in.Create, err)
+			}
+		}
+		if in.Switch != "" {
+			if _, err := db.Branch(ctx, in.Switch); err != nil {
+				return storeError(err)
+			}
+			s.cfg.Branch = in.Switch
+		}
+		bs, err := db.Branches(ctx)
+		if err != nil {
+			return storeError(err)
+		}
+		out.Current = s.cfg.Branch
+		for _, b := range bs {
+			out.Branches = append(out.Branches, BranchInfo{Name: b.Name, HeadSeq: b.HeadSeq, Events: b.EventCount})
+		}
+		return nil
+	})
+	return nil, out, err
 }
 
 // SnapshotInput is the snapshot tool's arguments.
@@ -319,6 +405,8 @@ type PathChange struct {
 const maxDiffPaths = 1000
 
 func (s *Server) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffInput) (*mcp.CallToolResult, DiffOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := DiffOutput{Changes: []PathChange{}}
 	err := s.withDB(ctx, func(db *journal.DB) error {
 		a, err := db.Resolve(ctx, in.From, s.cfg.Branch)
@@ -368,6 +456,8 @@ type LogOp struct {
 }
 
 func (s *Server) log(ctx context.Context, _ *mcp.CallToolRequest, in LogInput) (*mcp.CallToolResult, LogOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if in.Limit <= 0 {
 		in.Limit = 20
 	}
@@ -402,6 +492,8 @@ type BlameOutput struct {
 }
 
 func (s *Server) blame(ctx context.Context, _ *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, BlameOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := BlameOutput{Changes: []session.BlameLine{}}
 	err := s.withDB(ctx, func(db *journal.DB) error {
 		lines, err := session.Blame(ctx, db, s.cfg.Branch, guestPath(in.Path))
@@ -442,6 +534,8 @@ func (w *capWriter) Write(p []byte) (int, error) {
 var errFull = errors.New("full")
 
 func (s *Server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, FileOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	limit := in.MaxBytes
 	if limit <= 0 {
 		limit = 256 << 10
@@ -499,6 +593,8 @@ type ListEntry struct {
 }
 
 func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, ListOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := ListOutput{Path: guestPath(in.Path), Entries: []ListEntry{}}
 	err := s.withDB(ctx, func(db *journal.DB) error {
 		st, err := s.resolve(ctx, db, in.Rev)

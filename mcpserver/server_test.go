@@ -39,7 +39,7 @@ func connect(t *testing.T) (*mcp.ClientSession, *int, *int) {
 	db.Close()
 	opens, releases := new(int), new(int)
 	s := New(Config{
-		Open: func(context.Context) (execapi.Executor, func() error, error) {
+		Open: func(context.Context, string) (execapi.Executor, func() error, error) {
 			*opens++
 			return execapi.NewProcessExecutor(ws, nil), func() error { *releases++; return nil }, nil
 		},

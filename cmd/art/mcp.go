@@ -14,7 +14,7 @@ import (
 const mcpDescription = `For agent harnesses: serves the Model Context Protocol on stdin/stdout (one JSON-RPC
 message per line) with one warm session on BRANCH of the store, like art exec --jsonl.
 Tools: run (a command in the sandbox: exit code, output, snapshot, changed paths),
-snapshot, checkout and undo (move the branch; the next command sees the new state), diff,
+branch (list, create, switch the session), snapshot, checkout and undo (move the branch; the next command sees the new state), diff,
 log, blame, read_file and list (at any revision). Sandbox policy (workspace, binds in
 .art/config, network) comes from this command line and the host, never from a tool call.
 Errors are tool results whose text starts with the exec API's code (E1xxx-E6xxx).
@@ -48,7 +48,9 @@ func newMCPCommand(e *env) *cli.Command {
 				branch = journal.DefaultBranch
 			}
 			srv := mcpserver.New(mcpserver.Config{
-				Open: func(ctx context.Context) (execapi.Executor, func() error, error) {
+				Open: func(ctx context.Context, branch string) (execapi.Executor, func() error, error) {
+					o := o
+					o.Branch = branch
 					return sandboxExecutor(ctx, e, o)
 				},
 				DB: func(ctx context.Context) (*journal.DB, error) {

@@ -82,7 +82,7 @@ func TestMCPSession(t *testing.T) {
 			t.Errorf("tool %s: input schema %s is not an object schema", tl.Name, s)
 		}
 	}
-	if got, want := strings.Join(names, ","), "blame,checkout,diff,list,log,read_file,run,snapshot,undo"; got != want {
+	if got, want := strings.Join(names, ","), "blame,branch,checkout,diff,list,log,read_file,run,snapshot,undo"; got != want {
 		t.Fatalf("tools %s, want %s", got, want)
 	}
 
@@ -163,6 +163,28 @@ func TestMCPSession(t *testing.T) {
 	}
 	if res := mcpCall(t, cs, "undo", map[string]any{}, nil); res.IsError {
 		t.Fatalf("undo: %+v", res.Content)
+	}
+
+	// A parallel attempt: a branch from the good build, the session moved
+	// onto it; what it writes is not on main.
+	var br struct {
+		Current  string
+		Branches []struct{ Name string }
+	}
+	if res := mcpCall(t, cs, "branch", map[string]any{"create": "attempt2", "from": snap.ID, "switch": "attempt2"}, &br); res.IsError || br.Current != "attempt2" || len(br.Branches) != 2 {
+		t.Fatalf("branch: %+v %+v", br, res.Content)
+	}
+	mcpCall(t, cs, "run", map[string]any{"shell": "echo x > only-here && ls build", "limits": map[string]any{"max_pids": 64, "memory_mb": 512}}, &r)
+	if r.ExitCode != 0 || r.Stdout != "main.go\n" {
+		t.Fatalf("run on attempt2: %+v", r)
+	}
+	if res := mcpCall(t, cs, "read_file", map[string]any{"path": "ws/only-here", "rev": "main"}, nil); !res.IsError {
+		t.Fatal("a file written on attempt2 is on main")
+	}
+	mcpCall(t, cs, "branch", map[string]any{"switch": "main"}, &br)
+	mcpCall(t, cs, "run", map[string]any{"shell": "test ! -e only-here"}, &r)
+	if br.Current != "main" || r.ExitCode != 0 {
+		t.Fatalf("back on main: %+v, exit %d", br, r.ExitCode)
 	}
 
 	// Malformed calls: clean errors, the server stays up.
