@@ -435,7 +435,7 @@ func (s *Server) diff(ctx context.Context, _ *mcp.CallToolRequest, in DiffInput)
 
 // LogInput is the log tool's arguments.
 type LogInput struct {
-	Limit int `json:"limit,omitempty" jsonschema:"how many operations, newest first (default 20)"`
+	Limit int `json:"limit,omitempty" jsonschema:"how many operations, newest first (default 20, at most 1000)"`
 }
 
 // LogOutput is the branch's operations.
@@ -461,6 +461,7 @@ func (s *Server) log(ctx context.Context, _ *mcp.CallToolRequest, in LogInput) (
 	if in.Limit <= 0 {
 		in.Limit = 20
 	}
+	in.Limit = min(in.Limit, maxLogOps)
 	out := LogOutput{Ops: []LogOp{}}
 	err := s.withDB(ctx, func(db *journal.DB) error {
 		ops, err := db.Ops(ctx, journal.LogQuery{Branch: s.cfg.Branch, Limit: in.Limit})
@@ -488,7 +489,8 @@ type PathInput struct {
 
 // BlameOutput is the changes of a path.
 type BlameOutput struct {
-	Changes []session.BlameLine `json:"changes"`
+	Changes   []session.BlameLine `json:"changes"`
+	Truncated bool                `json:"truncated"` // only the newest maxBlameLines
 }
 
 func (s *Server) blame(ctx context.Context, _ *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, BlameOutput, error) {
@@ -499,6 +501,9 @@ func (s *Server) blame(ctx context.Context, _ *mcp.CallToolRequest, in PathInput
 		lines, err := session.Blame(ctx, db, s.cfg.Branch, guestPath(in.Path))
 		if err != nil {
 			return storeError(err)
+		}
+		if len(lines) > maxBlameLines {
+			lines, out.Truncated = lines[len(lines)-maxBlameLines:], true
 		}
 		out.Changes = append(out.Changes, lines...)
 		return nil
@@ -579,9 +584,17 @@ func trimPartialRune(b []byte) []byte {
 
 // ListOutput is a directory at a revision.
 type ListOutput struct {
-	Path    string      `json:"path"`
-	Entries []ListEntry `json:"entries"`
+	Path      string      `json:"path"`
+	Entries   []ListEntry `json:"entries"`
+	Truncated bool        `json:"truncated"` // more than maxListEntries
 }
+
+// Bounds of what one tool result carries, whatever the store holds.
+const (
+	maxListEntries = 10000
+	maxLogOps      = 1000
+	maxBlameLines  = 1000
+)
 
 // ListEntry is one name in a directory.
 type ListEntry struct {
@@ -617,6 +630,10 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, in PathInput)
 			return storeError(err)
 		}
 		for i := range t.Entries {
+			if i == maxListEntries {
+				out.Truncated = true
+				break
+			}
 			e := &t.Entries[i]
 			le := ListEntry{Name: string(e.Name), Kind: e.Kind.String(), Size: e.Size, Mode: fmt.Sprintf("%04o", e.Mode&0o7777)}
 			if e.Kind == cas.EntrySymlink {
