@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artrt/art/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -50,6 +51,7 @@ func mcpCall(t *testing.T, cs *mcp.ClientSession, tool string, args any, out any
 // and read, diff, blame and log the history; every tool has an input
 // schema, and malformed calls get clean errors without ending the server.
 func TestMCPSession(t *testing.T) {
+	testutil.Require(t, "bwrap")
 	ws, db := overlayWorkspace(t)
 	var stderr bytes.Buffer
 	cmd := artCmd(t, "mcp", "-d", db, "-m", ws)
