@@ -234,7 +234,6 @@ var chunkCopies = sync.Pool{New: func() any {
 func (s *Store) putData(ctx context.Context, r io.Reader, m *Manifest, st *FileStats) (err error) {
 	buf := chunkBufs.Get().(*[]byte)
 	defer chunkBufs.Put(buf)
-	c := newChunkerBuf(r, *buf)
 
 	// The first new chunk waits in pending: a file with only one (most
 	// small files) is stored on this goroutine without starting workers.
@@ -260,7 +259,44 @@ func (s *Store) putData(ctx context.Context, r io.Reader, m *Manifest, st *FileS
 			}
 		}
 	}()
+	return eachChunk(ctx, r, *buf, m, st, func(id ID, chunk []byte) error {
+		if _, ok := sent[id]; ok {
+			return nil
+		}
+		if ok, err := s.has(ctx, id); err != nil {
+			return fmt.Errorf("look up chunk %s: %w", id.Short(), err)
+		} else if ok {
+			return nil
+		}
+		sent[id] = struct{}{}
+		cp := chunkCopies.Get().(*[]byte)
+		*cp = append((*cp)[:0], chunk...)
+		if p == nil {
+			if pending == nil {
+				pending, pendingID = cp, id
+				return nil
+			}
+			p = startPipeline(ctx, s)
+			if err := p.submit(pendingID, pending); err != nil {
+				pending = nil
+				chunkCopies.Put(cp)
+				return err
+			}
+			pending = nil
+		}
+		return p.submit(id, cp)
+	})
+}
+
+// eachChunk cuts r into chunks with buf as the chunker's buffer, appends
+// each to m, counts it in st and calls fn with its id and bytes (valid
+// only until fn returns).
+func eachChunk(ctx context.Context, r io.Reader, buf []byte, m *Manifest, st *FileStats, fn func(id ID, chunk []byte) error) error {
+	c := newChunkerBuf(r, buf)
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		chunk, err := c.Next()
 		if err == io.EOF {
 			return nil
@@ -273,31 +309,7 @@ func (s *Store) putData(ctx context.Context, r io.Reader, m *Manifest, st *FileS
 		m.Size += int64(len(chunk))
 		st.Chunks++
 		st.Bytes += int64(len(chunk))
-		if _, ok := sent[id]; ok {
-			continue
-		}
-		if ok, err := s.has(ctx, id); err != nil {
-			return fmt.Errorf("look up chunk %s: %w", id.Short(), err)
-		} else if ok {
-			continue
-		}
-		sent[id] = struct{}{}
-		cp := chunkCopies.Get().(*[]byte)
-		*cp = append((*cp)[:0], chunk...)
-		if p == nil {
-			if pending == nil {
-				pending, pendingID = cp, id
-				continue
-			}
-			p = startPipeline(ctx, s)
-			if err := p.submit(pendingID, pending); err != nil {
-				pending = nil
-				chunkCopies.Put(cp)
-				return err
-			}
-			pending = nil
-		}
-		if err := p.submit(id, cp); err != nil {
+		if err := fn(id, chunk); err != nil {
 			return err
 		}
 	}

@@ -37,25 +37,9 @@ func (s *Store) PrepareSparseFile(ctx context.Context, f *os.File) (*Prepared, e
 	buf := chunkBufs.Get().(*[]byte)
 	defer chunkBufs.Put(buf)
 	err := sparseData(f, &p.m, func(r io.Reader) error {
-		c := newChunkerBuf(r, *buf)
-		for {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			chunk, err := c.Next()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("read: %w", err)
-			}
-			id := Sum(chunk)
-			p.m.Extents = append(p.m.Extents, Extent{ID: id, Len: int64(len(chunk))})
-			p.m.Size += int64(len(chunk))
-			p.st.Chunks++
-			p.st.Bytes += int64(len(chunk))
+		return eachChunk(ctx, r, *buf, &p.m, &p.st, func(id ID, chunk []byte) error {
 			if _, ok := seen[id]; ok {
-				continue
+				return nil
 			}
 			seen[id] = struct{}{}
 			var z []byte
@@ -66,7 +50,8 @@ func (s *Store) PrepareSparseFile(ctx context.Context, f *os.File) (*Prepared, e
 			copy(own, stored)
 			p.rows = append(p.rows, Raw{ID: id, Kind: KindChunk, Codec: uint8(codec), Size: int64(len(chunk)), Data: own})
 			p.bytes += int64(len(own))
-		}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prepare file %s: %w", f.Name(), err)
