@@ -486,3 +486,17 @@ func (s *Store) PutTree(ctx context.Context, t *Tree) (ID, int64, error) {
 	}
 	return s.Put(ctx, KindTree, b)
 }
+
+// StoredSize returns how many bytes object id occupies in the data column
+// (compressed where it is), without reading them.
+func (s *Store) StoredSize(ctx context.Context, id ID) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT length(data) FROM objects WHERE id = ?`, id[:]).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("size of %s: %w", id.Short(), ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("size of %s: %w", id.Short(), err)
+	}
+	return n, nil
+}

@@ -103,6 +103,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newPullCommand(e),
 			newLogCommand(e),
 			newStatusCommand(e),
+			newDuCommand(e),
 			newSnapshotCommand(e),
 			newBranchCommand(e),
 			newCheckoutCommand(e),
