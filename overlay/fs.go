@@ -77,6 +77,7 @@ type FS struct {
 	batch         *journal.Batch
 	behind        *behind // unlinks written behind (behind.go); nil when read-only
 	server        *fuse.Server
+	served        chan struct{} // closed when the serve loop has ended: the kernel let go of the mount
 	upperDir      string
 	releaseUpper  func() // removes the upper dir Mount made (nil: the caller's)
 	statDir       string
@@ -223,6 +224,8 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	f.server = server
+	f.served = make(chan struct{})
+	go func() { server.Wait(); close(f.served) }()
 	f.ptOK.Store(f.probePassthrough())
 	return f, nil
 }
@@ -316,6 +319,18 @@ func (f *FS) Unmount(ctx context.Context) error {
 	if f.server != nil {
 		for i := 0; i < 50; i++ {
 			if err = f.server.Unmount(); err == nil {
+				break
+			}
+			select {
+			case <-f.served:
+				// Unmounted from outside (fusermount -u, umount): the
+				// kernel has let go, nothing can reach the mount any
+				// more, and what is dirty is journaled below as after
+				// our own unmount.
+				err = nil
+			default:
+			}
+			if err == nil {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)

@@ -153,3 +153,47 @@ func errorsIsErrno(err error, want syscall.Errno) bool {
 	}
 	return pe != nil && pe.Err == want
 }
+
+// TestMountUnmountedFromOutside: `umount` (or fusermount -u) of an art
+// mount ends it like Ctrl-C: exit 0 at once, everything written is
+// journaled, and the store verifies.
+func TestMountUnmountedFromOutside(t *testing.T) {
+	testutil.RequireFUSE(t)
+	base := t.TempDir()
+	db, mnt := filepath.Join(base, "ws.db"), filepath.Join(base, "mnt")
+	os.Mkdir(mnt, 0o755)
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) }) // if the test fails midway
+	writeFile(t, filepath.Join(base, "ws", "a.txt"), "a\n")
+	mustArt(t, "push", "-m", filepath.Join(base, "ws"), "-d", db, "-q")
+	cmd := startMount(t, "-d", db, mnt)
+	if err := os.WriteFile(filepath.Join(mnt, "ws", "out.txt"), []byte("written before the umount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for i := 0; i < 100; i++ { // a moment of EBUSY while the kernel lets go of the write
+		if err = unix.Unmount(mnt, 0); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("umount: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("art mount after an outside umount: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("art mount did not end after an outside umount")
+	}
+	if got := mustArt(t, "cat", "-d", db, "main:ws/out.txt"); got != "written before the umount\n" {
+		t.Fatalf("file after the outside umount: %q", got)
+	}
+	if out := mustArt(t, "verify", "-d", db); !strings.HasSuffix(out, "ok\n") {
+		t.Fatalf("verify:\n%s", out)
+	}
+}
