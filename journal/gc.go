@@ -180,16 +180,31 @@ func (db *DB) gcVacuum(ctx context.Context, removed bool) string {
 	if err := db.w.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
 		return "skipped: " + err.Error()
 	}
+	var free, pages int64
+	if err := db.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+		return "skipped: " + err.Error()
+	}
+	if err := db.w.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		return "skipped: " + err.Error()
+	}
 	what := "incremental"
-	if mode == 2 {
-		if _, err := db.w.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
+	// incremental_vacuum moves pages one at a time (measured 19 s for
+	// 800 MiB freed of 1 GiB, against 1.6 s for VACUUM): with a quarter of
+	// the file or more free, rewriting it is faster.
+	if mode == 2 && free*4 < pages {
+		// Each step of this statement frees one page: drain it (a plain
+		// Exec frees only the first).
+		rows, err := db.w.QueryContext(ctx, `PRAGMA incremental_vacuum`)
+		if err != nil {
+			return "skipped: " + err.Error()
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return "skipped: " + err.Error()
 		}
 	} else {
-		var free int64
-		if err := db.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
-			return "skipped: " + err.Error()
-		}
 		if !removed && free == 0 {
 			return "skipped: nothing to free"
 		}
