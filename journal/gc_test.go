@@ -206,3 +206,29 @@ func TestGCConcurrentWriter(t *testing.T) {
 	allStates(t, db) // every state still materializes
 	mustVerify(t, db)
 }
+
+// Once a store is in auto_vacuum=INCREMENTAL mode, a gc that frees a small
+// part of it returns the pages with incremental_vacuum.
+func TestGCIncrementalVacuumShrinks(t *testing.T) {
+	db := openStore(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewSource(3))
+	live := make([]byte, 8<<20)
+	r.Read(live)
+	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "big", string(live), 1) })
+	putGarbage(t, db.Path(), 20, 50000, 4)
+	history(t, db, "main", 1)
+	if rep, err := db.GC(ctx, journal.GCOptions{}); err != nil || rep.Vacuum != "full" {
+		t.Fatalf("first gc: %v %+v", err, rep)
+	}
+	putGarbage(t, db.Path(), 30, 50000, 5)
+	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "new", "new", 1) })
+	rep, err := db.GC(ctx, journal.GCOptions{})
+	if err != nil || rep.Vacuum != "incremental" || rep.Removed < 30 {
+		t.Fatalf("second gc: %v %+v", err, rep)
+	}
+	if rep.FileAfter > rep.FileBefore-1000*1000 {
+		t.Fatalf("store file %d -> %d bytes, want >= 1 MB less", rep.FileBefore, rep.FileAfter)
+	}
+	mustVerify(t, db)
+}
