@@ -25,19 +25,20 @@ type GCOptions struct {
 
 // GCReport is the result of GC.
 type GCReport struct {
-	DryRun        bool    `json:"dry_run"`
-	ObjectsBefore int64   `json:"objects_before"`
-	ObjectsAfter  int64   `json:"objects_after"`
-	BytesBefore   int64   `json:"bytes_before"` // stored object bytes
-	BytesAfter    int64   `json:"bytes_after"`
-	Reachable     int64   `json:"reachable"`
-	Removed       int64   `json:"removed"` // objects removed (or, with DryRun, that would be)
-	RemovedBytes  int64   `json:"removed_bytes"`
-	Protected     int64   `json:"protected"`   // unreachable but within the grace period
-	FileBefore    int64   `json:"file_before"` // store file plus its WAL, bytes
-	FileAfter     int64   `json:"file_after"`
-	Vacuum        string  `json:"vacuum"` // "incremental", "full" (first conversion), "skipped: ..."
-	Seconds       float64 `json:"seconds"`
+	DryRun         bool    `json:"dry_run"`
+	ObjectsBefore  int64   `json:"objects_before"`
+	ObjectsAfter   int64   `json:"objects_after"`
+	BytesBefore    int64   `json:"bytes_before"` // stored object bytes
+	BytesAfter     int64   `json:"bytes_after"`
+	Reachable      int64   `json:"reachable"`
+	Removed        int64   `json:"removed"` // objects removed (or, with DryRun, that would be)
+	RemovedBytes   int64   `json:"removed_bytes"`
+	Protected      int64   `json:"protected"` // unreachable but within the grace period
+	ProtectedBytes int64   `json:"protected_bytes"`
+	FileBefore     int64   `json:"file_before"` // store file plus its WAL, bytes
+	FileAfter      int64   `json:"file_after"`
+	Vacuum         string  `json:"vacuum"` // "incremental", "full" (first conversion), "skipped: ..."
+	Seconds        float64 `json:"seconds"`
 }
 
 // fileSize is the size of the store file plus its WAL.
@@ -115,6 +116,7 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 			}
 			if rowid > cutoff || rowid == maxRowid.Int64 {
 				rep.Protected++
+				rep.ProtectedBytes += n
 				continue
 			}
 			doomed = append(doomed, rowid)
@@ -340,4 +342,45 @@ func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int
 		}
 	}
 	return marked, nil
+}
+
+// Sizes is the stored size of a store, split by kind.
+type Sizes struct {
+	File      int64 `json:"file"`      // store file plus WAL
+	Chunks    int64 `json:"chunks"`    // content chunks (stored bytes)
+	Manifests int64 `json:"manifests"` // file manifests
+	Trees     int64 `json:"trees"`
+	Events    int64 `json:"events"` // journal event rows (payload, hashes, path, root)
+	Other     int64 `json:"other"`  // the rest: indexes, projection, free pages, SQLite overhead
+}
+
+// Sizes measures the store.
+func (db *DB) Sizes(ctx context.Context) (*Sizes, error) {
+	s := &Sizes{File: fileSize(db.path)}
+	rows, err := db.r.QueryContext(ctx, `SELECT kind, coalesce(sum(length(data)), 0) FROM objects GROUP BY kind`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var k int
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		switch cas.Kind(k) {
+		case cas.KindChunk:
+			s.Chunks += n
+		case cas.KindManifest:
+			s.Manifests += n
+		case cas.KindTree:
+			s.Trees += n
+		}
+	}
+	rows.Close()
+	if err := db.r.QueryRowContext(ctx, `SELECT coalesce(sum(length(payload) + length(prev) + length(hash) + coalesce(length(path), 0) + coalesce(length(root), 0)), 0) FROM events`).Scan(&s.Events); err != nil {
+		return nil, err
+	}
+	s.Other = max(0, s.File-s.Chunks-s.Manifests-s.Trees-s.Events)
+	return s, nil
 }

@@ -111,6 +111,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newCatCommand(e),
 			newVerifyCommand(e),
 			newGCCommand(e),
+			newStatusCommand(e),
 			newMountCommand(e),
 			newExecCommand(e),
 			newPolicyCommand(e),

@@ -106,3 +106,26 @@ func TestGCKilled(t *testing.T) {
 		mustArt(t, "verify", "-d", db)
 	}
 }
+
+func TestStatusCommand(t *testing.T) {
+	db := gcStore(t, 100, 7)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(mustArt(t, "status", "-d", db, "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Branch != "main" || rep.LastSnapshot == nil || rep.Head.Seq == 0 || rep.Changed != 0 {
+		t.Fatalf("status: %+v", rep)
+	}
+	if rep.InGrace < 100*50000 || rep.Reclaimable != 0 || rep.Sizes.Chunks < 100*50000 || rep.Sizes.File < rep.Sizes.Chunks {
+		t.Fatalf("status sizes: %+v %+v", rep, rep.Sizes)
+	}
+	if len(rep.Sessions) != 0 {
+		t.Fatalf("sessions: %+v", rep.Sessions)
+	}
+	out := mustArt(t, "status", "-d", db)
+	for _, want := range []string{"branch main at @", "last snapshot", "no session running", "chunks", "art gc would reclaim 0 B ("} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status output lacks %q:\n%s", want, out)
+		}
+	}
+}
