@@ -21,6 +21,11 @@ var (
 	// ErrHeadMoved reports a compare-and-swap branch move (MoveBranch)
 	// whose branch changed since the caller read it.
 	ErrHeadMoved = errors.New("branch head moved")
+	// ErrGCRaced reports a MoveBranch whose objects were received (or
+	// found present) before an art gc that completed since: an object the
+	// transfer deduplicated against may have been collected. Nothing was
+	// changed; run the transfer again.
+	ErrGCRaced = errors.New("a gc ran during the transfer")
 	// ErrCorrupt reports a journal whose chain, payloads or projection do
 	// not agree; object corruption is cas.ErrCorrupt.
 	ErrCorrupt = errors.New("corrupt journal")

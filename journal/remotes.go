@@ -89,18 +89,42 @@ func (db *DB) ReceiveObjects(ctx context.Context, fn func(objs *cas.Store) error
 	return db.writeTx(ctx, func(tx *sql.Tx) error { return fn(db.objs.With(tx)) })
 }
 
+// GCGeneration names the last completed art gc. A transfer reads it before
+// it first looks at which objects the store has, and hands it to
+// MoveBranch: objects found present in one transaction and referenced in a
+// later one are safe only if no gc ran in between (see ErrGCRaced).
+func (db *DB) GCGeneration(ctx context.Context) (int64, error) {
+	return gcGeneration(ctx, db.r)
+}
+
+func gcGeneration(ctx context.Context, q gcQuerier) (int64, error) {
+	var g int64
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(time_ns), 0) FROM gc_marks`).Scan(&g); err != nil {
+		return 0, fmt.Errorf("read gc generation: %w", err)
+	}
+	return g, nil
+}
+
 // MoveBranch sets branch name to root by compare-and-swap: it succeeds only
 // if the branch's head hash is still expect (the zero id: the branch must
 // not exist, and is created). The move is an op of the given kind holding
 // one checkout event, so art log shows it and undo reverts it. A head that
 // moved meanwhile wraps ErrHeadMoved and changes nothing. Every object
-// under root must already be in the store.
-func (db *DB) MoveBranch(ctx context.Context, name string, expect, root cas.ID, kind, desc string) (Branch, error) {
+// under root must already be in the store, and gcGen is the GCGeneration
+// read before the caller first checked that: if a gc completed since, the
+// move wraps ErrGCRaced and changes nothing, because an object the caller
+// saw may have been collected.
+func (db *DB) MoveBranch(ctx context.Context, name string, expect, root cas.ID, kind, desc string, gcGen int64) (Branch, error) {
 	if err := ValidBranchName(name); err != nil {
 		return Branch{}, err
 	}
 	var b Branch
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		if g, err := gcGeneration(ctx, tx); err != nil {
+			return err
+		} else if g != gcGen {
+			return fmt.Errorf("%w: move branch %s", ErrGCRaced, name)
+		}
 		cur, err := branchByName(ctx, tx, name)
 		switch {
 		case errors.Is(err, ErrBranchNotFound):

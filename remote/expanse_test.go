@@ -46,7 +46,7 @@ func TestPullMeasuresDAGOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.MoveBranch(ctx, "dag", cas.ID{}, root, "test", "dag"); err != nil {
+	if _, err := src.MoveBranch(ctx, "dag", cas.ID{}, root, "test", "dag", 0); err != nil {
 		t.Fatal(err)
 	}
 	// dag2 holds the same DAG one level down: pulled after dag, the DAG is
@@ -60,7 +60,7 @@ func TestPullMeasuresDAGOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.MoveBranch(ctx, "dag2", cas.ID{}, root2, "test", "dag2"); err != nil {
+	if _, err := src.MoveBranch(ctx, "dag2", cas.ID{}, root2, "test", "dag2", 0); err != nil {
 		t.Fatal(err)
 	}
 	src.Close()

@@ -13,6 +13,10 @@ import (
 // store's branches, so art log and art verify work on it directly.
 type FileRemote struct {
 	db *journal.DB
+	// gcGen is the remote store's gc generation when it was opened,
+	// before any Has: SetRef refuses to publish a state if a gc ran on
+	// the remote since (journal.ErrGCRaced).
+	gcGen int64
 }
 
 // OpenFile opens the store at path as a remote: with opts.Create it is
@@ -24,7 +28,12 @@ func OpenFile(ctx context.Context, path string, opts OpenOptions) (*FileRemote, 
 	if err != nil {
 		return nil, fmt.Errorf("open remote: %w", err)
 	}
-	return &FileRemote{db: db}, nil
+	gen, err := db.GCGeneration(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open remote: %w", err)
+	}
+	return &FileRemote{db: db, gcGen: gen}, nil
 }
 
 // DB is the remote's store.
@@ -136,7 +145,7 @@ func (f *FileRemote) SetRef(ctx context.Context, old Ref, root cas.ID) error {
 			return fmt.Errorf("set remote branch %s: %w", old.Branch, err)
 		}
 	}
-	_, err := f.db.MoveBranch(ctx, old.Branch, expect, root, "receive", "receive push of "+root.Short())
+	_, err := f.db.MoveBranch(ctx, old.Branch, expect, root, "receive", "receive push of "+root.Short(), f.gcGen)
 	if errors.Is(err, journal.ErrHeadMoved) {
 		return fmt.Errorf("set remote branch %s: %w: %v", old.Branch, ErrRefChanged, err)
 	}

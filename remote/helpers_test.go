@@ -86,7 +86,7 @@ func fileKind() *kind {
 			if err == nil {
 				expect = b.HeadHash
 			}
-			if _, err := db.MoveBranch(ctx, branch, expect, root, "plant", "plant"); err != nil {
+			if _, err := db.MoveBranch(ctx, branch, expect, root, "plant", "plant", 0); err != nil {
 				t.Fatal(err)
 			}
 		},

@@ -443,25 +443,36 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 				ErrNonFastForward, ref.Branch, head.Root.Short(), ref.Branch)
 		}
 	}
-	err = db.ReceiveObjects(ctx, func(objs *cas.Store) error {
-		if l, ok := r.(localBases); ok {
-			l.SetLocal(objs)
-			defer l.SetLocal(nil)
+	// The objects are received in one transaction and the branch moved in
+	// another; a gc in between could collect an old unreferenced object
+	// the receive found present. MoveBranch refuses then, and receiving
+	// again stores what is missing.
+	for try := 0; ; try++ {
+		gen, err := db.GCGeneration(ctx)
+		if err != nil {
+			return res, err
 		}
-		sz := newSizer(objs)
-		if err := receiveState(ctx, objs, r, ref.Root, opts, st, sz); err != nil {
-			return err
+		err = db.ReceiveObjects(ctx, func(objs *cas.Store) error {
+			if l, ok := r.(localBases); ok {
+				l.SetLocal(objs)
+				defer l.SetLocal(nil)
+			}
+			sz := newSizer(objs)
+			if err := receiveState(ctx, objs, r, ref.Root, opts, st, sz); err != nil {
+				return err
+			}
+			return checkExpanse(ctx, sz, ref.Root, opts)
+		})
+		if err != nil {
+			return res, err
 		}
-		return checkExpanse(ctx, sz, ref.Root, opts)
-	})
-	if err != nil {
+		desc := fmt.Sprintf("pull %s %s: %s", opts.Name, ref.Branch, ref.Root.Short())
+		_, err = db.MoveBranch(ctx, ref.Branch, expect, ref.Root, "pull", desc, gen)
+		if errors.Is(err, journal.ErrGCRaced) && try < 3 {
+			continue
+		}
 		return res, err
 	}
-	desc := fmt.Sprintf("pull %s %s: %s", opts.Name, ref.Branch, ref.Root.Short())
-	if _, err := db.MoveBranch(ctx, ref.Branch, expect, ref.Root, "pull", desc); err != nil {
-		return res, err
-	}
-	return res, nil
 }
 
 // checkExpanse refuses a state that expands past opts' bounds. It reads
