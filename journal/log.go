@@ -97,7 +97,11 @@ func (db *DB) Snapshots(ctx context.Context, branch string) ([]Snapshot, error) 
 }
 
 func (db *DB) snapshots(ctx context.Context, where string, args ...any) ([]Snapshot, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT s.id, s.seq, s.branch, coalesce((SELECT name FROM branches b WHERE b.id = s.branch), '(deleted)'),
+	return db.snapshotsQ(ctx, db.r, where, args...)
+}
+
+func (db *DB) snapshotsQ(ctx context.Context, q queryer, where string, args ...any) ([]Snapshot, error) {
+	rows, err := q.QueryContext(ctx, `SELECT s.id, s.seq, s.branch, coalesce((SELECT name FROM branches b WHERE b.id = s.branch), '(deleted)'),
 		s.root, s.message, s.time_ns, s.event_count FROM snapshots s `+where+` ORDER BY s.seq DESC`, args...)
 	if err != nil {
 		return nil, err

@@ -172,7 +172,8 @@ func (op *Op) openTx(ctx context.Context, tx cas.DBTX) (*Tx, error) {
 	var deleted sql.NullInt64
 	// The next seq comes along: nearly every transaction appends.
 	err := tx.QueryRowContext(ctx, `SELECT head_seq, head_hash, event_count, next_ino, deleted_ns,
-		(SELECT coalesce(max(seq), 0) + 1 FROM events) FROM branches WHERE id = ?`, op.BranchID).
+		max((SELECT coalesce(max(seq), 0) FROM events), (SELECT coalesce(max(to_seq), 0) FROM forgotten)) + 1
+		FROM branches WHERE id = ?`, op.BranchID).
 		Scan(&headSeq, &head, &count, &nextIno, &deleted, &next)
 	if err != nil {
 		return nil, fmt.Errorf("branch %s: %w", op.Branch, err)

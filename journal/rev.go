@@ -62,6 +62,9 @@ func (db *DB) Resolve(ctx context.Context, rev, defaultBranch string) (State, er
 		}
 		switch len(snaps) {
 		case 0:
+			if err := db.forgottenSnapshot(ctx, rev); err != nil {
+				return State{}, err
+			}
 		case 1:
 			s := snaps[0]
 			return State{BranchID: s.BranchID, Branch: s.Branch, Seq: s.Seq, Root: s.Root, Snapshot: s.ID}, nil
@@ -117,6 +120,9 @@ func (db *DB) stateAt(ctx context.Context, seq int64) (State, error) {
 	var branch int64
 	err := db.r.QueryRowContext(ctx, `SELECT branch FROM events WHERE seq = ?`, seq).Scan(&branch)
 	if errors.Is(err, sql.ErrNoRows) {
+		if err := db.forgottenEvent(ctx, seq); err != nil {
+			return State{}, err
+		}
 		return State{}, fmt.Errorf("%w: no event @%d", ErrRevNotFound, seq)
 	}
 	if err != nil {
@@ -157,6 +163,12 @@ func (db *DB) back(ctx context.Context, st State, n int, rev string) (State, err
 		branch, seq = fromBranch, fromSeq
 	}
 	if len(list) <= n {
+		var forgot int
+		db.r.QueryRowContext(ctx, `SELECT count(*) FROM forgotten_snapshots WHERE branch = ? AND seq <= ?`, st.BranchID, st.Seq).Scan(&forgot)
+		if forgot > 0 {
+			return State{}, fmt.Errorf("%w: %w: %q: only %d snapshots at or before %s; %d older ones were forgotten (art forget; see art log)",
+				ErrRevNotFound, ErrForgotten, rev, len(list), describeState(st), forgot)
+		}
 		return State{}, fmt.Errorf("%w: %q: only %d snapshots at or before %s", ErrRevNotFound, rev, len(list), describeState(st))
 	}
 	s := list[n]
@@ -184,14 +196,27 @@ func (db *DB) materializeTx(ctx context.Context, tx *sql.Tx, branch, seq int64, 
 	var baseSeq int64
 	var rootb []byte
 	q := `SELECT seq, root FROM events WHERE branch = ? AND seq <= ? AND root IS NOT NULL ORDER BY seq DESC LIMIT 1`
+	args := []any{branch, seq}
 	if full {
-		q = `SELECT seq, root FROM events WHERE branch = ? AND seq <= ? AND root IS NOT NULL ORDER BY seq LIMIT 1`
+		// From the first recorded root after the last stretch art forget
+		// removed: nothing before it can be replayed.
+		q = `SELECT seq, root FROM events WHERE branch = ? AND seq <= ? AND root IS NOT NULL
+			AND seq > (SELECT coalesce(max(to_seq), 0) FROM forgotten WHERE branch = ? AND to_seq < ?) ORDER BY seq LIMIT 1`
+		args = append(args, branch, seq)
 	}
-	err := tx.QueryRowContext(ctx, q, branch, seq).Scan(&baseSeq, &rootb)
+	err := tx.QueryRowContext(ctx, q, args...).Scan(&baseSeq, &rootb)
 	if errors.Is(err, sql.ErrNoRows) {
+		if err := forgottenAt(ctx, tx, branch, 0, seq); err != nil {
+			return cas.ID{}, err
+		}
 		return cas.ID{}, fmt.Errorf("%w: branch %d has no state at @%d", ErrRevNotFound, branch, seq)
 	}
 	if err != nil {
+		return cas.ID{}, err
+	}
+	// Replaying across events art forget removed would give a wrong
+	// state without an error: refuse instead.
+	if err := forgottenAt(ctx, tx, branch, baseSeq, seq); err != nil {
 		return cas.ID{}, err
 	}
 	var base cas.ID

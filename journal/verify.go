@@ -127,7 +127,8 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 			rep.Problems = append(rep.Problems, Problem{What: "snapshot", Object: s.ID.String(), Seq: s.Seq, Detail: "does not match its event"})
 		}
 		var idx int64
-		if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE branch = ? AND seq <= ?`, s.BranchID, s.Seq).Scan(&idx); err != nil {
+		if err := db.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events WHERE branch = ?1 AND seq <= ?2)
+			+ (SELECT coalesce(sum(count), 0) FROM forgotten WHERE branch = ?1 AND to_seq < ?2)`, s.BranchID, s.Seq).Scan(&idx); err != nil {
 			return nil, err
 		}
 		if idx != s.EventCount {
@@ -173,27 +174,77 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 	return rep, nil
 }
 
+// gap is a stretch of a chain art forget removed (table forgotten).
+type gap struct {
+	from, to, count   int64
+	firstPrev, lastID cas.ID
+}
+
+func (db *DB) gaps(ctx context.Context, branch int64) ([]gap, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT from_seq, to_seq, count, first_prev, last_hash FROM forgotten WHERE branch = ? ORDER BY from_seq`, branch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []gap
+	for rows.Next() {
+		var g gap
+		var fp, lh []byte
+		if err := rows.Scan(&g.from, &g.to, &g.count, &fp, &lh); err != nil {
+			return nil, err
+		}
+		copy(g.firstPrev[:], fp)
+		copy(g.lastID[:], lh)
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
 func (db *DB) verifyChain(ctx context.Context, branch int64, label string, head cas.ID, headSeq, count int64,
 	rep *VerifyReport, roots, manifests map[cas.ID]string) (int, error) {
+	gaps, err := db.gaps(ctx, branch)
+	if err != nil {
+		return 0, err
+	}
 	rows, err := db.r.QueryContext(ctx, `SELECT seq, op, kind, time_ns, path, root, payload, prev, hash FROM events WHERE branch = ? ORDER BY seq`, branch)
 	if err != nil {
 		return 0, err
 	}
 	defer rows.Close()
 	var prev cas.ID
-	var n int64
+	var n, live int64
 	var last int64
 	fail := func(seq int64, detail string) {
 		rep.Problems = append(rep.Problems, Problem{What: "chain", Branch: label, Seq: seq, Detail: detail})
+	}
+	// skipGaps steps the chain over the stretches art forget removed
+	// before seq: each must start where the chain is and ends at its
+	// recorded last hash. The event after a gap must record a root, or
+	// its state could not be replayed.
+	skipGaps := func(seq int64) bool {
+		crossed := false
+		for len(gaps) > 0 && gaps[0].to < seq {
+			g := gaps[0]
+			gaps = gaps[1:]
+			if g.firstPrev != prev || g.from <= last {
+				fail(g.from, "a forgotten stretch of the chain does not join the events before it")
+			}
+			prev, last, n, crossed = g.lastID, g.to, n+g.count, true
+		}
+		return crossed
 	}
 	for rows.Next() {
 		var seq, op, timeNS int64
 		var kind int
 		var path, root, payload, p, h []byte
 		if err := rows.Scan(&seq, &op, &kind, &timeNS, &path, &root, &payload, &p, &h); err != nil {
-			return int(n), err
+			return int(live), err
+		}
+		if skipGaps(seq) && root == nil {
+			fail(seq, "the event after a forgotten stretch records no root to replay from")
 		}
 		n++
+		live++
 		last = seq
 		if !bytes.Equal(p, prev[:]) {
 			fail(seq, "previous-hash link broken (an event was removed, reordered or altered)")
@@ -226,7 +277,11 @@ func (db *DB) verifyChain(ctx context.Context, branch int64, label string, head 
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return int(n), err
+		return int(live), err
+	}
+	skipGaps(headSeq + 1)
+	if len(gaps) > 0 {
+		fail(gaps[0].from, "a forgotten stretch lies past the branch head")
 	}
 	if n != count {
 		fail(last, fmt.Sprintf("branch records %d events, chain has %d (truncated?)", count, n))
@@ -234,7 +289,7 @@ func (db *DB) verifyChain(ctx context.Context, branch int64, label string, head 
 	if prev != head || last != headSeq {
 		fail(last, "branch head does not match the last event of its chain")
 	}
-	return int(n), nil
+	return int(live), nil
 }
 
 // rebuild replays branch's whole chain and compares the result with the

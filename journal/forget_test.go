@@ -1,0 +1,243 @@
+package journal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+)
+
+// sessions runs n sessions on branch: each writes a big file of its own
+// random content (so each session's content is distinct and gc can tell
+// it apart), deletes the previous one, touches a shared file, and ends
+// with a snapshot. It returns the snapshots, oldest first.
+func sessions(t testing.TB, db *journal.DB, branch string, from, n int) []journal.Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	var out []journal.Snapshot
+	for i := from; i < from+n; i++ {
+		r := rand.New(rand.NewSource(int64(i)))
+		big := make([]byte, 200_000)
+		r.Read(big)
+		mustDo(t, db, branch, func(tx *journal.Tx) error {
+			if err := writeFile(tx, fmt.Sprintf("big%d", i), string(big), int64(i)); err != nil {
+				return err
+			}
+			return writeFile(tx, "log", fmt.Sprintf("session %d\n", i), int64(i))
+		})
+		if i > 0 {
+			mustDo(t, db, branch, func(tx *journal.Tx) error {
+				err := tx.Unlink(journal.RootIno, []byte(fmt.Sprintf("big%d", i-1)))
+				if errors.Is(err, syscall.ENOENT) {
+					return nil
+				}
+				return err
+			})
+		}
+		s, err := db.TakeSnapshot(ctx, branch, fmt.Sprintf("session %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// liveSeqs lists the seqs of branch's remaining events.
+func liveSeqs(t testing.TB, db *journal.DB, branch string) []int64 {
+	t.Helper()
+	evs, err := db.Events(context.Background(), journal.EventQuery{Branch: branch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, e := range evs {
+		out = append(out, e.Seq)
+	}
+	return out
+}
+
+func TestForgetKeepsChosenStatesAndFreesTheRest(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	snaps := sessions(t, db, "main", 0, 6)
+	// Live work after the last snapshot: always kept.
+	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "live", "after the last snapshot", 99) })
+	head := headRoot(t, db, "main")
+	// Every state in the last two sessions' units, by seq, before forget.
+	keepFrom := snaps[3].Seq // units of snaps[4] and snaps[5] are (snaps[3], snaps[5]]
+	want := map[int64]map[string]string{}
+	var dropped []int64
+	for _, seq := range liveSeqs(t, db, "main") {
+		if seq < keepFrom {
+			dropped = append(dropped, seq)
+			continue
+		}
+		want[seq] = treeMap(t, db.Objects(), resolve(t, db, fmt.Sprintf("@%d", seq)).Root, true)
+	}
+	if _, err := db.GC(ctx, journal.GCOptions{}); err != nil { // the scratch trees of the resolves above
+		t.Fatal(err)
+	}
+	before, err := db.GC(ctx, journal.GCOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dry, err := db.Forget(ctx, journal.ForgetOptions{Branches: []string{"main"}, Policy: journal.Retention{Last: 2}, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Branches) != 1 || len(dry.Branches[0].Forget) != 4 || len(dry.Branches[0].Keep) != 2 || dry.Branches[0].Events == 0 {
+		t.Fatalf("dry run: %+v", dry.Branches)
+	}
+	if got, _ := db.Snapshots(ctx, "main"); len(got) != 6 {
+		t.Fatalf("dry run removed snapshots: %d left", len(got))
+	}
+
+	rep, err := db.Forget(ctx, journal.ForgetOptions{Branches: []string{"main"}, Policy: journal.Retention{Last: 2}, Who: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf := rep.Branches[0]
+	if len(bf.Forget) != 4 || bf.Events != dry.Branches[0].Events || bf.Anchors != 1 || bf.Op == 0 {
+		t.Fatalf("forget: %+v", bf)
+	}
+	mustVerify(t, db)
+	if got := headRoot(t, db, "main"); got != head {
+		t.Fatalf("head changed: %s -> %s", head.Short(), got.Short())
+	}
+	for seq, st := range want {
+		if d := mapDiff(st, treeMap(t, db.Objects(), resolve(t, db, fmt.Sprintf("@%d", seq)).Root, true)); d != "" {
+			t.Fatalf("kept state @%d changed:\n%s", seq, d)
+		}
+	}
+	// The kept snapshots resolve; forgotten ones, their events and REV~N
+	// past them say so.
+	for _, s := range snaps[4:] {
+		if got := resolve(t, db, s.ID.String()[:12]).Root; got != s.Root {
+			t.Fatalf("kept snapshot %s resolves to %s", s.ID.Short(), got.Short())
+		}
+	}
+	for _, rev := range []string{snaps[0].ID.String()[:12], snaps[3].ID.String()[:12], fmt.Sprintf("@%d", dropped[1]), "main~3"} {
+		_, err := db.Resolve(ctx, rev, "main")
+		if !errors.Is(err, journal.ErrForgotten) || !errors.Is(err, journal.ErrRevNotFound) || !strings.Contains(err.Error(), "forgotten") {
+			t.Fatalf("resolve %s after forget: %v", rev, err)
+		}
+	}
+	fr, err := db.Forgotten(ctx, "main")
+	if err != nil || len(fr) == 0 || fr[0].Op != bf.Op {
+		t.Fatalf("forgotten ranges: %v %+v", err, fr)
+	}
+	ops, err := db.Ops(ctx, journal.LogQuery{Branch: "main", Limit: 1})
+	if err != nil || ops[0].Kind != "forget" || !strings.Contains(ops[0].Description, "by test") {
+		t.Fatalf("op log: %v %+v", err, ops)
+	}
+
+	// gc now frees the forgotten sessions' content: four 200 KB files.
+	after, err := db.GC(ctx, journal.GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.BytesAfter > before.BytesAfter-3*200_000 {
+		t.Fatalf("gc after forget: %d stored bytes, was %d; want >= 600 KB less", after.BytesAfter, before.BytesAfter)
+	}
+	mustVerify(t, db)
+	if rep, err := db.Verify(ctx, journal.VerifyOptions{Rebuild: true}); err != nil || !rep.OK() {
+		t.Fatalf("verify --rebuild: %v %+v", err, rep)
+	}
+	allStates(t, db) // every remaining event's state materializes
+
+	// Writing on, undoing the last op and forgetting again (ranges join).
+	more := sessions(t, db, "main", 6, 2)
+	if _, err := db.Undo(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Forget(ctx, journal.ForgetOptions{All: true, Policy: journal.Retention{Last: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, db)
+	if got := resolve(t, db, more[1].ID.String()[:12]).Root; got != more[1].Root {
+		t.Fatal("newest snapshot lost")
+	}
+	allStates(t, db)
+	if _, err := db.GC(ctx, journal.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, db)
+	allStates(t, db)
+}
+
+// A policy that keeps every snapshot changes nothing.
+func TestForgetKeepAllIsANoop(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	sessions(t, db, "main", 0, 3)
+	n := len(liveSeqs(t, db, "main"))
+	rep, err := db.Forget(ctx, journal.ForgetOptions{Branches: []string{"main"}, Policy: journal.Retention{Last: 10}})
+	if err != nil || len(rep.Branches[0].Forget) != 0 || rep.Branches[0].Events != 0 {
+		t.Fatalf("forget keep-last 10: %v %+v", err, rep)
+	}
+	if m := len(liveSeqs(t, db, "main")); m != n {
+		t.Fatalf("%d events before, %d after", n, m)
+	}
+	if _, err := db.Forget(ctx, journal.ForgetOptions{Branches: []string{"main"}}); err == nil {
+		t.Fatal("forget without a rule succeeded")
+	}
+}
+
+// History since a running operation began stays, whatever the policy.
+func TestForgetKeepsWhatARunningOpNeeds(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	snaps := sessions(t, db, "main", 0, 2)
+	op, err := db.BeginOp(ctx, "main", "run", "a session still running")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more := sessions(t, db, "main", 2, 3)
+	rep, err := db.Forget(ctx, journal.ForgetOptions{Branches: []string{"main"}, Policy: journal.Retention{Last: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf := rep.Branches[0]
+	// The op began right at snaps[1]: that snapshot's event stays as the
+	// root its state replays from, the snapshot itself may go.
+	if len(bf.Forget) != 2 || bf.Forget[1].ID != snaps[0].ID || bf.Anchors != 1 || len(bf.Keep) != 3 || bf.Protected == "" {
+		t.Fatalf("forget with a running op: %+v", bf)
+	}
+	if _, err := db.Resolve(ctx, fmt.Sprintf("@%d", op.BeforeSeq), "main"); err != nil {
+		t.Fatalf("the running op's starting state: %v", err)
+	}
+	for _, s := range more {
+		resolve(t, db, s.ID.String()[:12])
+	}
+	mustVerify(t, db)
+}
+
+// verify still notices a chain cut behind forget's back.
+func TestVerifyNoticesEventsRemovedAfterForget(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	sessions(t, db, "main", 0, 4)
+	if _, err := db.Forget(ctx, journal.ForgetOptions{Branches: []string{"main"}, Policy: journal.Retention{Last: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, db)
+	seqs := liveSeqs(t, db, "main")
+	raw := rawSQL(t, db.Path())
+	if _, err := raw.Exec(`DELETE FROM events WHERE seq = ?`, seqs[len(seqs)/2]); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	rep, err := db.Verify(ctx, journal.VerifyOptions{})
+	if err != nil || rep.OK() {
+		t.Fatalf("verify after removing an event: %v %+v", err, rep)
+	}
+	_ = cas.ID{}
+}
