@@ -152,6 +152,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	db.markGeneration(ctx)
 	return db, nil
 }
 

@@ -258,16 +258,28 @@ func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts Forge
 	}
 	sort.Slice(snaps, func(i, j int) bool { return snaps[i].Seq > snaps[j].Seq }) // newest first
 	reasons := keepSnapshots(snaps, opts.Policy, time.Unix(0, db.now()))
-	// Everything since the earliest running op on the branch began stays:
-	// its session may still undo to there.
+	// The state where the earliest running op on the branch began, and
+	// everything since, stays: its session may still undo to there. That
+	// is every snapshot at or after that point, and the last one before it
+	// as the base its state replays from (unless one is exactly there).
 	var running sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT min(before_seq) FROM ops WHERE branch = ? AND end_seq IS NULL`, b.ID).Scan(&running); err != nil {
 		return bf, err
 	}
-	for i := range snaps {
-		if reasons[i] == nil && running.Valid && snaps[i].Seq > running.Int64 {
-			reasons[i] = []string{"a running operation needs it"}
-			bf.Protected = "history since a running operation began is kept"
+	if running.Valid {
+		base := true
+		for i := range snaps { // newest first
+			need := snaps[i].Seq >= running.Int64
+			if !need && base {
+				need, base = true, false
+			}
+			if snaps[i].Seq == running.Int64 {
+				base = false
+			}
+			if need && reasons[i] == nil {
+				reasons[i] = []string{"a running operation needs it"}
+				bf.Protected = "history since a running operation began is kept"
+			}
 		}
 	}
 	// Oldest first from here.
@@ -305,6 +317,11 @@ func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts Forge
 		return bf, err
 	}
 	// Mark the events to remove: unit i is (snaps[i-1].Seq, snaps[i].Seq].
+	// A kept snapshot's event stays; the rest of its unit stays only when
+	// the state it replays from stays too (the previous snapshot is kept,
+	// or it is the branch's first unit, which starts at the branch's own
+	// root). A dropped snapshot's unit goes, except the newest snapshot's
+	// event when dropped: the live events after it replay from it.
 	drop := make([]bool, len(chain))
 	anchors := map[int]bool{}
 	j := 0
@@ -313,16 +330,16 @@ func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts Forge
 		if i > 0 {
 			lo = snaps[i-1].Seq
 		}
-		anchor := i+1 == n || keep[i+1] // the next unit (or the live one) replays from here
+		whole := keep[i] && (i == 0 || keep[i-1])
 		for ; j < len(chain) && chain[j].seq <= snaps[i].Seq; j++ {
-			if keep[i] || chain[j].seq <= lo {
-				continue
-			}
-			if chain[j].seq == snaps[i].Seq && anchor {
+			switch {
+			case chain[j].seq <= lo || whole:
+			case chain[j].seq == snaps[i].Seq && keep[i]:
+			case chain[j].seq == snaps[i].Seq && i+1 == n:
 				anchors[j] = true
-				continue
+			default:
+				drop[j] = true
 			}
-			drop[j] = true
 		}
 	}
 	// An anchor is needed only if the next event kept after it replays

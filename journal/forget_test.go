@@ -70,8 +70,10 @@ func TestForgetKeepsChosenStatesAndFreesTheRest(t *testing.T) {
 	// Live work after the last snapshot: always kept.
 	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "live", "after the last snapshot", 99) })
 	head := headRoot(t, db, "main")
-	// Every state in the last two sessions' units, by seq, before forget.
-	keepFrom := snaps[3].Seq // units of snaps[4] and snaps[5] are (snaps[3], snaps[5]]
+	// Every state from the older kept snapshot on, by seq, before forget:
+	// the newest kept unit replays from it; the events that led to it go
+	// with the snapshots before it.
+	keepFrom := snaps[4].Seq
 	want := map[int64]map[string]string{}
 	var dropped []int64
 	for _, seq := range liveSeqs(t, db, "main") {
@@ -105,7 +107,7 @@ func TestForgetKeepsChosenStatesAndFreesTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	bf := rep.Branches[0]
-	if len(bf.Forget) != 4 || bf.Events != dry.Branches[0].Events || bf.Anchors != 1 || bf.Op == 0 {
+	if len(bf.Forget) != 4 || bf.Events != dry.Branches[0].Events || bf.Anchors != 0 || bf.Op == 0 {
 		t.Fatalf("forget: %+v", bf)
 	}
 	mustVerify(t, db)
@@ -124,7 +126,8 @@ func TestForgetKeepsChosenStatesAndFreesTheRest(t *testing.T) {
 			t.Fatalf("kept snapshot %s resolves to %s", s.ID.Short(), got.Short())
 		}
 	}
-	for _, rev := range []string{snaps[0].ID.String()[:12], snaps[3].ID.String()[:12], fmt.Sprintf("@%d", dropped[1]), "main~3"} {
+	for _, rev := range []string{snaps[0].ID.String()[:12], snaps[3].ID.String()[:12], fmt.Sprintf("@%d", dropped[1]),
+		fmt.Sprintf("@%d", snaps[4].Seq-1), "main~3"} {
 		_, err := db.Resolve(ctx, rev, "main")
 		if !errors.Is(err, journal.ErrForgotten) || !errors.Is(err, journal.ErrRevNotFound) || !strings.Contains(err.Error(), "forgotten") {
 			t.Fatalf("resolve %s after forget: %v", rev, err)
@@ -206,9 +209,9 @@ func TestForgetKeepsWhatARunningOpNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	bf := rep.Branches[0]
-	// The op began right at snaps[1]: that snapshot's event stays as the
-	// root its state replays from, the snapshot itself may go.
-	if len(bf.Forget) != 2 || bf.Forget[1].ID != snaps[0].ID || bf.Anchors != 1 || len(bf.Keep) != 3 || bf.Protected == "" {
+	// The op began right at snaps[1]: that snapshot and all after it stay,
+	// the one before it is not needed.
+	if len(bf.Forget) != 1 || bf.Forget[0].ID != snaps[0].ID || len(bf.Keep) != 4 || bf.Protected == "" {
 		t.Fatalf("forget with a running op: %+v", bf)
 	}
 	if _, err := db.Resolve(ctx, fmt.Sprintf("@%d", op.BeforeSeq), "main"); err != nil {
@@ -239,5 +242,31 @@ func TestVerifyNoticesEventsRemovedAfterForget(t *testing.T) {
 	if err != nil || rep.OK() {
 		t.Fatalf("verify after removing an event: %v %+v", err, rep)
 	}
-	_ = cas.ID{}
+}
+
+// When the newest snapshot is dropped, its event stays as the root the
+// live work after it replays from.
+func TestForgetNewestSnapshotLeavesAnAnchor(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	snaps := sessions(t, db, "main", 0, 3)
+	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "live", "live work", 7) })
+	seqs := liveSeqs(t, db, "main")
+	last := seqs[len(seqs)-1]
+	want := treeMap(t, db.Objects(), resolve(t, db, fmt.Sprintf("@%d", last)).Root, true)
+	rep, err := db.Forget(ctx, journal.ForgetOptions{Branches: []string{"main"}, Policy: journal.Retention{Snapshots: []cas.ID{snaps[0].ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bf := rep.Branches[0]; len(bf.Forget) != 2 || bf.Anchors != 1 {
+		t.Fatalf("forget: %+v", bf)
+	}
+	mustVerify(t, db)
+	if d := mapDiff(want, treeMap(t, db.Objects(), resolve(t, db, fmt.Sprintf("@%d", last)).Root, true)); d != "" {
+		t.Fatalf("live state changed:\n%s", d)
+	}
+	if _, err := db.Resolve(ctx, fmt.Sprintf("@%d", snaps[2].Seq-1), "main"); !errors.Is(err, journal.ErrForgotten) {
+		t.Fatalf("a dropped unit's event: %v", err)
+	}
+	allStates(t, db)
 }

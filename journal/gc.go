@@ -146,7 +146,7 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO gc_marks (time_ns, max_rowid) VALUES (?, ?)`, max(now, last+1), maxRowid.Int64); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO gc_marks (time_ns, max_rowid, by_gc) VALUES (?, ?, 1)`, max(now, last+1), maxRowid.Int64); err != nil {
 			return err
 		}
 		// Keep the newest mark older than the grace period and all newer.
@@ -173,6 +173,23 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 	rep.FileAfter = fileSize(db.path)
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// markInterval is how often opening a store for writing records a
+// generation mark (see markGeneration).
+const markInterval = 10 * time.Minute
+
+// markGeneration records (now, max(rowid)) in gc_marks unless a mark newer
+// than markInterval exists, so that a gc with a grace period finds a mark
+// about that old instead of having to wait one period after its first run.
+// Best effort: a failure (a busy store) only delays what gc may remove.
+func (db *DB) markGeneration(ctx context.Context) {
+	now := db.now()
+	var recent int
+	if db.r.QueryRowContext(ctx, `SELECT count(*) FROM gc_marks WHERE time_ns > ?`, now-markInterval.Nanoseconds()).Scan(&recent) != nil || recent > 0 {
+		return
+	}
+	db.w.ExecContext(ctx, `INSERT OR IGNORE INTO gc_marks (time_ns, max_rowid) SELECT ?, coalesce(max(rowid), 0) FROM objects`, now)
 }
 
 // gcVacuum returns free pages to the file system: PRAGMA incremental_vacuum

@@ -99,7 +99,7 @@ func (db *DB) GCGeneration(ctx context.Context) (int64, error) {
 
 func gcGeneration(ctx context.Context, q gcQuerier) (int64, error) {
 	var g int64
-	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(time_ns), 0) FROM gc_marks`).Scan(&g); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(time_ns), 0) FROM gc_marks WHERE by_gc = 1`).Scan(&g); err != nil {
 		return 0, fmt.Errorf("read gc generation: %w", err)
 	}
 	return g, nil

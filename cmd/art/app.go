@@ -112,6 +112,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newLsCommand(e),
 			newCatCommand(e),
 			newVerifyCommand(e),
+			newForgetCommand(e),
 			newGCCommand(e),
 			newMountCommand(e),
 			newExecCommand(e),

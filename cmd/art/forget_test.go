@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// forgetStore pushes n versions of a workspace, each with its own 300 KB
+// of incompressible content, and returns the store and the contents.
+func forgetStore(t *testing.T, n int) (string, []string) {
+	t.Helper()
+	ws, db := newWorkspace(t)
+	var versions []string
+	for i := 0; i < n; i++ {
+		b := make([]byte, 300_000)
+		rand.New(rand.NewSource(int64(i))).Read(b)
+		versions = append(versions, string(b))
+		writeFile(t, filepath.Join(ws, "big"), versions[i])
+		writeFile(t, filepath.Join(ws, "note"), fmt.Sprintf("version %d\n", i))
+		mustArt(t, "push", "-m", ws, "-d", db) // a push ends with a snapshot
+	}
+	return db, versions
+}
+
+type forgetJSON struct {
+	DryRun   bool `json:"dry_run"`
+	Branches []struct {
+		Branch string            `json:"branch"`
+		Keep   []json.RawMessage `json:"keep"`
+		Forget []json.RawMessage `json:"forget"`
+		Events int64             `json:"events_forgotten"`
+		Op     int64             `json:"op"`
+	} `json:"branches"`
+	GC *struct {
+		Removed      int64 `json:"removed"`
+		RemovedBytes int64 `json:"removed_bytes"`
+	} `json:"gc"`
+}
+
+func TestForgetCommand(t *testing.T) {
+	db, versions := forgetStore(t, 5)
+	var dry forgetJSON
+	if err := json.Unmarshal([]byte(mustArt(t, "forget", "-d", db, "-b", "main", "--keep-last", "2", "--dry-run", "--json")), &dry); err != nil {
+		t.Fatal(err)
+	}
+	if !dry.DryRun || len(dry.Branches) != 1 || len(dry.Branches[0].Keep) != 2 || len(dry.Branches[0].Forget) < 3 {
+		t.Fatalf("dry run: %+v", dry)
+	}
+	if got := mustArt(t, "cat", "-d", db, "main~3:ws/note"); got != "version 1\n" {
+		t.Fatalf("after a dry run main~3 is %q", got)
+	}
+	var rep forgetJSON
+	if err := json.Unmarshal([]byte(mustArt(t, "forget", "-d", db, "-b", "main", "--keep-last", "2", "--prune", "--grace", "0", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.DryRun || rep.Branches[0].Op == 0 || rep.Branches[0].Events == 0 || rep.GC == nil || rep.GC.RemovedBytes < 3*300_000 {
+		t.Fatalf("forget --prune: %+v %+v", rep, rep.GC)
+	}
+	// The kept states are whole; the forgotten ones say so.
+	if got := mustArt(t, "cat", "-d", db, "main~1:ws/big"); got != versions[3] {
+		t.Fatal("main~1 lost its content")
+	}
+	if got := mustArt(t, "cat", "-d", db, "main:ws/big"); got != versions[4] {
+		t.Fatal("the head lost its content")
+	}
+	_, stderr, code := art(t, "cat", "-d", db, "main~2:ws/big")
+	if code == 0 || !strings.Contains(stderr, "forgotten") {
+		t.Fatalf("main~2 after forget: exit %d, %q", code, stderr)
+	}
+	mustArt(t, "verify", "-d", db)
+	if out := mustArt(t, "log", "-d", db); !strings.Contains(out, "forget") {
+		t.Fatalf("art log does not show the forget:\n%s", out)
+	}
+	// Human output names what was kept and why.
+	out := mustArt(t, "forget", "-d", db, "--all", "--keep-last", "1", "--dry-run")
+	if !strings.Contains(out, "would forget 1 snapshots") || !strings.Contains(out, "(last 1)") {
+		t.Fatalf("dry-run output:\n%s", out)
+	}
+}
+
+func TestForgetBadInput(t *testing.T) {
+	db, _ := forgetStore(t, 1)
+	for _, args := range [][]string{
+		{"-b", "main"},       // no rule
+		{"--keep-last", "1"}, // no branch
+		{"-b", "main", "--all", "--keep-last", "1"}, // both
+		{"-b", "main", "--keep-within", "soon"},     // bad duration
+		{"-b", "main", "--keep-last", "-1"},         // negative
+	} {
+		_, stderr, code := art(t, append([]string{"forget", "-d", db}, args...)...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+			t.Fatalf("forget %v: exit %d, stderr %q; want a one-line usage error, exit 2", args, code, stderr)
+		}
+	}
+	_, stderr, code := art(t, "forget", "-d", db, "-b", "nosuch", "--keep-last", "1")
+	if code == 0 || !strings.Contains(stderr, "nosuch") {
+		t.Fatalf("forget on a missing branch: exit %d %q", code, stderr)
+	}
+}
