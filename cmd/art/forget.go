@@ -136,7 +136,6 @@ func printForget(e *env, rep *journal.ForgetReport) {
 	}
 }
 
-
 func quoteMsg(m string) string {
 	if len(m) > 60 {
 		m = m[:57] + "..."
@@ -194,4 +193,3 @@ func parseAge(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
-
