@@ -491,6 +491,9 @@ type PathInput struct {
 type BlameOutput struct {
 	Changes   []session.BlameLine `json:"changes"`
 	Truncated bool                `json:"truncated"` // only the newest maxBlameLines
+	// Forgotten lists stretches of history art forget removed: changes
+	// there are not among Changes.
+	Forgotten []journal.ForgottenRange `json:"forgotten,omitempty"`
 }
 
 func (s *Server) blame(ctx context.Context, _ *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, BlameOutput, error) {
@@ -506,7 +509,8 @@ func (s *Server) blame(ctx context.Context, _ *mcp.CallToolRequest, in PathInput
 			lines, out.Truncated = lines[len(lines)-maxBlameLines:], true
 		}
 		out.Changes = append(out.Changes, lines...)
-		return nil
+		out.Forgotten, err = db.Forgotten(ctx, s.cfg.Branch)
+		return err
 	})
 	return nil, out, err
 }

@@ -34,6 +34,17 @@ func newBlameCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			// Changes older than a forget are gone: say so rather than
+			// let the first line look like the path's origin.
+			gone, err := db.Forgotten(c.Context, branch)
+			if err != nil {
+				return err
+			}
+			if len(gone) > 0 {
+				newest := gone[len(gone)-1]
+				fmt.Fprintf(e.stderr, "art: %d stretch(es) of history were forgotten (art forget); changes there are not shown, the newest: %s on %s\n",
+					len(gone), newest, newest.Branch)
+			}
 			if c.Bool("json") {
 				if lines == nil {
 					lines = []blameLine{}

@@ -72,6 +72,9 @@ func TestForgetCommand(t *testing.T) {
 		t.Fatalf("main~2 after forget: exit %d, %q", code, stderr)
 	}
 	mustArt(t, "verify", "-d", db)
+	if _, stderr, code := art(t, "blame", "-d", db, "ws/note"); code != 0 || !strings.Contains(stderr, "forgotten") {
+		t.Fatalf("blame after forget: exit %d, stderr %q", code, stderr)
+	}
 	if out := mustArt(t, "log", "-d", db); !strings.Contains(out, "forget") {
 		t.Fatalf("art log does not show the forget:\n%s", out)
 	}
@@ -99,5 +102,30 @@ func TestForgetBadInput(t *testing.T) {
 	_, stderr, code := art(t, "forget", "-d", db, "-b", "nosuch", "--keep-last", "1")
 	if code == 0 || !strings.Contains(stderr, "nosuch") {
 		t.Fatalf("forget on a missing branch: exit %d %q", code, stderr)
+	}
+}
+
+// art status says what gc would give back after a forget.
+func TestStatusShowsReclaimable(t *testing.T) {
+	db, _ := forgetStore(t, 3)
+	mustArt(t, "forget", "-d", db, "-b", "main", "--keep-last", "1")
+	var rep statusReport
+	if err := json.Unmarshal([]byte(mustArt(t, "status", "-d", db, "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// Written within the last hour: held back by gc's default grace.
+	if rep.GC == nil || !rep.GC.DryRun || rep.GC.ProtectedBytes+rep.GC.RemovedBytes < 2*300_000 {
+		t.Fatalf("status gc: %+v", rep.GC)
+	}
+	if out := mustArt(t, "status", "-d", db); !strings.Contains(out, "art gc would reclaim") || !strings.Contains(out, "grace period") {
+		t.Fatalf("status:\n%s", out)
+	}
+	mustArt(t, "gc", "-d", db, "--grace", "0")
+	rep.GC = nil
+	if err := json.Unmarshal([]byte(mustArt(t, "status", "-d", db, "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.GC.ProtectedBytes+rep.GC.RemovedBytes > 100_000 {
+		t.Fatalf("status after gc: %+v", rep.GC)
 	}
 }

@@ -18,6 +18,8 @@ type statusReport struct {
 	Sessions []liveSession  `json:"sessions"`
 	Usage    journal.Usage  `json:"usage"`
 	Changes  map[string]int `json:"changes_since_snapshot"`
+	// GC is what art gc (default grace) would remove now: a dry run.
+	GC *journal.GCReport `json:"gc"`
 }
 
 type lastSnapshot struct {
@@ -101,6 +103,9 @@ func newStatusCommand(e *env) *cli.Command {
 			if rep.Usage, err = db.Usage(c.Context); err != nil {
 				return err
 			}
+			if rep.GC, err = db.GC(c.Context, journal.GCOptions{DryRun: true, Grace: time.Hour}); err != nil {
+				return err
+			}
 			if c.Bool("json") {
 				return writeJSON(e.stdout, rep)
 			}
@@ -153,6 +158,13 @@ func printStatus(e *env, rep *statusReport) {
 		fmtBytes(u.Events.Bytes), fmtCount(u.Events.Rows), fmtCount(u.Snapshots), fmtCount(u.Ops))
 	fmt.Fprintf(w, "  projection  %s in %s rows (the branches' live trees)\n", fmtBytes(u.Projection.Bytes), fmtCount(u.Projection.Rows))
 	fmt.Fprintf(w, "  import      %s in %s records of captured host paths\n", fmtBytes(u.ImportCache.Bytes), fmtCount(u.ImportCache.Rows))
+	if g := rep.GC; g != nil {
+		fmt.Fprintf(w, "art gc would reclaim %s in %s objects", fmtBytes(g.RemovedBytes), fmtCount(g.Removed))
+		if g.Protected > 0 {
+			fmt.Fprintf(w, " (and %s in %s unreferenced objects younger than the 1h grace period)", fmtBytes(g.ProtectedBytes), fmtCount(g.Protected))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // fmtAge prints a duration for people, to the unit that matters.
