@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -167,29 +168,11 @@ func retentionFlags(c *cli.Context) (journal.Retention, error) {
 		*f.into = n
 	}
 	if s := c.String("keep-within"); s != "" {
-		d, err := parseAge(s)
+		d, err := units.ParseAge(s)
 		if err != nil {
 			return r, usagef("--keep-within %q: %v", s, err)
 		}
 		r.Within = d
 	}
 	return r, nil
-}
-
-// parseAge is time.ParseDuration plus whole days (7d) and weeks (2w).
-func parseAge(s string) (time.Duration, error) {
-	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
-		if n, ok := strings.CutSuffix(s, suffix); ok {
-			v, err := strconv.Atoi(n)
-			if err != nil || v <= 0 {
-				return 0, fmt.Errorf("want a positive number of %s", map[string]string{"d": "days", "w": "weeks"}[suffix])
-			}
-			return time.Duration(v) * unit, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("want a positive duration such as 36h, 7d or 2w")
-	}
-	return d, nil
 }

@@ -129,3 +129,41 @@ func TestStatusShowsReclaimable(t *testing.T) {
 		t.Fatalf("status after gc: %+v", rep.GC)
 	}
 }
+
+// With a retention section in the host config, art run forgets and
+// collects once the store passes max_store_size; a bad section stops the
+// run before it starts.
+func TestRunAppliesAutomaticRetention(t *testing.T) {
+	ws, db := overlayWorkspace(t)
+	cfg := t.TempDir()
+	write := func(body string) {
+		writeFile(t, filepath.Join(cfg, "art", "config.json"), body)
+	}
+	run := func(script string) runOut {
+		cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "--", "sh", "-c", script)
+		cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+cfg)
+		return exe(t, cmd)
+	}
+	write(`{"retention":{"max_store_size":"1K","keep_lsat":1}}`)
+	if r := run("echo should-not-run > ran"); r.code == 0 || !strings.Contains(r.stderr, "keep_lsat") {
+		t.Fatalf("bad config: exit %d, %q", r.code, r.stderr)
+	}
+	write(`{"retention":{"max_store_size":"1K","keep_last":1,"grace":"0s"}}`)
+	for i := 0; i < 3; i++ {
+		r := run(fmt.Sprintf("head -c 300000 /dev/urandom > big; echo %d > n", i))
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d\n%s", i, r.code, r.stderr)
+		}
+		if i > 0 && !strings.Contains(r.stderr, "over retention.max_store_size") {
+			t.Fatalf("run %d did not apply retention:\n%s", i, r.stderr)
+		}
+	}
+	snaps := mustArt(t, "log", "-d", db, "--json")
+	if !strings.Contains(snaps, "automatic retention") {
+		t.Fatalf("the op log does not show the automatic forget:\n%.2000s", snaps)
+	}
+	if got := mustArt(t, "cat", "-d", db, "main:ws/n"); got != "2\n" {
+		t.Fatalf("head lost: %q", got)
+	}
+	mustArt(t, "verify", "-d", db)
+}

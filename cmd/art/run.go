@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/netpolicy"
+	"github.com/artrt/art/retention"
 	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/session"
 	"github.com/artrt/art/workspace"
@@ -84,6 +87,7 @@ type runOptions struct {
 	session.Options
 	session.Command
 	interactive bool
+	retention   retention.Auto // from the host config; applied after the session
 }
 
 func runAction(c *cli.Context, e *env) error {
@@ -107,8 +111,37 @@ func runAction(c *cli.Context, e *env) error {
 				session.DescribeExit(res.Result), wall, res.Changed, conflictNote(res.Capture), res.Snapshot.ID.Short(), res.Branch)
 		}
 	}
+	if !res.Direct && o.retention.Enabled() {
+		if err := applyRetention(c, e, o); err != nil {
+			return err
+		}
+	}
 	if res.ExitCode != 0 {
 		return &silentExit{res.ExitCode}
+	}
+	return nil
+}
+
+// applyRetention runs the host's automatic retention policy on the store
+// once the session is over (see package retention).
+func applyRetention(c *cli.Context, e *env, o runOptions) error {
+	db, err := journal.Open(c.Context, o.Store, journal.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	res, err := o.retention.Apply(c.Context, db, who())
+	if err != nil {
+		return err
+	}
+	if res.Applied() && !o.Quiet {
+		n, ev := 0, int64(0)
+		for _, b := range res.Forget.Branches {
+			n += len(b.Forget)
+			ev += b.Events
+		}
+		fmt.Fprintf(e.stderr, "art: store %s over retention.max_store_size %s: forgot %d snapshots (%d events), gc removed %s; now %s\n",
+			fmtBytes(res.StoreBytes), fmtBytes(o.retention.MaxBytes), n, ev, fmtBytes(res.GC.RemovedBytes), fmtBytes(res.GC.FileAfter))
 	}
 	return nil
 }
@@ -211,6 +244,15 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 			return o, err
 		}
 		o.Binds = append(o.Binds, b)
+	}
+	if o.Store != "" {
+		path, err := netpolicy.DefaultConfigPath()
+		if err != nil {
+			return o, err
+		}
+		if o.retention, err = retention.Load(path); err != nil {
+			return o, err
+		}
 	}
 	// Network defaults come from the host user's config file, never the
 	// workspace's.
@@ -332,21 +374,5 @@ func loginShell() string {
 	return "/bin/sh"
 }
 
-// parseSize reads 1024, 64K, 512M, 2G, 1T (powers of 1024; a trailing B
-// or iB is allowed).
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(strings.ToUpper(s))
-	s = strings.TrimSuffix(strings.TrimSuffix(s, "IB"), "B")
-	mult := int64(1)
-	if n := len(s); n > 0 {
-		if i := strings.IndexByte("KMGT", s[n-1]); i >= 0 {
-			mult = int64(1) << (10 * (i + 1))
-			s = s[:n-1]
-		}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return int64(v * float64(mult)), nil
-}
+// parseSize reads 1024, 64K, 512M, 2G, 1T (see units.ParseSize).
+func parseSize(s string) (int64, error) { return units.ParseSize(s) }
