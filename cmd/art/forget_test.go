@@ -75,8 +75,11 @@ func TestForgetCommand(t *testing.T) {
 	if _, stderr, code := art(t, "blame", "-d", db, "ws/note"); code != 0 || !strings.Contains(stderr, "forgotten") {
 		t.Fatalf("blame after forget: exit %d, stderr %q", code, stderr)
 	}
-	if out := mustArt(t, "log", "-d", db); !strings.Contains(out, "forget") {
+	if out := mustArt(t, "log", "-d", db); !strings.Contains(out, "forget") || !strings.Contains(out, "[events forgotten]") {
 		t.Fatalf("art log does not show the forget:\n%s", out)
+	}
+	if out := mustArt(t, "log", "-d", db, "--events"); !strings.Contains(out, "forgotten by op") {
+		t.Fatalf("art log --events does not mark the forgotten stretch:\n%s", out)
 	}
 	// Human output names what was kept and why.
 	out := mustArt(t, "forget", "-d", db, "--all", "--keep-last", "1", "--dry-run")

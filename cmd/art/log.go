@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/artrt/art/journal"
@@ -62,7 +63,14 @@ func newLogCommand(e *env) *cli.Command {
 				if err != nil {
 					return err
 				}
+				gone, err := db.Forgotten(c.Context, branch)
+				if err != nil {
+					return err
+				}
 				if c.Bool("json") {
+					if len(gone) > 0 {
+						fmt.Fprintf(e.stderr, "art: %d stretch(es) of history were forgotten (art forget); their events are not listed\n", len(gone))
+					}
 					out := make([]eventJSON, len(evs))
 					for i := range evs {
 						out[i] = toEventJSON(&evs[i])
@@ -72,12 +80,23 @@ func newLogCommand(e *env) *cli.Command {
 					}
 					return writeJSON(e.stdout, out)
 				}
+				// Where events were forgotten, say so in their place.
+				mark := func(upTo int64) {
+					for len(gone) > 0 && gone[0].FromSeq < upTo {
+						fmt.Fprintf(e.stdout, "%s\n", paint(color, sgrYellow, fmt.Sprintf("-- %s: %s --", gone[0].Branch, gone[0])))
+						gone = gone[1:]
+					}
+				}
 				for i := range evs {
+					mark(evs[i].Seq)
 					line := formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch))
 					if v, ok := attr.Command(&evs[i]); ok && session.IsChange(evs[i].Kind) {
 						line += fmt.Sprintf("  <- pid %d %s", evs[i].PID, shellQuote(v.Argv))
 					}
 					fmt.Fprintln(e.stdout, line)
+				}
+				if c.Int("limit") == 0 {
+					mark(math.MaxInt64)
 				}
 				return nil
 			}
@@ -98,6 +117,8 @@ func newLogCommand(e *env) *cli.Command {
 				}
 				if o.EndSeq == 0 {
 					status = "  " + paint(color, sgrYellow, "[running or interrupted]")
+				} else if o.Events == 0 && o.EndSeq > o.BeforeSeq {
+					status += "  " + paint(color, sgrYellow, "[events forgotten]")
 				}
 				fmt.Fprintf(e.stdout, "%s %s  %-8s %-9s %s%s\n", paint(color, sgrBold, fmt.Sprintf("op %-4d", o.ID)),
 					fmtTime(o.Start), o.Branch, o.Kind, o.Description, status)
