@@ -73,6 +73,7 @@ type ForgetOptions struct {
 type SnapshotDecision struct {
 	ID      cas.ID   `json:"id"`
 	Seq     int64    `json:"seq"`
+	Root    cas.ID   `json:"root"`
 	Time    int64    `json:"time_ns"`
 	Message string   `json:"message"`
 	Reasons []string `json:"reasons,omitempty"` // why kept
@@ -286,7 +287,7 @@ func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts Forge
 	n := len(snaps)
 	keep := make([]bool, n)
 	for i := range snaps {
-		d := SnapshotDecision{ID: snaps[i].ID, Seq: snaps[i].Seq, Time: snaps[i].Time, Message: snaps[i].Message, Reasons: reasons[i]}
+		d := SnapshotDecision{ID: snaps[i].ID, Seq: snaps[i].Seq, Root: snaps[i].Root, Time: snaps[i].Time, Message: snaps[i].Message, Reasons: reasons[i]}
 		keep[n-1-i] = reasons[i] != nil
 		if reasons[i] != nil {
 			bf.Keep = append(bf.Keep, d)
@@ -416,8 +417,8 @@ func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts Forge
 		k = e + 1
 	}
 	for _, d := range bf.Forget {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO forgotten_snapshots (id, branch, seq, message, op, time_ns) VALUES (?, ?, ?, ?, ?, ?)`,
-			d.ID[:], b.ID, d.Seq, d.Message, op.ID, now); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO forgotten_snapshots (id, branch, seq, root, message, op, time_ns) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			d.ID[:], b.ID, d.Seq, d.Root[:], d.Message, op.ID, now); err != nil {
 			return bf, err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM snapshots WHERE id = ?`, d.ID[:]); err != nil {

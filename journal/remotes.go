@@ -180,14 +180,18 @@ func (db *DB) BranchRoots(ctx context.Context, name string, limit int) ([]cas.ID
 	return out, rows.Err()
 }
 
-// HasRoot reports whether root is recorded anywhere on branch name's chain.
+// HasRoot reports whether root is recorded anywhere on branch name's chain,
+// including snapshots art forget dropped from it.
 func (db *DB) HasRoot(ctx context.Context, name string, root cas.ID) (bool, error) {
 	b, err := db.Branch(ctx, name)
 	if err != nil {
 		return false, err
 	}
 	var one int
-	err = db.r.QueryRowContext(ctx, `SELECT 1 FROM events WHERE branch = ? AND root = ? LIMIT 1`, b.ID, root[:]).Scan(&one)
+	// A snapshot art forget dropped still counts: the state was the
+	// branch's, so replacing it loses nothing the user did not let go.
+	err = db.r.QueryRowContext(ctx, `SELECT 1 FROM events WHERE branch = ?1 AND root = ?2
+		UNION ALL SELECT 1 FROM forgotten_snapshots WHERE branch = ?1 AND root = ?2 LIMIT 1`, b.ID, root[:]).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

@@ -21,11 +21,13 @@ CREATE TABLE forgotten (
 ) WITHOUT ROWID;
 
 -- Snapshots art forget dropped, so that naming one says when and by which
--- op it was forgotten instead of "not found".
+-- op it was forgotten instead of "not found". root lets a push still
+-- recognise a remote state that came from this branch as an ancestor.
 CREATE TABLE forgotten_snapshots (
     id      BLOB    PRIMARY KEY,
     branch  INTEGER NOT NULL,
     seq     INTEGER NOT NULL,
+    root    BLOB    NOT NULL,
     message TEXT    NOT NULL,
     op      INTEGER NOT NULL,
     time_ns INTEGER NOT NULL

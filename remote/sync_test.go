@@ -371,3 +371,47 @@ func TestIndexCache(t *testing.T) {
 		t.Fatalf("pulled %s, pushed %s", got.Short(), root.Short())
 	}
 }
+
+// A branch whose pushed state was later forgotten locally still pushes as a
+// fast-forward: the state was the branch's own, nothing is lost by moving
+// the remote past it.
+func TestPushAfterForgetIsFastForward(t *testing.T) {
+	ctx := context.Background()
+	ws := sampleDir(t)
+	a := newStore(t)
+	r, _ := fileKind().newRemote(t)
+	root1 := importDir(t, a, ws)
+	if _, err := a.TakeSnapshot(ctx, "main", "one"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Push(ctx, a, r, []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range []string{"two", "three"} {
+		writeFile(t, filepath.Join(ws, s), s+"\n")
+		importDir(t, a, ws)
+		if _, err := a.TakeSnapshot(ctx, "main", s); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	rep, err := a.Forget(ctx, journal.ForgetOptions{Branches: []string{"main"}, Policy: journal.Retention{Last: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bf := rep.Branches[0]; len(bf.Forget) < 2 || bf.Events == 0 {
+		t.Fatalf("forget --keep-last 1 dropped %d snapshots and %d events; want at least 2 and some", len(bf.Forget), bf.Events)
+	}
+	if ok, err := a.HasRoot(ctx, "main", root1); err != nil || !ok {
+		t.Fatalf("HasRoot(pushed, forgotten root) = %v, %v; want true", ok, err)
+	}
+	st, err := Push(ctx, a, r, []string{"main"}, Options{})
+	if err != nil {
+		t.Fatalf("push after forget: %v", err)
+	}
+	if got := st.Branches[0].Status; got != "fast-forward" {
+		t.Fatalf("push after forget: status %q, want fast-forward", got)
+	}
+	if ref, _ := r.Ref(ctx, "main"); ref.Root != head(t, a, "main") {
+		t.Fatalf("remote at %s, local head %s", ref.Root.Short(), head(t, a, "main").Short())
+	}
+}
