@@ -59,8 +59,10 @@ const maxMarker = 64 << 20
 type gcMarker struct {
 	Version int    `json:"version"`
 	Round   string `json:"round"`
-	// State is "marked" (phase 1 done) or "deleting" (phase 2 claimed
-	// the deletion of Condemned, which no longer changes).
+	// State is "marked" (phase 1 done), "deleting" (phase 2 claimed the
+	// deletion of Condemned, which no longer changes) or "done" (the round
+	// is over; the marker stays so that its ETag changes with every round
+	// and a writer can tell that one happened since it looked).
 	State     string   `json:"state"`
 	History   int      `json:"history"`
 	Condemned []string `json:"condemned"`
@@ -96,7 +98,7 @@ func (s *S3Remote) readMarker(ctx context.Context) (*gcMarker, string, error) {
 		return nil, "", nil
 	}
 	var m gcMarker
-	if err := json.Unmarshal(b, &m); err != nil || m.Version != 1 || (m.State != "marked" && m.State != "deleting") {
+	if err := json.Unmarshal(b, &m); err != nil || m.Version != 1 || (m.State != "marked" && m.State != "deleting" && m.State != "done") {
 		return nil, "", fmt.Errorf("%w: %s: not a version 1 gc marker", ErrMalformed, s.where(key))
 	}
 	for _, list := range [][]string{m.Condemned, m.Orphans, m.Kept} {
@@ -315,7 +317,7 @@ func (s *S3Remote) gc(ctx context.Context, opts GCOptions) (*GCReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gc: %w", err)
 	}
-	if m != nil {
+	if m != nil && m.State != "done" {
 		done, err := s.gcFinish(ctx, m, etag, time.Time{}, opts, rep, progress)
 		if err != nil {
 			return rep, fmt.Errorf("gc: %w", err)
@@ -327,8 +329,13 @@ func (s *S3Remote) gc(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		if v, err = s.gcLoad(ctx); err != nil {
 			return rep, fmt.Errorf("gc: %w", err)
 		}
+		if _, etag, err = s.readMarker(ctx); err != nil {
+			return rep, fmt.Errorf("gc: %w", err)
+		}
 	}
-	// A new round: mark.
+	// A new round: mark. prev is the ETag of the finished round's marker
+	// ("" for none), which the new marker replaces.
+	prev := etag
 	m, err = s.gcMark(ctx, v, opts, rep, progress)
 	if err != nil {
 		return rep, fmt.Errorf("gc: %w", err)
@@ -340,7 +347,7 @@ func (s *S3Remote) gc(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		}
 		return rep, after()
 	}
-	if etag, err = s.writeMarker(ctx, m, ""); err != nil {
+	if etag, err = s.writeMarker(ctx, m, prev); err != nil {
 		return rep, fmt.Errorf("gc: %w", err)
 	}
 	marked := time.Now()
@@ -423,6 +430,10 @@ func (s *S3Remote) gcMark(ctx context.Context, v *gcView, opts GCOptions, rep *G
 					return nil
 				})
 			})
+			var oe *ObjectError
+			if errors.As(err, &oe) && oe.Kind == 0 {
+				oe.Kind = want[oe.ID]
+			}
 			if err != nil {
 				return nil, fmt.Errorf("mark: %w", err)
 			}
@@ -654,8 +665,8 @@ func (s *S3Remote) gcFinish(ctx context.Context, m *gcMarker, etag string, marke
 	}
 	// Delete: each index before its pack, so no reader finds an index
 	// naming a missing pack it has not just read (Fetch reloads the
-	// indexes when a pack vanishes under it); the marker last, so a kill
-	// leaves the list for the next gc.
+	// indexes when a pack vanishes under it); the marker is set "done"
+	// last, so a kill leaves the list for the next gc.
 	total := len(m.Condemned) + len(m.Orphans)
 	del := func(key string) error {
 		if err := s.c.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil && !isNotFound(err) {
@@ -688,10 +699,11 @@ func (s *S3Remote) gcFinish(ctx context.Context, m *gcMarker, etag string, marke
 		rep.Deleted++
 		rep.DeletedBytes += s.orphans[name].packBytes
 	}
-	if err := del(s.key(gcMarkerName)); err != nil {
+	done := &gcMarker{Version: 1, Round: m.Round, State: "done"}
+	if _, err := s.writeMarker(ctx, done, etag); err != nil && !errors.Is(err, ErrRefChanged) {
 		return false, err
 	}
-	return true, s.gcStep(opts, "unmark")
+	return true, s.gcStep(opts, "done")
 }
 
 // gcRescue is the start of phase 2: with the grace over, it reads the refs,
@@ -804,7 +816,7 @@ func (s *S3Remote) gcRescue(ctx context.Context, m *gcMarker, etag string, opts 
 		}
 		progress("check", len(seen), 0)
 	}
-	rep.Rescued = len(rescued)
+	rep.Rescued += len(rescued)
 	final := *m
 	final.State = "deleting"
 	final.Condemned = nil

@@ -436,11 +436,12 @@ func (s *S3Remote) checkMarker(ctx context.Context, force bool) error {
 		}
 		etag = ""
 	}
-	if etag != s.marker && etag != "" {
-		return fmt.Errorf("%w: a gc round began on %s during the push", journal.ErrGCRaced, s.URL())
+	// Every step of a round rewrites the marker (and a finished round
+	// leaves it, "done"), so any round that moved since the index was
+	// loaded changes the ETag.
+	if etag != s.marker {
+		return fmt.Errorf("%w: a gc round ran on %s during the push", journal.ErrGCRaced, s.URL())
 	}
-	// A round that ended (marker gone) is fine: this push treated its
-	// condemned packs as absent all along.
 	s.markerAt = time.Now()
 	return nil
 }
@@ -842,6 +843,9 @@ func (s *S3Remote) SetRef(ctx context.Context, old Ref, root cas.ID) error {
 	// checkMarker and docs/remotes.md.
 	if err := s.checkMarker(ctx, true); err != nil {
 		return err
+	}
+	if s.hook != nil {
+		s.hook("after-check")
 	}
 	opts := minio.PutObjectOptions{ContentType: "application/json"}
 	if old.Exists() {
