@@ -116,7 +116,9 @@ func Push(ctx context.Context, db *journal.DB, r Remote, branches []string, opts
 
 // restarter is implemented by remotes whose Has answers are only good
 // until a gc: restart makes them fresh for a new attempt.
-type restarter interface{ restart(ctx context.Context) error }
+type restarter interface {
+	restart(ctx context.Context) error
+}
 
 func pushBranch(ctx context.Context, db *journal.DB, r Remote, name string, opts Options, st *Stats) (BranchResult, error) {
 	ref, err := r.Ref(ctx, name)
