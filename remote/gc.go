@@ -693,6 +693,9 @@ func (s *S3Remote) gcFinish(ctx context.Context, m *gcMarker, etag string, marke
 		}
 	}
 	for _, name := range m.Orphans {
+		if _, ok := s.packs[name]; ok {
+			continue // it has an index now: not an orphan (see checkMarker)
+		}
 		if err := del(s.key("packs/", name, ".pack")); err != nil {
 			return false, err
 		}

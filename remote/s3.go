@@ -78,6 +78,9 @@ type S3Remote struct {
 	// or writing a pack fails with journal.ErrGCRaced (see checkMarker).
 	marker   string
 	markerAt time.Time
+	// round is the id of the unfinished round the loaded index honours
+	// ("" if none): its own later steps change the marker harmlessly.
+	round string
 	// hook, set by tests only, is called at named points to inject
 	// interleavings ("before-setref", "before-check").
 	hook func(point string)
@@ -303,7 +306,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 	pre := s.key("packs/")
 	markerKey := s.key(gcMarkerName)
 	var idxKeys []minio.ObjectInfo
-	marker := ""
+	marker, round := "", ""
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
 		if o.Err != nil {
 			return fmt.Errorf("list %s: %w", s.where(pre), o.Err)
@@ -330,6 +333,9 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		marker = etag // "" if it vanished since the listing: then none
 		if m != nil {
 			condemned = m.condemnedSet()
+			if m.State != "done" {
+				round = m.Round
+			}
 		}
 	}
 	var total int64
@@ -382,7 +388,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 	}
 	s.index, s.shadow, s.packSize = idx, shadow, sizes
 	s.packs, s.orphans = packs, bare
-	s.marker, s.markerAt = marker, time.Now()
+	s.marker, s.markerAt, s.round = marker, time.Now(), round
 	return nil
 }
 
@@ -407,7 +413,7 @@ func (s *S3Remote) restart(context.Context) error {
 func (s *S3Remote) reset() {
 	s.index, s.shadow, s.packSize, s.packs, s.orphans = nil, nil, nil, nil, nil
 	s.cache, s.cacheBytes = nil, 0
-	s.marker = ""
+	s.marker, s.round = "", ""
 }
 
 // markerWindow bounds how long a writer trusts its last look at the gc
@@ -439,6 +445,18 @@ func (s *S3Remote) checkMarker(ctx context.Context, force bool) error {
 	// Every step of a round rewrites the marker (and a finished round
 	// leaves it, "done"), so any round that moved since the index was
 	// loaded changes the ETag.
+	if etag != s.marker && s.round != "" && etag != "" {
+		// The round the index honours may only have moved on (its
+		// deletions are a subset of what this push treated as absent).
+		m, e, err := s.readMarker(ctx)
+		if err != nil {
+			return err
+		}
+		if m != nil && m.Round == s.round {
+			s.marker = e
+			etag = e
+		}
+	}
 	if etag != s.marker {
 		return fmt.Errorf("%w: a gc round ran on %s during the push", journal.ErrGCRaced, s.URL())
 	}

@@ -125,6 +125,9 @@ func gcRemote(c *cli.Context, e *env) error {
 		return err
 	}
 	defer r.Close()
+	if _, ok := r.(*remote.S3Remote); ok && !c.Bool("dry-run") && c.Duration("grace") < 2*time.Minute {
+		fmt.Fprintf(e.stderr, "warning: --grace %s: a push running meanwhile may lose objects (safe only when no one else writes to the remote; see docs/remotes.md)\n", c.Duration("grace"))
+	}
 	bar := newProgress(e.stderr)
 	rep, err := remote.GC(c.Context, r, remote.GCOptions{DryRun: c.Bool("dry-run"), Grace: c.Duration("grace"),
 		Wait: c.Bool("wait"), History: c.Int("history"), Progress: gcProgress(bar)})
