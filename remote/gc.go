@@ -27,8 +27,8 @@ import (
 //
 //  1. Mark: read every ref (and, with History, its most recent earlier
 //     roots), walk the trees and manifests under them (fetched, verified),
-//     keep the packs all of whose objects are live, copy the live objects
-//     of the others into new packs, then create the round marker
+//     keep the packs that are mostly live (see gcMark), copy the live
+//     objects of the others into new packs, then create the round marker
 //     PREFIX/packs/gc.json (If-None-Match: *, so one round at a time)
 //     naming the condemned packs. From then on every reader treats objects
 //     found only in condemned packs as absent (Has false, never a delta
@@ -381,112 +381,175 @@ func (s *S3Remote) gcRoots(ctx context.Context, history int) ([]cas.ID, error) {
 
 // gcMark runs phase 1 up to (not including) writing the marker: it
 // returns the marker to write, nil when there is nothing to collect.
+//
+// Which packs stay: a pack with live objects whose dead objects are at
+// most a quarter of its bytes (rewriting it would cost more than it
+// frees). Every object in a pack that stays remains visible to Has, so
+// its closure (children, and the delta base of a delta, with the base's
+// closure) is retained too: the retained set is the live set plus the
+// closure of everything in the kept packs. Retained objects that no kept
+// pack holds are copied into new packs; every other pack is condemned.
 func (s *S3Remote) gcMark(ctx context.Context, v *gcView, opts GCOptions, rep *GCReport, progress func(string, int, int)) (*gcMarker, error) {
 	roots, err := s.gcRoots(ctx, opts.History)
 	if err != nil {
 		return nil, err
 	}
-	// Live set: trees and manifests are fetched and verified, chunks are
-	// leaves (only their presence is checked).
-	live := map[cas.ID]struct{}{}
-	var level []cas.ID
+	// Trees and manifests are fetched and verified, chunks are leaves
+	// (only their presence is checked).
+	retained := map[cas.ID]struct{}{}
 	want := map[cas.ID]cas.Kind{}
-	for _, r := range roots {
-		if _, ok := live[r]; !ok {
-			live[r] = struct{}{}
-			level = append(level, r)
-			want[r] = cas.KindTree
+	var level []cas.ID
+	add := func(id cas.ID, k cas.Kind) error {
+		if _, ok := retained[id]; ok {
+			return nil
 		}
+		retained[id] = struct{}{}
+		if k == cas.KindChunk {
+			if _, ok := s.loc(id); !ok {
+				return &ObjectError{ID: id, Kind: k, Err: fmt.Errorf("%w on the remote (a ref's state is incomplete; nothing collected)", cas.ErrNotFound)}
+			}
+			return nil
+		}
+		want[id] = k
+		level = append(level, id)
+		return nil
 	}
-	for len(level) > 0 {
-		var next []cas.ID
-		for lo := 0; lo < len(level); lo += fetchBatch {
-			batch := level[lo:min(lo+fetchBatch, len(level))]
-			got := 0
-			_, err := s.Fetch(ctx, batch, func(raw cas.Raw) error {
-				k, ok := want[raw.ID]
-				if !ok || raw.Kind != k {
-					return &ObjectError{ID: raw.ID, Kind: raw.Kind, Err: fmt.Errorf("%w: not the object asked for", cas.ErrCorrupt)}
-				}
-				delete(want, raw.ID)
-				got++
-				c, err := cas.Check(raw)
-				if err != nil {
-					return &ObjectError{ID: raw.ID, Kind: k, Err: err}
-				}
-				return c.Refs(func(id cas.ID, k cas.Kind, _ int64) error {
-					if _, ok := live[id]; ok {
-						return nil
+	walk := func() error {
+		for len(level) > 0 {
+			cur := level
+			level = nil
+			for lo := 0; lo < len(cur); lo += fetchBatch {
+				batch := cur[lo:min(lo+fetchBatch, len(cur))]
+				got := 0
+				_, err := s.Fetch(ctx, batch, func(raw cas.Raw) error {
+					k, ok := want[raw.ID]
+					if !ok || raw.Kind != k {
+						return &ObjectError{ID: raw.ID, Kind: raw.Kind, Err: fmt.Errorf("%w: not the object asked for", cas.ErrCorrupt)}
 					}
-					live[id] = struct{}{}
-					if k == cas.KindChunk {
-						if _, ok := s.loc(id); !ok {
-							return &ObjectError{ID: id, Kind: k, Err: fmt.Errorf("%w on the remote (a ref's state is incomplete; nothing collected)", cas.ErrNotFound)}
-						}
-						return nil
+					delete(want, raw.ID)
+					got++
+					c, err := cas.Check(raw)
+					if err != nil {
+						return &ObjectError{ID: raw.ID, Kind: k, Err: err}
 					}
-					want[id] = k
-					next = append(next, id)
-					return nil
+					return c.Refs(func(id cas.ID, k cas.Kind, _ int64) error { return add(id, k) })
 				})
-			})
-			var oe *ObjectError
-			if errors.As(err, &oe) && oe.Kind == 0 {
-				oe.Kind = want[oe.ID]
+				var oe *ObjectError
+				if errors.As(err, &oe) && oe.Kind == 0 {
+					oe.Kind = want[oe.ID]
+				}
+				if err != nil {
+					return fmt.Errorf("mark: %w", err)
+				}
+				if got != len(batch) {
+					return fmt.Errorf("mark: %d objects asked for, %d received", len(batch), got)
+				}
+				progress("mark", len(retained), 0)
 			}
-			if err != nil {
-				return nil, fmt.Errorf("mark: %w", err)
-			}
-			if got != len(batch) {
-				return nil, fmt.Errorf("mark: %d objects asked for, %d received", len(batch), got)
-			}
-			progress("mark", len(live), 0)
 		}
-		level = next
+		return nil
 	}
-	rep.Live = int64(len(live))
+	for _, r := range roots {
+		if err := add(r, cas.KindTree); err != nil {
+			return nil, err
+		}
+	}
+	if err := walk(); err != nil {
+		return nil, err
+	}
+	rep.Live = int64(len(retained))
 	if err := s.gcStep(opts, "mark"); err != nil {
 		return nil, err
 	}
-	// Keep a pack when every object in it is live (a few dead chunks
-	// aside: they refer to nothing) and its deltas' bases are live.
-	kept := map[string]bool{}
-	held := map[cas.ID]bool{}
+	live := retained
 	names := make([]string, 0, len(v.ents))
 	for name := range v.ents {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		keep, anyLive := true, false
-		var deadChunks int64
+	dropped := map[string]bool{}
+	keepable := func(name string) bool {
+		if dropped[name] {
+			return false
+		}
+		var dead, all int64
+		anyLive := false
 		for _, e := range v.ents[name] {
+			all += e.length
 			if _, ok := live[e.id]; ok {
 				anyLive = true
-				if e.codec == codecDelta {
-					if _, ok := live[e.base]; !ok {
-						keep = false
-					}
-				}
-				continue
+			} else {
+				dead += e.length
 			}
-			if e.kind == cas.KindChunk {
-				deadChunks += e.length
-				continue
-			}
-			keep = false
 		}
-		if !keep || !anyLive || deadChunks*4 > s.packs[name].packBytes {
+		return anyLive && dead*4 <= all
+	}
+	// Keep the mostly-live packs and retain the closure of their objects;
+	// a kept pack holding a delta whose base that leaves unretained is
+	// dropped (its objects are copied, that delta whole), which may
+	// shrink the retained set, so again. After a few passes only packs
+	// whose every object is live with a live base are kept: closed as is.
+	var kept map[string]bool
+	for pass := 0; ; pass++ {
+		strict := pass == 3
+		kept = map[string]bool{}
+		for _, name := range names {
+			if !strict {
+				kept[name] = keepable(name)
+				continue
+			}
+			ok := len(v.ents[name]) > 0
+			for _, e := range v.ents[name] {
+				_, l := live[e.id]
+				_, b := live[e.base]
+				ok = ok && l && (e.codec != codecDelta || b)
+			}
+			kept[name] = ok
+		}
+		if strict {
+			retained = live
+			break
+		}
+		retained = make(map[cas.ID]struct{}, len(live))
+		for id := range live {
+			retained[id] = struct{}{}
+		}
+		for _, name := range names {
+			if !kept[name] {
+				continue
+			}
+			for _, e := range v.ents[name] {
+				if err := add(e.id, e.kind); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := walk(); err != nil {
+			return nil, err
+		}
+		stable := true
+		for _, name := range names {
+			for _, e := range v.ents[name] {
+				if _, ok := retained[e.base]; kept[name] && e.codec == codecDelta && !ok {
+					dropped[name], stable = true, false
+				}
+			}
+		}
+		if stable {
+			break
+		}
+	}
+	held := map[cas.ID]bool{}
+	for name, k := range kept {
+		if !k {
 			continue
 		}
-		kept[name] = true
 		for _, e := range v.ents[name] {
 			held[e.id] = true
 		}
 	}
-	// The live objects no kept pack holds are copied into new packs.
 	var copyIDs []cas.ID
-	for id := range live {
+	for id := range retained {
 		if !held[id] {
 			if _, ok := s.loc(id); !ok {
 				return nil, &ObjectError{ID: id, Err: fmt.Errorf("%w on the remote (nothing collected)", cas.ErrNotFound)}
@@ -521,7 +584,7 @@ func (s *S3Remote) gcMark(ctx context.Context, v *gcView, opts GCOptions, rep *G
 		rep.RewrittenObjects = int64(len(copyIDs))
 		return m, nil
 	}
-	newPacks, err := s.gcCopy(ctx, copyIDs, live, opts, rep, progress)
+	newPacks, err := s.gcCopy(ctx, copyIDs, retained, opts, rep, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -532,7 +595,7 @@ func (s *S3Remote) gcMark(ctx context.Context, v *gcView, opts GCOptions, rep *G
 
 // gcCopy writes the objects ids into new packs, in their stored form,
 // except that a delta whose base is not live is written whole. It returns
-// the new packs' names.
+// the new packs' names. live is the retained set.
 func (s *S3Remote) gcCopy(ctx context.Context, ids []cas.ID, live map[cas.ID]struct{}, opts GCOptions, rep *GCReport, progress func(string, int, int)) ([]string, error) {
 	// In pack order, so reads are ranged runs of the old packs.
 	sort.Slice(ids, func(i, j int) bool {
