@@ -246,7 +246,7 @@ type gcView struct {
 	ents map[string][]gcEnt
 }
 
-// load reads the refs' state of the remote afresh: every index, with the
+// gcLoad reads every pack index afresh (and the marker), keeping the
 // entries of each pack.
 func (s *S3Remote) gcLoad(ctx context.Context) (*gcView, error) {
 	s.reset()
@@ -326,9 +326,6 @@ func (s *S3Remote) gc(ctx context.Context, opts GCOptions) (*GCReport, error) {
 			rep.PacksAfter, rep.ObjectsAfter, rep.BytesAfter = rep.PacksBefore, rep.ObjectsBefore, rep.BytesBefore
 			return rep, nil
 		}
-		if v, err = s.gcLoad(ctx); err != nil {
-			return rep, fmt.Errorf("gc: %w", err)
-		}
 		if _, etag, err = s.readMarker(ctx); err != nil {
 			return rep, fmt.Errorf("gc: %w", err)
 		}
@@ -336,7 +333,7 @@ func (s *S3Remote) gc(ctx context.Context, opts GCOptions) (*GCReport, error) {
 	// A new round: mark. prev is the ETag of the finished round's marker
 	// ("" for none), which the new marker replaces.
 	prev := etag
-	m, err = s.gcMark(ctx, v, opts, rep, progress)
+	m, err = s.gcMark(ctx, opts, rep, progress)
 	if err != nil {
 		return rep, fmt.Errorf("gc: %w", err)
 	}
@@ -389,8 +386,14 @@ func (s *S3Remote) gcRoots(ctx context.Context, history int) ([]cas.ID, error) {
 // closure) is retained too: the retained set is the live set plus the
 // closure of everything in the kept packs. Retained objects that no kept
 // pack holds are copied into new packs; every other pack is condemned.
-func (s *S3Remote) gcMark(ctx context.Context, v *gcView, opts GCOptions, rep *GCReport, progress func(string, int, int)) (*gcMarker, error) {
+func (s *S3Remote) gcMark(ctx context.Context, opts GCOptions, rep *GCReport, progress func(string, int, int)) (*gcMarker, error) {
+	// The refs first, then the packs: a ref read names objects sent
+	// before it moved, so the listing that follows has them.
 	roots, err := s.gcRoots(ctx, opts.History)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.gcLoad(ctx)
 	if err != nil {
 		return nil, err
 	}

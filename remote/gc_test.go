@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -488,13 +489,17 @@ func TestGCConcurrentPushers(t *testing.T) {
 		writeFile(t, filepath.Join(p.dir, "common.txt"), "shared by both pushers\n")
 	}
 	var wg sync.WaitGroup
+	var gcRunning atomic.Bool
+	var pushes, restarts atomic.Int64
+	gcRunning.Store(true)
 	errs := make(chan error, 16)
 	for i, p := range ps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			branch := fmt.Sprintf("b%d", i)
-			for round := 0; round < 6; round++ {
+			// At least six pushes, and on while gc rounds run.
+			for round := 0; round < 6 || (gcRunning.Load() && round < 40); round++ {
 				randomFile(t, filepath.Join(p.dir, fmt.Sprintf("r%d.bin", round)), 64<<10)
 				if round > 1 { // drop an older file: its chunks become garbage
 					os.Remove(filepath.Join(p.dir, fmt.Sprintf("r%d.bin", round-2)))
@@ -513,7 +518,18 @@ func TestGCConcurrentPushers(t *testing.T) {
 				}
 				p.root = st.Snapshot.Root
 				for try := 0; ; try++ {
-					_, err = Push(ctx, p.db, f.reopen(), []string{branch}, Options{Force: true})
+					r := f.reopen().(*S3Remote)
+					n := 0
+					r.hook = func(point string) {
+						if point == "before-setref" {
+							n++
+						}
+					}
+					_, err = Push(ctx, p.db, r, []string{branch}, Options{Force: true})
+					pushes.Add(1)
+					if n > 1 {
+						restarts.Add(int64(n - 1))
+					}
 					if err == nil || try == 5 {
 						break
 					}
@@ -529,6 +545,7 @@ func TestGCConcurrentPushers(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer gcRunning.Store(false)
 		for i := 0; i < 3; i++ {
 			rep, err := GC(ctx, f.reopen(), GCOptions{Grace: 2 * time.Second, Wait: true})
 			if err != nil && !errors.Is(err, ErrRefChanged) {
@@ -551,6 +568,7 @@ func TestGCConcurrentPushers(t *testing.T) {
 		t.Logf("gc %d: %+v", i, *rep)
 	}
 	t.Logf("final gc: %+v", *final)
+	t.Logf("%d pushes, %d started over because a gc round moved under them", pushes.Load(), restarts.Load())
 	for i, p := range ps {
 		checkPulled(t, f.reopen(), fmt.Sprintf("b%d", i), p.root, p.dir)
 	}
