@@ -602,3 +602,25 @@ func TestGCFile(t *testing.T) {
 	}
 	checkPulled(t, f.reopen(), "x", root, dir)
 }
+
+// TestGCFetchAfterPackDeleted: a reader that loaded the indexes before a
+// round deleted a pack (whose live objects were copied) gets a 404, reads
+// the indexes again and finds the copies.
+func TestGCFetchAfterPackDeleted(t *testing.T) {
+	k := s3Kind(t)
+	ctx := context.Background()
+	f := newGCFixture(t, k)
+	r := f.reopen().(*S3Remote)
+	if _, err := r.Has(ctx, []cas.ID{f.mainRoot}); err != nil { // loads the indexes
+		t.Fatal(err)
+	}
+	stale := len(r.packs)
+	rep := runGC(t, f.reopen(), GCOptions{Grace: 0})
+	if rep.Deleted == 0 || rep.Rewritten == 0 {
+		t.Fatalf("gc: %+v, want a mixed pack copied and deleted", rep)
+	}
+	checkPulled(t, r, "main", f.mainRoot, f.mainDir)
+	if len(r.packs) == stale && rep.PacksAfter != stale {
+		t.Fatalf("the reader kept its stale indexes (%d packs)", stale)
+	}
+}
