@@ -198,7 +198,8 @@ type GCReport struct {
 	// Rescued: condemned packs phase 2 kept because a ref or a newer pack
 	// needed an object only they held.
 	Rescued int `json:"rescued"`
-	// Deleted: packs (and orphan .pack objects) phase 2 deleted.
+	// Deleted: packs (and orphan .pack objects) phase 2 deleted; for a
+	// store file, objects.
 	Deleted      int   `json:"deleted"`
 	DeletedBytes int64 `json:"deleted_bytes"`
 	// Pending is set when a round waits for its grace period: the seconds
