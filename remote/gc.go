@@ -52,6 +52,10 @@ import (
 // packs/ so that the listing a push or pull makes anyway finds it.
 const gcMarkerName = "packs/gc.json"
 
+// minOrphanAge is the least age of a .pack without an index before gc
+// deletes it (a variable for tests).
+var minOrphanAge = time.Hour
+
 // maxMarker bounds the marker's size (pack names are 70 bytes each in it).
 const maxMarker = 64 << 20
 
@@ -67,7 +71,8 @@ type gcMarker struct {
 	History   int      `json:"history"`
 	Condemned []string `json:"condemned"`
 	// Orphans are .pack objects without an index, older than the grace
-	// at the mark (an interrupted push or gc): only the .pack is deleted.
+	// and than minOrphanAge at the mark (an interrupted push or gc): only
+	// the .pack is deleted.
 	Orphans []string `json:"orphans,omitempty"`
 	// Kept are the packs the mark found closed: every object in them is
 	// live and held in a kept pack, with its delta base.
@@ -573,7 +578,10 @@ func (s *S3Remote) gcMark(ctx context.Context, opts GCOptions, rep *GCReport, pr
 	}
 	if now := s.clock.last.Load(); now != nil {
 		for name, p := range s.orphans {
-			if now.Sub(p.modified) > opts.Grace {
+			// A push writes a pack, then its index: an index-less pack
+			// is an interrupted push only when it is old, whatever
+			// --grace says.
+			if now.Sub(p.modified) >= max(opts.Grace, minOrphanAge) {
 				m.Orphans = append(m.Orphans, name)
 				rep.CondemnedBytes += p.packBytes
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -254,6 +255,28 @@ func TestGCS3(t *testing.T) {
 	}
 	if k2, n2 := bucketBytes(t, s); k2 != keys || n2 != after {
 		t.Fatalf("gc of a collected remote changed it: %d keys %d bytes -> %d, %d", keys, after, k2, n2)
+	}
+	// A .pack without an index (an interrupted push) goes once it is old.
+	orphan := s.key("packs/", cas.Sum([]byte("orphan")).String(), ".pack")
+	if _, err := s.c.PutObject(context.Background(), s.bucket, orphan, strings.NewReader("lost"), 4, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exists := func() bool {
+		_, err := s.c.StatObject(context.Background(), s.bucket, orphan, minio.StatObjectOptions{})
+		return err == nil
+	}
+	runGC(t, f.reopen(), GCOptions{Grace: 0})
+	if !exists() {
+		t.Fatal("gc deleted a new .pack without an index (a push may be about to write it)")
+	}
+	old := minOrphanAge
+	minOrphanAge = 0
+	t.Cleanup(func() { minOrphanAge = old })
+	// The server's Date has whole seconds: past the next one, the orphan's
+	// age by that clock is no longer negative.
+	time.Sleep(1100 * time.Millisecond)
+	if rep := runGC(t, f.reopen(), GCOptions{Grace: 0}); rep.Deleted != 1 || exists() {
+		t.Fatalf("gc of an old orphan pack: %+v, exists %v", rep, exists())
 	}
 }
 
