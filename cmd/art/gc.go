@@ -28,8 +28,8 @@ With a REMOTE (a name from art remote, with -d; a store file; or s3://BUCKET/PRE
 the remote is collected instead. A store file gets the gc above. On S3, where nothing
 can be locked, a round has two phases. Phase 1 reads every ref (with --history N also
 each ref's N most recent earlier roots), walks the states they name, copies the live
-objects of packs that also hold dead ones into new packs, and writes a marker naming
-the packs to delete: from then on pushes and pulls treat what only those packs hold as
+objects out of packs more than a quarter dead into new packs, and writes a marker
+naming the packs to delete: from then on pushes and pulls treat what only those packs hold as
 absent, so they send it again rather than refer to it. Phase 2 runs once the marker is
 older than --grace (by the server's clock): it reads the refs again, keeps any
 condemned pack that a ref or a newer push turned out to need, then deletes the rest.
