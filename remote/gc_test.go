@@ -647,3 +647,65 @@ func TestGCFetchAfterPackDeleted(t *testing.T) {
 		t.Fatalf("the reader kept its stale indexes (%d packs)", stale)
 	}
 }
+
+// TestGCDeadPushDuringMark: a push that trusted a pack the round
+// condemns, wrote its packs after the mark listed the packs and died
+// before moving its ref: phase 2 walks its packs and rescues what they
+// need, so a later push that finds the whole state "present" is right.
+func TestGCDeadPushDuringMark(t *testing.T) {
+	k := s3Kind(t)
+	ctx := context.Background()
+	f := newGCFixture(t, k)
+	db := newStore(t)
+	dir := filepath.Join(t.TempDir(), "new")
+	if err := os.CopyFS(dir, os.DirFS(f.tmpDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big.bin"), pullRoot(t, f, f.oldTmp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := importAs(t, db, dir, "new")
+	// The push loads the indexes now, before the round.
+	r := f.reopen().(*S3Remote)
+	if _, err := r.Has(ctx, []cas.ID{root}); err != nil {
+		t.Fatal(err)
+	}
+	pushed := false
+	rep, err := GC(ctx, f.reopen(), GCOptions{Grace: 0, stop: func(step string) error {
+		if step != "mark" || pushed {
+			return nil
+		}
+		pushed = true
+		pctx, cancel := context.WithCancel(ctx)
+		r.hook = func(point string) {
+			if point == "before-setref" {
+				cancel() // dies before moving the ref
+			}
+		}
+		st, err := Push(pctx, db, r, []string{"new"}, Options{})
+		if err == nil {
+			t.Error("the push survived its death")
+		}
+		if st.Bytes > 1<<20 {
+			t.Errorf("the push sent %d bytes: it did not rely on the condemned big file", st.Bytes)
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pushed || rep.Rescued == 0 {
+		t.Fatalf("gc: %+v, want a pack rescued for the dead push's packs", rep)
+	}
+	checkClosure(t, f.reopen().(*S3Remote))
+	st, err := Push(ctx, db, f.reopen(), []string{"new"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Objects != 0 {
+		t.Logf("the second push sent %d objects", st.Objects)
+	}
+	checkPulled(t, f.reopen(), "new", root, dir)
+	runGC(t, f.reopen(), GCOptions{Grace: 0})
+	checkPulled(t, f.reopen(), "new", root, dir)
+}
