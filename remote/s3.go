@@ -82,7 +82,7 @@ type S3Remote struct {
 	// ("" if none): its own later steps change the marker harmlessly.
 	round string
 	// hook, set by tests only, is called at named points to inject
-	// interleavings ("before-setref", "before-check").
+	// interleavings ("before-check", "before-setref", "after-check").
 	hook func(point string)
 	// clock records the Date header of the latest response: the server's
 	// clock, which gc measures a round's age with.
