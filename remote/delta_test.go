@@ -131,7 +131,7 @@ func TestPullRefusesBadDeltas(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := wrap(c.top)
-			if _, err := s.putPack(ctx, append(c.raws, root), append(c.bases, cas.ID{})); err != nil {
+			if _, _, err := s.putPack(ctx, append(c.raws, root), append(c.bases, cas.ID{})); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.SetRef(ctx, Ref{Branch: "evil"}, root.ID); err != nil {

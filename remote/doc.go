@@ -21,9 +21,18 @@
 //     rolls the store back.
 //   - Refs move by compare-and-swap: a file remote compares the branch's head
 //     hash inside a write transaction; S3 uses conditional writes (If-Match
-//     on the ETag read, If-None-Match: * to create). Objects are immutable
-//     and never deleted, so concurrent pushers never lose each other's
-//     objects; the loser of a ref race gets ErrRefChanged and reruns.
+//     on the ETag read, If-None-Match: * to create). Objects are immutable,
+//     so concurrent pushers never lose each other's objects; the loser of a
+//     ref race gets ErrRefChanged and reruns.
+//   - Objects are deleted only by GC (gc.go), never while a ref or an
+//     offered object needs them. A store file is collected in one
+//     transaction and a push whose Has answers predate it is refused
+//     (journal.ErrGCRaced) and rerun. On S3 a round first condemns packs
+//     with a marker (readers then treat what only those packs hold as
+//     absent), and deletes them only after a grace period, once a fresh
+//     walk from the refs and from every pack written since shows nothing
+//     needs them; a push that finds a round it did not know about when it
+//     loaded the indexes starts over (journal.ErrGCRaced).
 //
 // On S3 the layout under PREFIX is (see docs/remotes.md):
 //
@@ -31,7 +40,9 @@
 //	PREFIX/packs/NAME.pack      stored objects, concatenated
 //	PREFIX/packs/NAME.idx       index of NAME.pack; written after it, so an
 //	                            index names a complete pack. NAME = BLAKE3
-//	                            of the index bytes.
+//	                            of the index bytes. gc deletes it before
+//	                            the pack.
+//	PREFIX/packs/gc.json        the gc round marker (gc.go)
 //
 // In packs a tree may be a delta against the tree at the same path in the
 // remote's previous state (delta.go); readers resolve bases first, locally

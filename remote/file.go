@@ -36,6 +36,17 @@ func OpenFile(ctx context.Context, path string, opts OpenOptions) (*FileRemote, 
 	return &FileRemote{db: db, gcGen: gen}, nil
 }
 
+// restart implements restarter: Has answers from now on are checked
+// against the current gc generation.
+func (f *FileRemote) restart(ctx context.Context) error {
+	gen, err := f.db.GCGeneration(ctx)
+	if err != nil {
+		return fmt.Errorf("open remote: %w", err)
+	}
+	f.gcGen = gen
+	return nil
+}
+
 // DB is the remote's store.
 func (f *FileRemote) DB() *journal.DB { return f.db }
 

@@ -104,3 +104,85 @@ func TestGoSrcIncrementalPush(t *testing.T) {
 		t.Fatalf("second pull moved %d objects, %d bytes; the push %d, %d", pst.Objects, pst.Bytes, second.Objects, second.Bytes)
 	}
 }
+
+// TestGCGoSrc measures gc of an S3 remote holding Go's src/: after an
+// edit of 1% of the files (everything stays: the old state's packs are
+// mostly live), then after main is force-pushed to a small state (the
+// src/ packs are all dead and go). Pulls after each gc are checked.
+func TestGCGoSrc(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies and imports 130 MB")
+	}
+	goroot := os.Getenv("ART_GOSRC")
+	if goroot == "" {
+		goroot = "/usr/local/go/src"
+	}
+	if _, err := os.Stat(goroot); err != nil {
+		t.Skipf("no Go source tree at %s (set ART_GOSRC)", goroot)
+	}
+	k := s3Kind(t)
+	ctx := context.Background()
+	ws := filepath.Join(t.TempDir(), "src")
+	if out, err := exec.Command("cp", "-a", goroot, ws).CombinedOutput(); err != nil {
+		t.Fatalf("copy %s: %v %s", goroot, err, out)
+	}
+	a := newStore(t)
+	importDir(t, a, ws)
+	_, reopen := k.newRemote(t)
+	if _, err := Push(ctx, a, reopen(), []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return err
+	})
+	sort.Strings(files)
+	for i := 0; i < len(files); i += 100 {
+		f, err := os.OpenFile(files[i], os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("// edited by art's gc test\n")
+		f.Close()
+	}
+	root := importDir(t, a, ws)
+	if _, err := Push(ctx, a, reopen(), []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rep := runGC(t, reopen(), GCOptions{Grace: 0})
+	t.Logf("gc after a 1%% edit: %d packs, %d objects, %d bytes -> %d packs, %d objects, %d bytes; live %d, condemned %d, copied %d objects, deleted %d packs; %.2fs",
+		rep.PacksBefore, rep.ObjectsBefore, rep.BytesBefore, rep.PacksAfter, rep.ObjectsAfter, rep.BytesAfter,
+		rep.Live, rep.Condemned, rep.RewrittenObjects, rep.Deleted, rep.Seconds)
+	b := newStore(t)
+	if _, err := Pull(ctx, b, reopen(), []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := head(t, b, "main"); got != root {
+		t.Fatalf("pulled %s, pushed %s", got.Short(), root.Short())
+	}
+	// main forced to a small state from another store.
+	small := filepath.Join(t.TempDir(), "src")
+	writeFile(t, filepath.Join(small, "README"), "small\n")
+	c := newStore(t)
+	smallRoot := importDir(t, c, small)
+	if _, err := Push(ctx, c, reopen(), []string{"main"}, Options{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	rep = runGC(t, reopen(), GCOptions{Grace: 0})
+	t.Logf("gc after a forced push: %d packs, %d objects, %d bytes -> %d packs, %d objects, %d bytes; live %d, condemned %d, copied %d objects, deleted %d packs (%d bytes); %.2fs",
+		rep.PacksBefore, rep.ObjectsBefore, rep.BytesBefore, rep.PacksAfter, rep.ObjectsAfter, rep.BytesAfter,
+		rep.Live, rep.Condemned, rep.RewrittenObjects, rep.Deleted, rep.DeletedBytes, rep.Seconds)
+	if rep.BytesAfter*100 > rep.BytesBefore {
+		t.Fatalf("gc kept %d of %d bytes after the tree was forced away", rep.BytesAfter, rep.BytesBefore)
+	}
+	d := newStore(t)
+	if _, err := Pull(ctx, d, reopen(), []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := head(t, d, "main"); got != smallRoot {
+		t.Fatalf("pulled %s, pushed %s", got.Short(), smallRoot.Short())
+	}
+}

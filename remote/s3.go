@@ -11,8 +11,11 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -62,8 +65,34 @@ type S3Remote struct {
 	c      *minio.Client
 	bucket string
 	prefix string
-	index  map[cas.ID]packLoc // nil until loaded
-	local  *cas.Store         // where delta bases are looked for first; may be nil
+	index  map[cas.ID]packLoc // nil until loaded; packs not condemned by a gc round
+	// shadow holds the objects found only in packs a gc round condemned
+	// (see gc.go): Has says false for them and no delta is built on them,
+	// but Fetch still reads them while they exist.
+	shadow map[cas.ID]packLoc
+	local  *cas.Store // where delta bases are looked for first; may be nil
+
+	// marker is the gc round marker (its ETag) seen when the index was
+	// loaded, "" for none; markerAt is when it was last confirmed
+	// unchanged. A push that finds a different marker before moving a ref
+	// or writing a pack fails with journal.ErrGCRaced (see checkMarker).
+	marker   string
+	markerAt time.Time
+	// round is the id of the unfinished round the loaded index honours
+	// ("" if none): its own later steps change the marker harmlessly.
+	round string
+	// hook, set by tests only, is called at named points to inject
+	// interleavings ("before-check", "before-setref", "after-check").
+	hook func(point string)
+	// clock records the Date header of the latest response: the server's
+	// clock, which gc measures a round's age with.
+	clock *dateRecorder
+	// packs lists, after loadIndex, every pack with an index, and
+	// orphans the .pack objects without one (gc reads both).
+	packs   map[string]packInfo
+	orphans map[string]packInfo
+	// perPack, when set (gc), receives each index as it is parsed.
+	perPack func(name string, idx []byte)
 
 	idxCache IndexCache        // optional, see SetIndexCache
 	fresh    map[string][]byte // indexes read or written, not yet in idxCache
@@ -105,6 +134,29 @@ type packLoc struct {
 	packEntry
 }
 
+// packInfo is what a listing says about a pack's objects.
+type packInfo struct {
+	packBytes, idxBytes int64
+	modified            time.Time // of the .pack (server clock)
+}
+
+// dateRecorder is a RoundTripper that remembers the Date header of the
+// last response, i.e. the server's clock.
+type dateRecorder struct {
+	next http.RoundTripper
+	last atomic.Pointer[time.Time]
+}
+
+func (d *dateRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := d.next.RoundTrip(r)
+	if err == nil {
+		if t, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+			d.last.Store(&t)
+		}
+	}
+	return resp, err
+}
+
 // OpenS3 opens the remote at bucket/prefix. It makes no request.
 func OpenS3(ctx context.Context, cfg S3Config, bucket, prefix string) (*S3Remote, error) {
 	endpoint, secure := cfg.Endpoint, true
@@ -114,16 +166,25 @@ func OpenS3(ctx context.Context, cfg S3Config, bucket, prefix string) (*S3Remote
 		endpoint = rest
 	}
 	endpoint = strings.TrimSuffix(endpoint, "/")
+	next := cfg.Transport
+	if next == nil {
+		tr, err := minio.DefaultTransport(secure)
+		if err != nil {
+			return nil, fmt.Errorf("%w: s3 endpoint %s: %v", ErrBadURL, cfg.Endpoint, err)
+		}
+		next = tr
+	}
+	clock := &dateRecorder{next: next}
 	c, err := minio.New(endpoint, &minio.Options{
 		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.Token),
 		Secure:    secure,
 		Region:    cfg.Region, // known: no bucket-location request
-		Transport: cfg.Transport,
+		Transport: clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: s3 endpoint %s: %v", ErrBadURL, cfg.Endpoint, err)
 	}
-	return &S3Remote{c: c, bucket: bucket, prefix: prefix}, nil
+	return &S3Remote{c: c, bucket: bucket, prefix: prefix, clock: clock}, nil
 }
 
 func (s *S3Remote) key(parts ...string) string {
@@ -219,13 +280,19 @@ func (s *S3Remote) Refs(ctx context.Context) ([]Ref, error) {
 // objects. 1 GiB is over 20 million objects.
 const maxIndexTotal = 1 << 30
 
-// loadIndex reads every pack index: one listing and one GET per pack.
+// loadIndex reads every pack index: one listing and one GET per pack
+// whose index is not cached. The same listing finds the gc round marker
+// (PREFIX/packs/gc.json, see gc.go): objects found only in the packs it
+// condemns go to s.shadow, not s.index.
 func (s *S3Remote) loadIndex(ctx context.Context) error {
 	if s.index != nil {
 		return nil
 	}
 	idx := map[cas.ID]packLoc{}
+	shadow := map[cas.ID]packLoc{}
 	sizes := map[string]int64{}
+	packs := map[string]packInfo{}
+	bare := map[string]packInfo{} // .pack objects, by name
 	var cached map[string][]byte
 	if s.idxCache != nil {
 		var err error
@@ -237,15 +304,43 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		s.fresh = map[string][]byte{}
 	}
 	pre := s.key("packs/")
-	var total int64
+	markerKey := s.key(gcMarkerName)
+	var idxKeys []minio.ObjectInfo
+	marker, round := "", ""
 	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
 		if o.Err != nil {
 			return fmt.Errorf("list %s: %w", s.where(pre), o.Err)
 		}
-		name, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, pre), ".idx")
-		if !ok {
+		if o.Key == markerKey {
+			marker = o.ETag
 			continue
 		}
+		rest := strings.TrimPrefix(o.Key, pre)
+		if name, ok := strings.CutSuffix(rest, ".pack"); ok {
+			bare[name] = packInfo{packBytes: o.Size, modified: o.LastModified}
+			continue
+		}
+		if _, ok := strings.CutSuffix(rest, ".idx"); ok {
+			idxKeys = append(idxKeys, o)
+		}
+	}
+	var condemned map[string]bool
+	if marker != "" {
+		m, etag, err := s.readMarker(ctx)
+		if err != nil {
+			return err
+		}
+		marker = etag // "" if it vanished since the listing: then none
+		if m != nil {
+			condemned = m.condemnedSet()
+			if m.State != "done" {
+				round = m.Round
+			}
+		}
+	}
+	var total int64
+	for _, o := range idxKeys {
+		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, pre), ".idx")
 		b, ok := cached[name]
 		if !ok || cas.Sum(b).String() != name {
 			var err error
@@ -263,9 +358,13 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		if total += int64(len(b)); total > maxIndexTotal {
 			return fmt.Errorf("%w: %s: pack indexes over %d bytes (about %d million objects); not read", ErrMalformed, s.where(pre), maxIndexTotal, maxIndexTotal/minIndexEnt/1_000_000)
 		}
+		into := idx
+		if condemned[name] {
+			into = shadow
+		}
 		err := parseIndex(b, func(id cas.ID, e packEntry) {
-			if _, dup := idx[id]; !dup {
-				idx[id] = packLoc{pack: name, packEntry: e}
+			if _, dup := into[id]; !dup {
+				into[id] = packLoc{pack: name, packEntry: e}
 			}
 			if end := e.offset + e.length; end > sizes[name] {
 				sizes[name] = end
@@ -274,8 +373,94 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", s.where(o.Key), err)
 		}
+		if s.perPack != nil {
+			s.perPack(name, b)
+		}
+		info := bare[name]
+		info.idxBytes = o.Size
+		packs[name] = info
+		delete(bare, name)
 	}
-	s.index, s.packSize = idx, sizes
+	for id := range shadow {
+		if _, ok := idx[id]; ok {
+			delete(shadow, id)
+		}
+	}
+	s.index, s.shadow, s.packSize = idx, shadow, sizes
+	s.packs, s.orphans = packs, bare
+	s.marker, s.markerAt, s.round = marker, time.Now(), round
+	return nil
+}
+
+// loc finds where object id is stored, in a pack a gc round condemned if
+// nowhere else.
+func (s *S3Remote) loc(id cas.ID) (packLoc, bool) {
+	if l, ok := s.index[id]; ok {
+		return l, true
+	}
+	l, ok := s.shadow[id]
+	return l, ok
+}
+
+// restart implements restarter.
+func (s *S3Remote) restart(context.Context) error {
+	s.reset()
+	return nil
+}
+
+// reset forgets the loaded index: the next Has or Fetch reads the packs
+// and the gc round marker again.
+func (s *S3Remote) reset() {
+	s.index, s.shadow, s.packSize, s.packs, s.orphans = nil, nil, nil, nil, nil
+	s.cache, s.cacheBytes = nil, 0
+	s.marker, s.round = "", ""
+}
+
+// markerWindow bounds how long a writer trusts its last look at the gc
+// round marker: a pack or a ref is written at most this long after the
+// writer confirmed no new round began. gc's grace period must be longer
+// (see docs/remotes.md, "Garbage collection").
+var markerWindow = time.Minute
+
+// checkMarker fails with journal.ErrGCRaced when the gc round marker is
+// not the one seen when the index was loaded: a round began (or moved on)
+// since, so Has answers may have come from packs it condemns. With force
+// false it only looks when markerWindow passed since the last look.
+func (s *S3Remote) checkMarker(ctx context.Context, force bool) error {
+	if s.index == nil || (!force && time.Since(s.markerAt) < markerWindow) {
+		return nil
+	}
+	if s.hook != nil {
+		s.hook("before-check")
+	}
+	key := s.key(gcMarkerName)
+	info, err := s.c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	etag := info.ETag
+	if err != nil {
+		if !isNotFound(err) {
+			return fmt.Errorf("read %s: %w", s.where(key), err)
+		}
+		etag = ""
+	}
+	// Every step of a round rewrites the marker (and a finished round
+	// leaves it, "done"), so any round that moved since the index was
+	// loaded changes the ETag.
+	if etag != s.marker && s.round != "" && etag != "" {
+		// The round the index honours may only have moved on (its
+		// deletions are a subset of what this push treated as absent).
+		m, e, err := s.readMarker(ctx)
+		if err != nil {
+			return err
+		}
+		if m != nil && m.Round == s.round {
+			s.marker = e
+			etag = e
+		}
+	}
+	if etag != s.marker {
+		return fmt.Errorf("%w: a gc round ran on %s during the push", journal.ErrGCRaced, s.URL())
+	}
+	s.markerAt = time.Now()
 	return nil
 }
 
@@ -322,11 +507,13 @@ func (s *S3Remote) Send(ctx context.Context, objs []Object) (int64, error) {
 			bases[i] = o.Base
 		}
 	}
-	return s.putPack(ctx, raws, bases)
+	_, n, err := s.putPack(ctx, raws, bases)
+	return n, err
 }
 
 // putPack writes one pack and its index and adds it to the loaded index.
-func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) (int64, error) {
+// It returns the pack's name and the bytes written.
+func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) (string, int64, error) {
 	pack, index := buildPack(raws, bases)
 	name := cas.Sum(index).String()
 	defer func() { s.fresh[name] = index }()
@@ -334,13 +521,18 @@ func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) 
 		key  string
 		data []byte
 	}{{s.key("packs/", name, ".pack"), pack}, {s.key("packs/", name, ".idx"), index}} {
+		// A slow pack upload must not publish its index after a gc
+		// round that began meanwhile could have deleted what it names.
+		if err := s.checkMarker(ctx, false); err != nil {
+			return "", 0, err
+		}
 		_, err := s.c.PutObject(ctx, s.bucket, p.key, bytes.NewReader(p.data), int64(len(p.data)),
 			minio.PutObjectOptions{ContentType: "application/octet-stream"})
 		if err != nil {
-			return 0, fmt.Errorf("write %s: %w", s.where(p.key), err)
+			return "", 0, fmt.Errorf("write %s: %w", s.where(p.key), err)
 		}
 	}
-	return int64(len(pack) + len(index)), parseIndex(index, func(id cas.ID, e packEntry) {
+	return name, int64(len(pack) + len(index)), parseIndex(index, func(id cas.ID, e packEntry) {
 		if _, dup := s.index[id]; !dup {
 			s.index[id] = packLoc{pack: name, packEntry: e}
 		}
@@ -429,7 +621,8 @@ func (s *S3Remote) undelta(ctx context.Context, d cas.Raw, depth int, bases *bas
 	if d.Kind != cas.KindTree {
 		return nil, 0, &ObjectError{ID: d.ID, Kind: d.Kind, Err: &cas.CorruptError{ID: d.ID, Reason: "only trees are stored as deltas"}}
 	}
-	baseID := s.index[d.ID].base
+	dl, _ := s.loc(d.ID)
+	baseID := dl.base
 	base, ok := bases.m[baseID]
 	if !ok && s.local != nil {
 		if k, data, err := s.local.Get(ctx, baseID); err == nil && k == cas.KindTree {
@@ -480,9 +673,36 @@ func (s *S3Remote) undelta(ctx context.Context, d cas.Raw, depth int, bases *bas
 	return b, n, nil
 }
 
+// errPackGone reports a pack that vanished after its index was read: a gc
+// round deleted it.
+var errPackGone = errors.New("pack deleted since its index was read")
+
 // fetchStored calls fn with the stored bytes of each of ids as the pack
-// holds them (deltas included); fn must not retain r.Data.
+// holds them (deltas included); fn must not retain r.Data. When a pack
+// the loaded index names is gone (a gc round deleted it; its live objects
+// are in other packs by then), the index is read again and the objects
+// not yet handed to fn are looked up once more.
 func (s *S3Remote) fetchStored(ctx context.Context, ids []cas.ID, fn func(cas.Raw) error) (int64, error) {
+	done := map[cas.ID]bool{}
+	n, err := s.fetchStoredOnce(ctx, ids, func(r cas.Raw) error {
+		done[r.ID] = true
+		return fn(r)
+	})
+	if !errors.Is(err, errPackGone) {
+		return n, err
+	}
+	var rest []cas.ID
+	for _, id := range ids {
+		if !done[id] {
+			rest = append(rest, id)
+		}
+	}
+	s.reset()
+	m, err := s.fetchStoredOnce(ctx, rest, fn)
+	return n + m, err
+}
+
+func (s *S3Remote) fetchStoredOnce(ctx context.Context, ids []cas.ID, fn func(cas.Raw) error) (int64, error) {
 	if err := s.loadIndex(ctx); err != nil {
 		return 0, err
 	}
@@ -492,7 +712,7 @@ func (s *S3Remote) fetchStored(ctx context.Context, ids []cas.ID, fn func(cas.Ra
 	}
 	byPack := map[string][]want{}
 	for _, id := range ids {
-		loc, ok := s.index[id]
+		loc, ok := s.loc(id)
 		if !ok {
 			return 0, &ObjectError{ID: id, Err: fmt.Errorf("%w on the remote", cas.ErrNotFound)}
 		}
@@ -520,6 +740,9 @@ func (s *S3Remote) fetchStored(ctx context.Context, ids []cas.ID, fn func(cas.Ra
 				// A small pack is read whole: a pull's later levels
 				// find the rest of it in the cache.
 				all, err := s.readRange(ctx, key, 0, size)
+				if isNotFound(err) {
+					return total, fmt.Errorf("%s: %w", s.where(key), errPackGone)
+				}
 				if err != nil {
 					return total, &ObjectError{ID: ws[i].id, Kind: ws[i].kind, Err: fmt.Errorf("read %s: %w", s.where(key), err)}
 				}
@@ -530,6 +753,9 @@ func (s *S3Remote) fetchStored(ctx context.Context, ids []cas.ID, fn func(cas.Ra
 			if !ok {
 				var err error
 				buf, err = s.readRange(ctx, key, start, end)
+				if isNotFound(err) {
+					return total, fmt.Errorf("%s: %w", s.where(key), errPackGone)
+				}
 				if err != nil {
 					return total, &ObjectError{ID: ws[i].id, Kind: ws[i].kind, Err: fmt.Errorf("read %s: %w", s.where(key), err)}
 				}
@@ -627,6 +853,17 @@ func (s *S3Remote) SetRef(ctx context.Context, old Ref, root cas.ID) error {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return err
+	}
+	if s.hook != nil {
+		s.hook("before-setref")
+	}
+	// The last look at the gc marker, right before the write: see
+	// checkMarker and docs/remotes.md.
+	if err := s.checkMarker(ctx, true); err != nil {
+		return err
+	}
+	if s.hook != nil {
+		s.hook("after-check")
 	}
 	opts := minio.PutObjectOptions{ContentType: "application/json"}
 	if old.Exists() {

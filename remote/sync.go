@@ -87,13 +87,37 @@ func Push(ctx context.Context, db *journal.DB, r Remote, branches []string, opts
 		}
 	}
 	for _, name := range branches {
-		res, err := pushBranch(ctx, db, r, name, opts, &st)
+		var res BranchResult
+		var err error
+		// A gc of the remote that ran (file) or began (S3) during the
+		// push makes its Has answers untrustworthy: SetRef refuses with
+		// journal.ErrGCRaced, and the branch is pushed again from the
+		// start, sending what the gc took or condemned.
+		for try := 0; ; try++ {
+			res, err = pushBranch(ctx, db, r, name, opts, &st)
+			if !errors.Is(err, journal.ErrGCRaced) || try == 3 {
+				break
+			}
+			rs, ok := r.(restarter)
+			if !ok {
+				break
+			}
+			if err = rs.restart(ctx); err != nil {
+				break
+			}
+		}
 		if err != nil {
 			return st, fmt.Errorf("push %s: %w", name, err)
 		}
 		st.Branches = append(st.Branches, res)
 	}
 	return st, nil
+}
+
+// restarter is implemented by remotes whose Has answers are only good
+// until a gc: restart makes them fresh for a new attempt.
+type restarter interface {
+	restart(ctx context.Context) error
 }
 
 func pushBranch(ctx context.Context, db *journal.DB, r Remote, name string, opts Options, st *Stats) (BranchResult, error) {

@@ -338,10 +338,10 @@ func TestIndexCache(t *testing.T) {
 		importDir(t, a, ws)
 		counts = append(counts, push())
 	}
-	// Ref GET, LIST, pack PUT, index PUT, ref PUT.
+	// Ref GET, LIST, pack PUT, index PUT, gc marker HEAD, ref PUT.
 	for i, n := range counts[1:] {
-		if n != 5 {
-			t.Fatalf("push %d made %d requests, want 5 (all: %v)", i+2, n, counts)
+		if n != 6 {
+			t.Fatalf("push %d made %d requests, want 6 (all: %v)", i+2, n, counts)
 		}
 	}
 	idx, err := a.PackIndexes(ctx, reopen().(*S3Remote).URL())
@@ -355,13 +355,13 @@ func TestIndexCache(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(ws, "round"), "last")
 	root := importDir(t, a, ws)
-	if n := push(); n != 5+4 {
-		t.Fatalf("push with a damaged cache made %d requests, want 9", n)
+	if n := push(); n != 6+4 {
+		t.Fatalf("push with a damaged cache made %d requests, want 10", n)
 	}
 	writeFile(t, filepath.Join(ws, "round"), "repaired")
 	root = importDir(t, a, ws)
-	if n := push(); n != 5 {
-		t.Fatalf("push after the cache was repaired made %d requests, want 5", n)
+	if n := push(); n != 6 {
+		t.Fatalf("push after the cache was repaired made %d requests, want 6", n)
 	}
 	b := newStore(t)
 	if _, err := Pull(ctx, b, reopen(), []string{"main"}, Options{}); err != nil {

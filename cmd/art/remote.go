@@ -69,6 +69,30 @@ func forceFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "remote form: move branches that are not fast-forwards"}
 }
 
+// openRemote opens REMOTE: a name recorded in db (which may be nil), the
+// path of a store file, or s3://BUCKET/PREFIX. With a db, an S3 remote
+// keeps its pack indexes in db's cache (recorded on Close).
+func openRemote(c *cli.Context, db *journal.DB, name string, opts remote.OpenOptions) (remote.Remote, error) {
+	url := name // a path or an s3:// URL
+	if db != nil {
+		u, err := db.RemoteURL(c.Context, name)
+		switch {
+		case err == nil:
+			url = u
+		case !errors.Is(err, journal.ErrRemoteNotFound):
+			return nil, err
+		}
+	}
+	r, err := remote.Open(c.Context, url, opts)
+	if err != nil {
+		return nil, withHint(err, "REMOTE is a name from art remote list, a store file, or s3://BUCKET/PREFIX")
+	}
+	if s3, ok := r.(*remote.S3Remote); ok && db != nil {
+		s3.SetIndexCache(db)
+	}
+	return r, nil
+}
+
 // remoteTransfer runs `art push|pull -d FILE REMOTE [BRANCH...]`.
 func remoteTransfer(c *cli.Context, e *env, push bool) error {
 	if c.IsSet("mount") {
@@ -84,20 +108,11 @@ func remoteTransfer(c *cli.Context, e *env, push bool) error {
 	}
 	defer db.Close()
 	name := c.Args().First()
-	url, err := db.RemoteURL(c.Context, name)
-	if errors.Is(err, journal.ErrRemoteNotFound) {
-		url = name // a path or an s3:// URL
-	} else if err != nil {
+	r, err := openRemote(c, db, name, remote.OpenOptions{Create: push, ReadOnly: !push})
+	if err != nil {
 		return err
 	}
-	r, err := remote.Open(c.Context, url, remote.OpenOptions{Create: push, ReadOnly: !push})
-	if err != nil {
-		return withHint(err, "REMOTE is a name from art remote list, a store file, or s3://BUCKET/PREFIX")
-	}
 	defer r.Close() // records new S3 pack indexes in the store's cache
-	if s3, ok := r.(*remote.S3Remote); ok {
-		s3.SetIndexCache(db)
-	}
 	bar := newProgress(e.stderr)
 	opts := remote.Options{Name: name, Force: c.Bool("force"), Progress: func(s remote.Stats) {
 		bar.update("%s: %d objects, %s", verb, s.Objects, fmtBytes(s.Bytes))

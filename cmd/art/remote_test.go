@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,6 +98,46 @@ func TestRemoteS3RoundTrip(t *testing.T) {
 	if out := mustArt(t, "push", "-d", dbA, "origin"); !strings.Contains(out, "up to date") || !strings.Contains(out, "0 objects") {
 		t.Fatalf("no-op push: %q", out)
 	}
+
+	// art gc REMOTE: after files are deleted and pushed, the old state's
+	// objects go; the remote still pulls the branch exactly.
+	for i := 10; i < 30; i++ {
+		os.Remove(filepath.Join(ws, "pkg", fmt.Sprintf("f%d.go", i)))
+	}
+	mustArt(t, "push", "-q", "-m", ws, "-d", dbA)
+	mustArt(t, "push", "-d", dbA, "origin")
+	var gc struct {
+		DryRun      bool  `json:"dry_run"`
+		Condemned   int   `json:"condemned"`
+		Deleted     int   `json:"deleted"`
+		Pending     bool  `json:"pending"`
+		BytesBefore int64 `json:"bytes_before"`
+		BytesAfter  int64 `json:"bytes_after"`
+	}
+	if err := json.Unmarshal([]byte(mustArt(t, "gc", url, "--dry-run", "--json")), &gc); err != nil {
+		t.Fatal(err)
+	}
+	if !gc.DryRun || gc.Condemned == 0 || gc.Deleted != 0 {
+		t.Fatalf("gc --dry-run: %+v", gc)
+	}
+	if out := mustArt(t, "gc", "-d", dbA, "origin"); !strings.Contains(out, "run art gc origin again in") {
+		t.Fatalf("gc with the default grace: %q, want a pending round", out)
+	}
+	if err := json.Unmarshal([]byte(mustArt(t, "gc", "-d", dbA, "origin", "--grace", "0", "--json")), &gc); err != nil {
+		t.Fatal(err)
+	}
+	if gc.Deleted == 0 || gc.Pending || gc.BytesAfter >= gc.BytesBefore {
+		t.Fatalf("gc --grace 0: %+v", gc)
+	}
+	dbC := filepath.Join(t.TempDir(), "c.db")
+	mustArt(t, "pull", "-d", dbC, url, "main")
+	mustArt(t, "verify", "-d", dbC)
+	if a, c := headRoot(t, dbA, "main"), headRoot(t, dbC, "main"); a != c {
+		t.Fatalf("after gc: roots differ: A %s, C %s", a, c)
+	}
+	if _, _, code := art(t, "gc", "-d", dbA, "--history", "1"); code != exitUsage {
+		t.Fatalf("gc --history without REMOTE: exit %d, want usage", code)
+	}
 }
 
 func TestRemoteFileCLI(t *testing.T) {
@@ -134,6 +175,11 @@ func TestRemoteFileCLI(t *testing.T) {
 	if _, _, code := art(t, "pull", "-d", dbA, filepath.Join(t.TempDir(), "nosuch.db")); code != exitNotFound {
 		t.Fatalf("pull from a missing store: exit %d, want not found", code)
 	}
+	// art gc on a store-file remote is that store's gc.
+	if out := mustArt(t, "gc", dbR, "--grace", "0"); !strings.Contains(out, "objects reachable") {
+		t.Fatalf("gc of a store-file remote: %q", out)
+	}
+	mustArt(t, "verify", "-d", dbR)
 	mustArt(t, "remote", "add", "-d", dbA, "shared", dbR)
 	if _, _, code := art(t, "remote", "add", "-d", dbA, "shared", dbR); code == 0 {
 		t.Fatal("adding a remote twice succeeded")
