@@ -22,9 +22,9 @@ func randBytes(r *rand.Rand, n int) []byte {
 	return b
 }
 
-// gc with --grace 0 runs again and again while an art run (another
-// process: capture, FUSE overlay, journal writer) writes files on another
-// branch. Some of what the run writes is content that is garbage at that
+// gc with --grace 0, and forget --all --prune, run again and again while
+// an art run (another process: capture, FUSE overlay, journal writer)
+// writes files on another branch. Some of what the run writes is content that is garbage at that
 // moment (pushed on main, then forgotten), so a gc may be deleting the
 // very chunks the writer finds already stored. After each round the store
 // verifies, and every file a run closed reads back byte-identical, then
@@ -64,6 +64,9 @@ func TestGCWhileRunWrites(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			files[fmt.Sprintf("f%d", i)] = randBytes(r, 1+r.Intn(200_000))
 		}
+		if round%5 == 0 { // now and then a file the overlay keeps on disk, not in memory
+			files["big"] = randBytes(r, 3_000_000+r.Intn(1_000_000))
+		}
 		for _, b := range want {
 			files["old"] = b
 			break
@@ -98,18 +101,32 @@ cat /tmp/in/%[1]s/g > %[1]s/g.copy; mv %[1]s/f0 %[1]s/f0.moved`, dir)
 		case <-time.After(time.Duration(r.Intn(200)) * time.Millisecond):
 		}
 		for first := true; first || running; first = false {
-			gc := exec.Command(bin, "gc", "-d", db, "--grace", "0", "--json")
-			out, err := gc.Output()
+			// Every other collection is a forget of every branch, the
+			// one being written included, with --prune.
+			args := []string{"gc", "-d", db, "--grace", "0", "--json"}
+			if gcs%2 == 1 {
+				args = []string{"forget", "-d", db, "--all", "--keep-last", "2", "--prune", "--grace", "0", "--json"}
+			}
+			cmd := exec.Command(bin, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
 			if err != nil {
 				<-done
-				t.Fatalf("round %d: gc during the run: %v\n%s", round, err, out)
+				t.Fatalf("round %d: art %s during the run: %v\n%s%s", round, args[0], err, out, stderr.String())
 			}
 			var rep struct {
 				Removed int64 `json:"removed"`
+				GC      *struct {
+					Removed int64 `json:"removed"`
+				} `json:"gc"`
 			}
 			if err := json.Unmarshal(out, &rep); err != nil {
 				<-done
-				t.Fatalf("round %d: gc --json: %v\n%s", round, err, out)
+				t.Fatalf("round %d: %s --json: %v\n%s", round, args[0], err, out)
+			}
+			if rep.GC != nil {
+				rep.Removed = rep.GC.Removed
 			}
 			gcs++
 			if !running {
