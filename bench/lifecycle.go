@@ -218,16 +218,24 @@ func (b *bench) lifecycle() error {
 	if ratio > 1.10 {
 		goal = "<= 1.10x the fresh store: **missed**"
 	}
-	what := fmt.Sprintf("`art run -d` over the overlay: rm -rf of the previous tree, `tar x` of %s, cp of 1 MiB of random bytes unique to the session", b.treeLabel(t))
+	src := b.srcLabel()
+	if b.cfg.quick {
+		src = fmt.Sprintf("the first %d files of %s", quickFiles, src)
+	}
+	what := fmt.Sprintf("`art run -d` over the overlay: rm -rf of the previous tree, `tar x` of %s (%s files, %s), cp of 1 MiB of random bytes unique to the session",
+		src, fmtInt(len(t.files)), fmtBytes(t.bytes))
 	b.rep.lc = []lcRow{
 		{fmt.Sprintf("1. %d sessions, each %s, ending in a snapshot", n, what),
 			fmt.Sprintf("%s per session (median), %s in all", fmtDur(median(took)), fmtDur(sum64(took))),
 			fmtBytes(sizeSessions), fmt.Sprintf("objects %s stored", fmtBytes(sum(objsSessions))), "-"},
 		{fmt.Sprintf("2. `art forget --all --keep-last %d`", lcKeep), fmtDur(forgetTook), fmtBytes(sizeForget),
-			fmt.Sprintf("forgot %d snapshots, %s events (forget's own time: %.2f s)", forgotSnaps, fmtInt(int(forgotEvents)), fr.Seconds), "-"},
+			fmt.Sprintf("forgot %d snapshots, %s events (forget's own time: %.2f s, %s per event)", forgotSnaps, fmtInt(int(forgotEvents)), fr.Seconds,
+				fmtDur(time.Duration(fr.Seconds*float64(time.Second)/float64(max(forgotEvents, 1))))), "-"},
 		{"3. `art gc --grace 0`", fmtDur(gcTook), fmtBytes(sizeGC),
-			fmt.Sprintf("%.2f s per GB of store file before (%s file, %s of objects); removed %s objects, %s stored; vacuum: %s",
-				gcTook.Seconds()/gb, fmtBytes(gr.FileBefore), fmtBytes(gr.BytesBefore), fmtInt(int(gr.Removed)), fmtBytes(gr.RemovedBytes), gr.Vacuum), "-"},
+			fmt.Sprintf("%.2f s per GB of store file before (%s file, %s of objects), %.2f s per GB given back (%s); removed %s objects, %s stored; vacuum: %s",
+				gcTook.Seconds()/gb, fmtBytes(gr.FileBefore), fmtBytes(gr.BytesBefore),
+				gcTook.Seconds()/(float64(max(gr.FileBefore-gr.FileAfter, 1))/1e9), fmtBytes(gr.FileBefore-gr.FileAfter),
+				fmtInt(int(gr.Removed)), fmtBytes(gr.RemovedBytes), gr.Vacuum), "-"},
 		{fmt.Sprintf("4. The store after 3 against a fresh store of the last %d sessions alone (same commands, same random files)", lcKeep),
 			"-", fmt.Sprintf("%s vs fresh %s: ratio %.3f", fmtBytes(sizeGC), fmtBytes(sizeFresh), ratio),
 			fmt.Sprintf("objects %s vs %s; journal %s vs %s events", fmtBytes(sum(objsGC)), fmtBytes(sum(objsFresh)),
