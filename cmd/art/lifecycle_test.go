@@ -52,10 +52,10 @@ func TestGCWhileRunWrites(t *testing.T) {
 		// Garbage: content pushed on main, then forgotten.
 		garbage := randBytes(r, 150_000+r.Intn(100_000))
 		writeFile(t, filepath.Join(gws, "g"), string(garbage))
-		mustArt(t, "push", "-q", "-m", gws, "-d", db)
+		mustRun(t, "push", "-q", "-m", gws, "-d", db)
 		writeFile(t, filepath.Join(gws, "g"), fmt.Sprintf("round %d\n", round))
-		mustArt(t, "push", "-q", "-m", gws, "-d", db)
-		mustArt(t, "forget", "-d", db, "-b", "main", "--keep-last", "1")
+		mustRun(t, "push", "-q", "-m", gws, "-d", db)
+		mustRun(t, "forget", "-d", db, "-b", "main", "--keep-last", "1")
 
 		// What this round's run copies in: new content (one chunk or
 		// several), the garbage, and a file of an earlier round (live).
@@ -143,7 +143,7 @@ cat /tmp/in/%[1]s/g > %[1]s/g.copy; mv %[1]s/f0 %[1]s/f0.moved`, dir)
 		if runExit != nil {
 			t.Fatalf("round %d: art run: %v\n%s", round, runExit, runErr.String())
 		}
-		mustArt(t, "verify", "-d", db)
+		mustRun(t, "verify", "-d", db)
 		for name, b := range files {
 			want["ws/"+dir+"/"+name] = b
 		}
@@ -152,7 +152,7 @@ cat /tmp/in/%[1]s/g > %[1]s/g.copy; mv %[1]s/f0 %[1]s/f0.moved`, dir)
 		delete(want, "ws/"+dir+"/f0")
 		for name := range files {
 			p := "ws/" + dir + "/" + name
-			if b, ok := want[p]; ok && mustArt(t, "cat", "-d", db, "w:"+p) != string(b) {
+			if b, ok := want[p]; ok && mustRun(t, "cat", "-d", db, "w:"+p).stdout != string(b) {
 				t.Fatalf("round %d: %s reads back different bytes", round, p)
 			}
 		}
@@ -161,10 +161,10 @@ cat /tmp/in/%[1]s/g > %[1]s/g.copy; mv %[1]s/f0 %[1]s/f0.moved`, dir)
 		t.Fatalf("%d of %d gcs ran while a run was alive, removing %d objects: the test tested nothing", overlapped, gcs, removed)
 	}
 	// A last gc, then every file every run closed.
-	mustArt(t, "gc", "-d", db, "--grace", "0")
-	mustArt(t, "verify", "-d", db)
+	mustRun(t, "gc", "-d", db, "--grace", "0")
+	mustRun(t, "verify", "-d", db)
 	for p, b := range want {
-		if got := mustArt(t, "cat", "-d", db, "w:"+p); got != string(b) {
+		if got := mustRun(t, "cat", "-d", db, "w:"+p).stdout; got != string(b) {
 			t.Fatalf("at the end, %s reads back different bytes", p)
 		}
 	}
@@ -186,7 +186,7 @@ func lifecycleStore(t *testing.T, n int) (string, [][]byte) {
 		for j := 0; j < 1000; j++ {
 			writeFile(t, filepath.Join(ws, "small", fmt.Sprintf("s%03d", j)), fmt.Sprintf("version %d file %d\n", i, j))
 		}
-		mustArt(t, "push", "-q", "-m", ws, "-d", db, "--message", fmt.Sprintf("v%d", i))
+		mustRun(t, "push", "-q", "-m", ws, "-d", db, "--message", fmt.Sprintf("v%d", i))
 	}
 	return db, versions
 }
@@ -231,7 +231,7 @@ func keptByForget(t *testing.T, db string, keep int) []snapshotRow {
 			Keep []snapshotRow `json:"keep"`
 		} `json:"branches"`
 	}
-	out := mustArt(t, "forget", "-d", db, "-b", "main", "--keep-last", fmt.Sprint(keep), "--dry-run", "--json")
+	out := mustRun(t, "forget", "-d", db, "-b", "main", "--keep-last", fmt.Sprint(keep), "--dry-run", "--json").stdout
 	if err := json.Unmarshal([]byte(out), &dry); err != nil || len(dry.Branches) != 1 || len(dry.Branches[0].Keep) != keep {
 		t.Fatalf("forget --dry-run: %v\n%s", err, out)
 	}
@@ -260,7 +260,7 @@ func TestForgetKilled(t *testing.T) {
 				Keep []snapshotRow `json:"keep"`
 			} `json:"branches"`
 		}
-		out := mustArt(t, "forget", "-d", template, "-b", "main", "--keep-last", "1000", "--dry-run", "--json")
+		out := mustRun(t, "forget", "-d", template, "-b", "main", "--keep-last", "1000", "--dry-run", "--json").stdout
 		if err := json.Unmarshal([]byte(out), &dry); err != nil || len(dry.Branches) != 1 {
 			t.Fatalf("forget --dry-run: %v\n%s", err, out)
 		}
@@ -268,13 +268,14 @@ func TestForgetKilled(t *testing.T) {
 	}
 	check := func(trial int, db string) {
 		t.Helper()
-		mustArt(t, "verify", "-d", db)
+		mustRun(t, "verify", "-d", db)
 		for _, s := range all {
 			v, ok := version[s.Message]
 			if !ok {
 				continue // a capture's snapshot without a message, say
 			}
-			out, stderr, code := art(t, "cat", "-d", db, s.ID+":ws/big")
+			res := artRun(t, "cat", "-d", db, s.ID+":ws/big")
+			out, stderr, code := res.stdout, res.stderr, res.code
 			isKept := false
 			for _, k := range kept {
 				isKept = isKept || k.ID == s.ID
@@ -320,14 +321,14 @@ func TestForgetKilled(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGKILL)
 			if err := cmd.Wait(); err != nil {
 				killedBefore++
-				if strings.Contains(mustArt(t, "log", "-d", db), "forget") {
+				if strings.Contains(mustRun(t, "log", "-d", db).stdout, "forget") {
 					committed++ // killed after forget's transaction (in gc, with --prune)
 				}
 			}
 			check(trial, db)
-			mustArt(t, append(args[:1:1], append([]string{"-d", db}, args[1:]...)...)...)
-			mustArt(t, "forget", "-d", db, "-b", "main", "--keep-last", fmt.Sprint(keep), "--prune", "--grace", "0")
-			if out := mustArt(t, "gc", "-d", db, "--grace", "0"); !strings.Contains(out, "removed 0 objects") {
+			mustRun(t, append(args[:1:1], append([]string{"-d", db}, args[1:]...)...)...)
+			mustRun(t, "forget", "-d", db, "-b", "main", "--keep-last", fmt.Sprint(keep), "--prune", "--grace", "0")
+			if out := mustRun(t, "gc", "-d", db, "--grace", "0").stdout; !strings.Contains(out, "removed 0 objects") {
 				t.Fatalf("trial %d: a gc after forget --prune still found garbage:\n%s", trial, out)
 			}
 			check(trial, db)
