@@ -25,6 +25,12 @@
 //	trace        art's tracer on tar x of the ingest tree and an exec loop,
 //	             in bwrap: untraced, default traced set, trace all, and
 //	             strace -f. Needs bwrap, strace and ptrace
+//	sandbox      start-up of art run and warm art exec against bare bwrap
+//	lifecycle    20 art run sessions (rm -rf, tar x of the ingest tree, 1 MiB
+//	             of unique random bytes; a snapshot each), then art forget
+//	             --all --keep-last 2 and art gc --grace 0, timed, and the
+//	             store's size against a fresh store of the last 2 sessions.
+//	             Needs root, /dev/fuse and bwrap; skipped like overlay
 //
 // The machine bench was written for is a shared 2-core VM, so absolute times
 // drift from run to run; the ratios against peers measured in the same run
@@ -77,7 +83,7 @@ import (
 )
 
 // sections in the order they run and appear in the table.
-var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace", "sandbox"}
+var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace", "sandbox", "lifecycle"}
 
 // storeSections are the sections of the store table; the rest have their
 // own tables.
@@ -179,9 +185,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			delete(cfg.run, "overlay")
 		}
 	}
+	if cfg.run["lifecycle"] {
+		if why := lifecycleProbe(); why != "" {
+			if cfg.runSet {
+				return fmt.Errorf("lifecycle: %s", why)
+			}
+			b.progress("skipping the lifecycle section: %s", why)
+			delete(cfg.run, "lifecycle")
+		}
+	}
 	b.load = loadAvg()
 	start := time.Now()
-	var storeTook, overlayTook, traceTook, sandboxTook time.Duration
+	var storeTook, overlayTook, traceTook, sandboxTook, lifecycleTook time.Duration
 	for _, s := range sections {
 		if !cfg.run[s] {
 			continue
@@ -209,6 +224,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			err = b.trace()
 		case "sandbox":
 			err = b.sandboxSection()
+		case "lifecycle":
+			err = b.lifecycle()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
@@ -219,6 +236,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			traceTook += time.Since(began)
 		} else if s == "sandbox" {
 			sandboxTook += time.Since(began)
+		} else if s == "lifecycle" {
+			lifecycleTook += time.Since(began)
 		} else {
 			overlayTook += time.Since(began)
 		}
@@ -242,6 +261,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.run["sandbox"] {
 		parts = append(parts, part{sandboxMarkers, b.sandboxMarkdown(sandboxTook)})
+	}
+	if cfg.run["lifecycle"] {
+		parts = append(parts, part{lifecycleMarkers, b.lifecycleMarkdown(lifecycleTook)})
 	}
 	for i, p := range parts {
 		if i > 0 {

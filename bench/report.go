@@ -36,6 +36,9 @@ type report struct {
 
 	tr []trRow // the trace section's table
 	sb []sbRow // the sandbox section's table
+
+	lc      []lcRow // the lifecycle section's table
+	lcNotes []string
 }
 
 func (r *report) add(x row) { r.rows = append(r.rows, x) }
