@@ -270,10 +270,10 @@ type Stats struct {
 	// Reuses counts private copies taken over from the kept copies of
 	// forgotten files instead of copied out (kept.go); Kept and
 	// KeptBytes are what is kept now (bytes on disk).
-	Reuses          int64
-	Kept            int
-	KeptBytes       int64
-	Readdirs   int64 // READDIR requests: listings the kernel had not cached
+	Reuses    int64
+	Kept      int
+	KeptBytes int64
+	Readdirs  int64 // READDIR requests: listings the kernel had not cached
 	// UnlinksBehind counts unlinks answered before the journal had them
 	// (behind.go).
 	UnlinksBehind int64
