@@ -50,7 +50,7 @@ type keptCopies struct {
 type keptCopy struct {
 	id   cas.ID
 	path string
-	size int64 // on disk (allocated blocks)
+	size int64 // on disk (allocated blocks, at least one)
 }
 
 // keptMax is the bound for a mount: opt as Options.KeepCopies says.
@@ -74,10 +74,11 @@ func (k *keptCopies) put(id cas.ID, path string) {
 		os.Remove(path)
 		return
 	}
-	c := &keptCopy{id: id, path: path, size: st.Blocks * 512}
+	// At least a block: a copy all holes still costs an inode.
+	c := &keptCopy{id: id, path: path, size: max(st.Blocks*512, 4096)}
 	var drop []string
 	k.mu.Lock()
-	if _, dup := k.byID[id]; dup || c.size > k.max {
+	if _, dup := k.byID[id]; dup || k.max <= 0 || c.size > k.max {
 		drop = append(drop, path)
 	} else {
 		if k.byID == nil {
