@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -164,4 +165,36 @@ func BenchmarkPutFileRandom(b *testing.B) {
 		stored = st.NewBytes
 	}
 	b.ReportMetric(float64(stored)/float64(len(data)), "ratio")
+}
+
+// BenchmarkWriteSparse copies 64 MiB of incompressible content out of the
+// store into a file, reading through one transaction: an overlay's
+// copy-out of a file at its first open.
+func BenchmarkWriteSparse(b *testing.B) {
+	data := randBytes(7, 64<<20)
+	ctx := context.Background()
+	db := openDB(b)
+	id, _, err := NewStore(db).PutFile(ctx, bytes.NewReader(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback()
+	s := NewStore(tx)
+	dir := b.TempDir()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		f, err := os.CreateTemp(dir, "out-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.WriteSparse(ctx, id, f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -397,4 +398,98 @@ func TestSparseEdgeCases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadAheadBatches reads files of many chunks - more than one batch
+// of the read-ahead, with chunks repeated within and across batches,
+// holes between them - back through a transaction, and then with a
+// chunk gone, with and with a chunk stored as another kind: each fails, naming what is wrong.
+func TestReadAheadBatches(t *testing.T) {
+	ctx := context.Background()
+	s, db := newTestStore(t)
+	block := randBytes(20, 40<<10)
+	var data []byte
+	for i := range 3 * raBatch {
+		data = append(data, block...)
+		data = append(data, randBytes(uint64(100+i), 5<<10)...)
+	}
+	id, _, err := s.PutFile(ctx, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetManifest(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct := map[ID]bool{}
+	for _, e := range m.Extents {
+		distinct[e.ID] = true
+	}
+	if len(m.Extents) < 2*raBatch || len(distinct) == len(m.Extents) {
+		t.Fatalf("%d extents, %d distinct: want several batches with repeats", len(m.Extents), len(distinct))
+	}
+	// With holes: every other extent's span left out.
+	holed := &Manifest{Size: m.Size}
+	var want []byte
+	var off int64
+	for i, e := range m.Extents {
+		if i%5 == 3 {
+			holed.Extents = append(holed.Extents, Extent{Len: e.Len})
+			want = append(want, make([]byte, e.Len)...)
+		} else {
+			holed.Extents = append(holed.Extents, e)
+			want = append(want, data[off:off+e.Len]...)
+		}
+		off += e.Len
+	}
+	holedID, _, err := s.PutManifest(ctx, holed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	ts := NewStore(tx)
+	for _, c := range []struct {
+		id   ID
+		want []byte
+	}{{id, data}, {holedID, want}} {
+		var b bytes.Buffer
+		if _, err := ts.ReadFile(ctx, c.id, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b.Bytes(), c.want) {
+			t.Fatalf("ReadFile of %d bytes returned %d, not equal", len(c.want), b.Len())
+		}
+		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ts.WriteSparse(ctx, c.id, f); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(f.Name())
+		f.Close()
+		if err != nil || !bytes.Equal(got, c.want) {
+			t.Fatalf("WriteSparse wrote %d bytes (%v), want the %d read", len(got), err, len(c.want))
+		}
+	}
+	tx.Rollback()
+
+	// A chunk in the last batch gone, then one in the first stored as
+	// another kind.
+	last, first := m.Extents[len(m.Extents)-2].ID, m.Extents[1].ID
+	if _, err := db.Exec(`DELETE FROM objects WHERE id = ?`, last[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadFile(ctx, id, io.Discard); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), last.String()) {
+		t.Fatalf("ReadFile with chunk %s gone: %v, want not found naming it", last.Short(), err)
+	}
+	if _, err := db.Exec(`UPDATE objects SET kind = ? WHERE id = ?`, int(KindTree), first[:]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.ReadFile(ctx, id, io.Discard)
+	wantCorrupt(t, err, first)
 }

@@ -170,6 +170,12 @@ func (c *codecs) compress(data []byte, buf *[]byte) (int, []byte) {
 
 // decode turns a stored row into the verified canonical bytes of id.
 func (c *codecs) decode(id ID, kind Kind, codec, size int64, stored []byte) ([]byte, error) {
+	return c.decodeOwned(id, kind, codec, size, stored, false)
+}
+
+// decodeOwned is decode; with owned, stored is the caller's to give away,
+// and raw content is returned without a copy.
+func (c *codecs) decodeOwned(id ID, kind Kind, codec, size int64, stored []byte, owned bool) ([]byte, error) {
 	limit := kind.maxSize()
 	if limit == 0 {
 		return nil, corrupt(id, "unknown kind %d", kind)
@@ -183,8 +189,12 @@ func (c *codecs) decode(id ID, kind Kind, codec, size int64, stored []byte) ([]b
 		if int64(len(stored)) != size {
 			return nil, corrupt(id, "stored %d raw bytes, size says %d", len(stored), size)
 		}
-		out = make([]byte, len(stored))
-		copy(out, stored)
+		if owned {
+			out = stored
+		} else {
+			out = make([]byte, len(stored))
+			copy(out, stored)
+		}
 	case codecZstd:
 		var h zstd.Header
 		if err := h.Decode(stored); err != nil {

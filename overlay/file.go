@@ -30,6 +30,14 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 	if n.upper != "" {
 		return nil
 	}
+	if !n.inMem {
+		if p := n.fsys.kept.take(n.attr.Content); p != "" {
+			// A forgotten file's copy of this very content (kept.go).
+			n.upper, n.upperSum = p, n.attr.Content
+			n.fsys.stats.reuses.Add(1)
+			return nil
+		}
+	}
 	f, err := n.fsys.newUpper()
 	if err != nil {
 		return err
@@ -42,7 +50,7 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 			os.Remove(f.Name())
 			return fmt.Errorf("spill inode %d: %w", n.ino, err)
 		}
-		n.upper, n.inMem, n.mem = f.Name(), false, nil
+		n.upper, n.inMem, n.mem, n.upperSum = f.Name(), false, nil, cas.ID{}
 		return nil
 	}
 	// Read through the shared transaction: the content may have been
@@ -53,7 +61,7 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 		os.Remove(f.Name())
 		return fmt.Errorf("open inode %d: %w", n.ino, err)
 	}
-	n.upper = f.Name()
+	n.upper, n.upperSum = f.Name(), content
 	n.fsys.stats.copies.Add(1)
 	return nil
 }
@@ -235,8 +243,8 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	}
 	var jn journal.Node
 	gone := false
+	var id cas.ID // what upper (or mem) was read to hold
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
-		var id cas.ID
 		var st cas.FileStats
 		var err error
 		if inMem {
@@ -266,6 +274,15 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	if err != nil {
 		n.failed(pending)
 		return err
+	}
+	if !inMem {
+		// A write since the read above set dirty again; upper changes
+		// only at a forget, which takes dirty nodes' copies nowhere.
+		n.mu.Lock()
+		if n.upper == upper {
+			n.upperSum = id
+		}
+		n.mu.Unlock()
 	}
 	if !gone {
 		n.mu.Lock()

@@ -43,6 +43,12 @@ type Options struct {
 	// at close either way; this adds one event and one stored manifest
 	// per write request.
 	JournalWrites bool
+	// KeepCopies bounds the disk space (bytes) of clean private copies
+	// kept after the kernel forgets their files, so a later open reuses
+	// one instead of copying the file out of the store again (kept.go).
+	// 0: 1 GiB, or a quarter of the upper directory's free space at
+	// mount if less; negative: keep none.
+	KeepCopies int64
 	// Debug logs every FUSE request.
 	Debug bool
 	// Op, when set, is the caller's operation (art run's): the mount's
@@ -100,7 +106,8 @@ type FS struct {
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by a change whose listing entries are unknown; voids every listing (listing.go)
 	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
-	stats   struct{ lowerOpens, ptOpens, copies, readdirs, unlinksBehind atomic.Int64 }
+	stats   struct{ lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64 }
+	kept    keptCopies // clean private copies of forgotten files (kept.go)
 
 	ptOK atomic.Bool // the kernel takes backing files from upperDir (passthrough.go); false until probed
 
@@ -147,6 +154,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		}
 		f.upperDir, f.releaseUpper = d, release
 	}
+	f.kept.max = keptMax(opts.KeepCopies, f.upperDir)
 	op := opts.Op
 	if op == nil {
 		var err error
@@ -259,7 +267,13 @@ type Stats struct {
 	LowerOpens int64 // read-only opens served from the host file
 	PtOpens    int64 // opens served by passthrough to a private copy
 	Copies     int64 // files copied out of the store into a private copy
-	Readdirs   int64 // READDIR requests: listings the kernel had not cached
+	// Reuses counts private copies taken over from the kept copies of
+	// forgotten files instead of copied out (kept.go); Kept and
+	// KeptBytes are what is kept now (bytes on disk).
+	Reuses    int64
+	Kept      int
+	KeptBytes int64
+	Readdirs  int64 // READDIR requests: listings the kernel had not cached
 	// UnlinksBehind counts unlinks answered before the journal had them
 	// (behind.go).
 	UnlinksBehind int64
@@ -267,7 +281,9 @@ type Stats struct {
 
 // Stats reports counters since the mount.
 func (f *FS) Stats() Stats {
+	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
+		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
 		Readdirs: f.stats.readdirs.Load(), UnlinksBehind: f.stats.unlinksBehind.Load()}
 }
 
@@ -390,6 +406,7 @@ func (f *FS) end(ctx context.Context) error {
 }
 
 func (f *FS) cleanup() {
+	f.kept.clear() // also from a caller's upper directory
 	if f.releaseUpper != nil {
 		f.releaseUpper()
 		f.releaseUpper = nil

@@ -30,6 +30,11 @@ type node struct {
 	ctime int64
 	nlink int
 	upper string // private copy holding the current content
+	// upperSum is the manifest upper held when the daemon last wrote it
+	// from the store or hashed it to journal it; while the node is not
+	// dirty (and !ptWritten) upper still holds exactly that (kept.go).
+	upperSum  cas.ID
+	ptWritten bool // upper was open for writing by passthrough: it may hold writes never seen
 	// lowerStat caches the import's record of the host file (file.go
 	// openLowerLocked); nil until the first read-only open.
 	lowerStat *lowerStat
@@ -171,10 +176,19 @@ func (n *node) OnForget() {
 		}
 		f.mu.Unlock()
 	}
+	// Not while the content is being journaled (Flush, the watcher):
+	// journal clears dirty while it reads upper, which must stay this
+	// node's until it is done.
+	n.jmu.Lock()
+	defer n.jmu.Unlock()
 	n.mu.Lock()
 	if n.opens == 0 && n.upper != "" && !n.dirty.Load() && !n.mapped {
-		os.Remove(n.upper)
-		n.upper = ""
+		if n.ptWritten || n.ptWriters > 0 {
+			os.Remove(n.upper)
+		} else {
+			f.kept.put(n.upperSum, n.upper) // removes it unless kept
+		}
+		n.upper, n.upperSum = "", cas.ID{}
 	}
 	n.dropMemLocked()
 	n.mu.Unlock()

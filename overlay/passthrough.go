@@ -122,6 +122,7 @@ func (n *node) openPassthroughLocked(ctx context.Context, flags uint32, modifies
 			n.ptTimes = true
 		}
 		n.ptWriters++
+		n.ptWritten = true // never kept after a forget (kept.go)
 	}
 	n.ptOpens++
 	n.opens++
