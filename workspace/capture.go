@@ -68,12 +68,16 @@ type place struct {
 	ino     int64
 	blocked bool // the branch keeps a non-directory here
 	sync    bool // take the host directory's attributes after its children
+	lazy    bool // ino not looked up yet: see importer.resolve
 }
 
 // ensure makes sure p is a directory in the branch, creating it and its
 // parents with the host's attributes; false if the branch has something
 // else there.
 func (im *importer) ensure(tx *journal.Tx, p *place) (bool, error) {
+	if err := im.resolve(tx, p); err != nil {
+		return false, err
+	}
 	if p.ino != 0 {
 		return true, nil
 	}
