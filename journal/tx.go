@@ -62,6 +62,22 @@ func (t *Tx) Lookup(parent int64, name []byte) (Node, error) {
 	return *n, nil
 }
 
+// DirTree returns the tree id of directory ino if the branch has not
+// changed anything below it since its tree was last computed (a snapshot,
+// or a checkout); false if it has (the tree is stale) or ino is not a
+// directory. The id covers every entry below: names, kinds, modes, owners,
+// mtimes, xattrs, contents.
+func (t *Tx) DirTree(ino int64) (cas.ID, bool, error) {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return cas.ID{}, false, err
+	}
+	if !n.IsDir() || n.state == dirDirty || n.Content.IsZero() {
+		return cas.ID{}, false, nil
+	}
+	return n.Content, true, nil
+}
+
 // ReadDir lists directory dir in name order.
 func (t *Tx) ReadDir(dir int64) ([]Dirent, error) {
 	if err := t.p.dir(dir); err != nil {

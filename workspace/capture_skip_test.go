@@ -159,3 +159,146 @@ func storeXattrs(t *testing.T, db *journal.DB, p string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestPushSkipsOnlyWhatTheMarkProves: a push -m after a push -m that left
+// the branch equal to the host (and a branch untouched since) skips the
+// branch's listing and the host's xattrs of entries whose ctime is from
+// before that push. Each case is a change on one side that the skip must
+// not miss. The racy window is shrunk to 100 ms, so that the files are
+// old enough after a short wait.
+func TestPushSkipsOnlyWhatTheMarkProves(t *testing.T) {
+	ctx := context.Background()
+	workspace.SetRacyWindow(t, 100*time.Millisecond)
+	settle := func() { time.Sleep(150 * time.Millisecond) } // past the window: not a timing test
+	setup := func(t *testing.T) (*journal.DB, string) {
+		db, _ := openDB(t)
+		ws := filepath.Join(t.TempDir(), "ws")
+		write(t, filepath.Join(ws, "top.txt"), []byte("top"), 0o644)
+		write(t, filepath.Join(ws, "a/f.txt"), []byte("f"), 0o644)
+		write(t, filepath.Join(ws, "a/b/g.txt"), []byte("g"), 0o644)
+		for range 2 { // the second push finds the first's mark, and skips
+			settle()
+			push(t, db, ws)
+		}
+		return db, ws
+	}
+	xattrCase := func(name, p string, set func(t *testing.T, db *journal.DB, ws string), want string) {
+		t.Run(name, func(t *testing.T) {
+			db, ws := setup(t)
+			set(t, db, ws)
+			push(t, db, ws)
+			if got := storeXattrs(t, db, p); got != want {
+				t.Errorf("%s xattrs = %q, want %q", p, got, want)
+			}
+		})
+	}
+	hostXattr := func(p string) func(t *testing.T, db *journal.DB, ws string) {
+		return func(t *testing.T, db *journal.DB, ws string) {
+			if err := unix.Setxattr(filepath.Join(ws, p), "user.k", []byte("host"), 0); err != nil {
+				if errors.Is(err, unix.ENOTSUP) {
+					t.Skip("no user xattrs on this file system")
+				}
+				t.Fatal(err)
+			}
+		}
+	}
+	xattrCase("host sets a file's xattr", "ws/a/f.txt", hostXattr("a/f.txt"), "user.k=host")
+	// A directory's record holds no stat: its ctime alone tells.
+	xattrCase("host sets a directory's xattr", "ws/a/b", hostXattr("a/b"), "user.k=host")
+	xattrCase("branch sets a file's xattr", "ws/a/b/g.txt", func(t *testing.T, db *journal.DB, ws string) {
+		agent(t, db, "main", func(tx *journal.Tx) error {
+			n, err := tx.Resolve([]byte("ws/a/b/g.txt"))
+			if err != nil {
+				return err
+			}
+			if _, err = tx.SetAttr(n.Ino, journal.SetXattrs, journal.Attr{Xattrs: []cas.Xattr{{Name: "user.k", Value: []byte("branch")}}}); err != nil {
+				return err
+			}
+			// A snapshot, as at the end of a session: the branch's tree is
+			// current again, and another than the mark's.
+			_, err = tx.Snapshot("agent")
+			return err
+		})
+	}, "")
+	t.Run("host sets a directory's mtime", func(t *testing.T) {
+		db, ws := setup(t)
+		old := time.Now().Add(-time.Hour).Truncate(time.Second)
+		if err := os.Chtimes(filepath.Join(ws, "a/b"), old, old); err != nil {
+			t.Fatal(err)
+		}
+		push(t, db, ws)
+		if got := storeNode(t, db, "ws/a/b").MTime; got != old.UnixNano() {
+			t.Errorf("ws/a/b mtime = %d, want the host's %d", got, old.UnixNano())
+		}
+	})
+	t.Run("branch edits and adds files", func(t *testing.T) {
+		db, ws := setup(t)
+		agent(t, db, "main", func(tx *journal.Tx) error {
+			if err := setContent(ctx, tx, "ws/a/b/g.txt", "branch"); err != nil {
+				return err
+			}
+			dir, err := tx.Resolve([]byte("ws/a"))
+			if err != nil {
+				return err
+			}
+			m, _, err := tx.Objects().PutFile(ctx, strings.NewReader("new"))
+			if err != nil {
+				return err
+			}
+			_, err = tx.Create(dir.Ino, []byte("new.txt"), journal.Attr{Kind: cas.EntryFile, Mode: 0o644, Content: m, Size: 3})
+			return err
+		})
+		push(t, db, ws)
+		if got := readStore(t, db, "main", "ws/a/b/g.txt"); got != "g" {
+			t.Errorf("ws/a/b/g.txt = %q, want the host's g", got)
+		}
+		if got := readStore(t, db, "main", "ws/a/new.txt"); got != "<none>" {
+			t.Errorf("ws/a/new.txt = %q, want it gone (the host has none)", got)
+		}
+	})
+	t.Run("pull in between", func(t *testing.T) {
+		// After a pull the host holds what the pull wrote: the mark of
+		// the push before it proves nothing.
+		db, ws := setup(t)
+		agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/a/b/g.txt", "pulled") })
+		st, err := db.Resolve(ctx, "main", "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := map[string]journal.StatCache{}
+		began := time.Now()
+		if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: ws, State: st,
+			Written: func(p string, sc journal.StatCache) { written[p] = sc }}); err != nil {
+			t.Fatal(err)
+		}
+		agent(t, db, "main", func(tx *journal.Tx) error { return workspace.RecordPulled(tx, ws, written, began) })
+		if got := readStore(t, db, "main", "ws/a/b/g.txt"); got != "pulled" {
+			t.Fatalf("ws/a/b/g.txt = %q before the edit", got)
+		}
+		write(t, filepath.Join(ws, "a/b/g.txt"), []byte("edit"), 0o644)
+		push(t, db, ws)
+		if got := readStore(t, db, "main", "ws/a/b/g.txt"); got != "edit" {
+			t.Errorf("ws/a/b/g.txt = %q, want the host's edit", got)
+		}
+	})
+}
+
+func push(t *testing.T, db *journal.DB, ws string) {
+	t.Helper()
+	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Dir: ws}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func storeNode(t *testing.T, db *journal.DB, p string) journal.Node {
+	t.Helper()
+	var n journal.Node
+	_, err := db.Do(context.Background(), "main", "test", "read", func(tx *journal.Tx) (err error) {
+		n, err = tx.Resolve([]byte(p))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

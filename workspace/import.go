@@ -108,6 +108,11 @@ type importer struct {
 	// path it deletes are never read again, as the host has no directory
 	// there to walk into.
 	cache map[string]map[string]journal.StatCache
+	// settled is set in push -m when the last push -m of this workspace
+	// left the branch equal to the host and the branch has not changed
+	// since (see pushMark): a host entry whose ctime is before it is
+	// unchanged since that push synced the branch to it. 0 otherwise.
+	settled int64
 }
 
 // cacheLimit bounds the import cache records an import holds in memory at
@@ -194,6 +199,11 @@ func (im *importer) run(abs string) error {
 			return err
 		}
 		wsIno = n.Ino
+		if !im.opts.Capture {
+			if im.settled, err = pushSettled(tx, "/"+im.name, wsIno); err != nil {
+				return err
+			}
+		}
 		var whole bool
 		im.cache, whole, err = tx.StatCacheTree("/"+im.name, cacheLimit)
 		if !whole {
@@ -230,11 +240,6 @@ func (im *importer) run(abs string) error {
 				return err
 			}
 		}
-		if !cached || c != rec {
-			if err := tx.SetStatCache("/"+im.name, rec); err != nil {
-				return err
-			}
-		}
 		msg := im.opts.Message
 		if msg == "" {
 			msg = "push " + abs
@@ -242,8 +247,27 @@ func (im *importer) run(abs string) error {
 		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Text: msg}); err != nil {
 			return err
 		}
-		im.stats.Snapshot, err = tx.Snapshot(msg)
-		return err
+		if im.stats.Snapshot, err = tx.Snapshot(msg); err != nil {
+			return err
+		}
+		if !im.opts.Capture && im.stats.Conflicts == 0 {
+			// The branch's workspace is now the host's: say so, with the
+			// tree it has now, for the next push -m (pushSettled). A
+			// capture leaves the mark out: the branch keeps its own.
+			tree, clean, err := tx.DirTree(wsIno)
+			if err != nil {
+				return err
+			}
+			if clean {
+				rec = pushMark(rec, tree, im.start.UnixNano())
+			}
+		}
+		if !cached || c != rec {
+			if err := tx.SetStatCache("/"+im.name, rec); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -390,7 +414,8 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		}
 		if im.allKept(pl, hostPath, host, cache) {
 			// Nothing of the host changed here: a capture keeps whatever
-			// the branch has, so its listing is not read.
+			// the branch has, a push -m has it already (allKept), so its
+			// listing is not read.
 			for i := range host {
 				e := &host[i]
 				hp := filepath.Join(hostPath, string(e.name))
@@ -404,6 +429,7 @@ func (im *importer) dir(hostPath string, pl *place) error {
 				}
 				if sub != nil {
 					sub.lazy = true // whether the branch has it is looked up if needed
+					sub.sync = !im.opts.Capture && nsOf(e.st.Ctim) >= im.settled
 					subs = append(subs, sub)
 				}
 			}
@@ -487,7 +513,7 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		if err := im.dir(s.host, s); err != nil {
 			return err
 		}
-		if !s.sync || s.ino == 0 {
+		if !s.sync || (!s.lazy && s.ino == 0) {
 			continue
 		}
 		// Attributes after children (and re-read: importing must not
@@ -496,7 +522,13 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		if err != nil {
 			return err
 		}
-		if err := im.batch.Update(im.ctx, func(tx *journal.Tx) error { return im.syncAttr(tx, s.ino, a) }); err != nil {
+		err = im.batch.Update(im.ctx, func(tx *journal.Tx) error {
+			if err := im.resolve(tx, s); err != nil || s.ino == 0 {
+				return err
+			}
+			return im.syncAttr(tx, s.ino, a)
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -520,13 +552,19 @@ func (im *importer) ignored(pl *place, e *hostEntry, hp string) bool {
 	return false
 }
 
-// allKept reports whether a capture of directory pl can keep everything
+// allKept reports whether an import of directory pl can keep everything
 // without reading the branch's listing: every host entry's record proves
 // it unchanged (as entry decides: same kind and mode, and for a file or
 // symlink an equal stat that was not racy), every record's path is still
-// on the host (nothing to delete), and no entry line names an inode.
+// on the host (nothing to delete), and no entry line names an inode. A
+// capture then keeps whatever the branch has. A push -m must also know
+// the branch equal to the host: only with a mark of the last push -m
+// (im.settled), and for files and symlinks whose ctime is from before
+// that push (owner, mode, xattrs and the stat unchanged since it synced
+// them; a directory's attributes are synced after its children unless
+// its own ctime is that old).
 func (im *importer) allKept(pl *place, hostPath string, host []hostEntry, cache map[string]journal.StatCache) bool {
-	if !im.opts.Capture || im.out != io.Discard {
+	if (!im.opts.Capture && im.settled == 0) || im.out != io.Discard {
 		return false
 	}
 	kept := 0
@@ -551,6 +589,9 @@ func (im *importer) allKept(pl *place, hostPath string, host []hostEntry, cache 
 		}
 		if e.kind != cas.EntryDir && (c.Racy || !statSame(c, &e.st)) {
 			return false
+		}
+		if !im.opts.Capture && e.kind != cas.EntryDir && nsOf(e.st.Ctim) >= im.settled {
+			return false // push -m: owner, mtime or xattrs may have changed since the branch took them
 		}
 		kept++
 	}
