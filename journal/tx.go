@@ -62,6 +62,22 @@ func (t *Tx) Lookup(parent int64, name []byte) (Node, error) {
 	return *n, nil
 }
 
+// DirTree returns the tree id of directory ino if the branch has not
+// changed anything below it since its tree was last computed (a snapshot,
+// or a checkout); false if it has (the tree is stale) or ino is not a
+// directory. The id covers every entry below: names, kinds, modes, owners,
+// mtimes, xattrs, contents.
+func (t *Tx) DirTree(ino int64) (cas.ID, bool, error) {
+	n, err := t.p.get(ino)
+	if err != nil {
+		return cas.ID{}, false, err
+	}
+	if !n.IsDir() || n.state == dirDirty || n.Content.IsZero() {
+		return cas.ID{}, false, nil
+	}
+	return n.Content, true, nil
+}
+
 // ReadDir lists directory dir in name order.
 func (t *Tx) ReadDir(dir int64) ([]Dirent, error) {
 	if err := t.p.dir(dir); err != nil {
@@ -520,6 +536,57 @@ func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 		out[string(name)] = c
 	}
 	return out, rows.Err()
+}
+
+// StatCacheTree returns the cached host stats of everything below store
+// directory dir ("/ws"), grouped by the store path of their directory and
+// then by name: one ordered range scan for a whole import instead of one
+// query per directory. If there are more than limit records it returns
+// nil and false (the caller reads directory by directory instead), so that
+// memory stays bounded by limit.
+func (t *Tx) StatCacheTree(dir string, limit int) (map[string]map[string]StatCache, bool, error) {
+	s, err := t.p.stmt(`SELECT path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache
+		WHERE branch = ? AND path >= ? AND path < ? ORDER BY path LIMIT ?`)
+	if err != nil {
+		return nil, false, err
+	}
+	rows, err := s.QueryContext(t.p.ctx, t.op.BranchID, []byte(dir+"/"), []byte(dir+"0"), limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	out := map[string]map[string]StatCache{}
+	n := 0
+	var path, m sql.RawBytes
+	var mode sql.NullInt64
+	var c StatCache
+	dest := []any{&path, &c.Size, &c.MTime, &c.CTime, &c.Ino, &m, &c.Kind, &mode, &c.Racy}
+	for rows.Next() {
+		if n++; n > limit {
+			return nil, false, nil
+		}
+		c = StatCache{}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, false, err
+		}
+		c.Mode = ModeUnknown
+		if mode.Valid {
+			c.Mode = uint32(mode.Int64)
+		}
+		copy(c.Manifest[:], m)
+		i := bytes.LastIndexByte(path, '/') // > 0: every path is below dir
+		parent, name := string(path[:i]), string(path[i+1:])
+		kids := out[parent]
+		if kids == nil {
+			kids = map[string]StatCache{}
+			out[parent] = kids
+		}
+		kids[name] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
 }
 
 // HasStatCacheUnder reports whether an import recorded any file below

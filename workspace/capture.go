@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -35,8 +36,9 @@ import (
 // comes back. Each such path is a Conflict in ImportStats.
 
 // racyWindow is the timestamp granularity assumed of host filesystems
-// (FAT's 2 s is the coarsest in use).
-const racyWindow = 2e9
+// (FAT's 2 s is the coarsest in use), in ns. A variable only for tests,
+// which shrink it instead of waiting for files to age.
+var racyWindow int64 = 2e9
 
 // maxConflicts bounds the conflicts ImportStats lists; all are counted.
 const maxConflicts = 100
@@ -68,12 +70,16 @@ type place struct {
 	ino     int64
 	blocked bool // the branch keeps a non-directory here
 	sync    bool // take the host directory's attributes after its children
+	lazy    bool // ino not looked up yet: see importer.resolve
 }
 
 // ensure makes sure p is a directory in the branch, creating it and its
 // parents with the host's attributes; false if the branch has something
 // else there.
 func (im *importer) ensure(tx *journal.Tx, p *place) (bool, error) {
+	if err := im.resolve(tx, p); err != nil {
+		return false, err
+	}
 	if p.ino != 0 {
 		return true, nil
 	}
@@ -390,9 +396,10 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 	if r == nil {
 		return nil, nil
 	}
-	if same && !statSame(c, &r.st) {
+	if same && (!im.opts.Capture || !statSame(c, &r.st)) {
 		// Same content and mode, other metadata (mtime, xattrs) may
 		// have changed on the host: the branch did not touch the file.
+		// (push -m: or the branch changed them, and takes the host's.)
 		a, err := hostAttr(hp, &r.st)
 		if err != nil {
 			return nil, err
@@ -626,6 +633,14 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 	if err := tx.ResetStatCache("/" + name); err != nil {
 		return err
 	}
+	// The host is now what the pull wrote, not what the last push -m saw.
+	if c, ok, err := tx.ImportRecord("/" + name); err != nil {
+		return err
+	} else if ok && c != unmark(c) {
+		if err := tx.SetStatCache("/"+name, unmark(c)); err != nil {
+			return err
+		}
+	}
 	root, err := os.OpenRoot(dir) // no symlink below dir is followed
 	if err != nil {
 		return err
@@ -649,6 +664,53 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 		}
 	}
 	return nil
+}
+
+// A push -m that leaves the branch's workspace equal to the host marks
+// the workspace directory's own record (whose size, mtime and ctime a
+// directory record does not use otherwise) with the first 16 bytes of the
+// tree the branch's workspace then has (in size and ctime) and the time
+// the push started (mtime). While the branch's tree is still that one,
+// the branch has every host entry as that push left it: with its content
+// and mode as recorded, and the owner, mtime and xattrs the push read
+// after its start. A host entry whose ctime is more than the racy window
+// before that start has not changed since (any change of content, mode,
+// owner or xattrs moves the ctime to the present), so the next push -m
+// needs neither the branch's listing nor the host's xattrs for it. A
+// capture, a pull (RecordPulled) or a push -m with conflicts leaves the
+// record unmarked.
+
+// pushMark returns the workspace record rec marked for tree and start.
+func pushMark(rec journal.StatCache, tree cas.ID, start int64) journal.StatCache {
+	rec.Size = int64(binary.LittleEndian.Uint64(tree[:8]))
+	rec.CTime = int64(binary.LittleEndian.Uint64(tree[8:16]))
+	rec.MTime = start
+	return rec
+}
+
+// unmark returns a workspace record without a push mark.
+func unmark(rec journal.StatCache) journal.StatCache {
+	rec.Size, rec.MTime, rec.CTime = 0, 0, 0
+	return rec
+}
+
+// pushSettled returns the time before which a host entry's ctime proves
+// it as the last push -m left it in the branch (see pushMark), if the
+// workspace record at ws is marked and the branch's workspace directory
+// wsIno still has the marked tree; else 0.
+func pushSettled(tx *journal.Tx, ws string, wsIno int64) (int64, error) {
+	c, ok, err := tx.ImportRecord(ws)
+	if err != nil || !ok || c.Kind != cas.EntryDir || c.MTime <= 0 {
+		return 0, err
+	}
+	tree, clean, err := tx.DirTree(wsIno)
+	if err != nil || !clean {
+		return 0, err
+	}
+	if pushMark(c, tree, c.MTime) != c {
+		return 0, nil
+	}
+	return c.MTime - racyWindow, nil
 }
 
 // changedBelow reports whether the branch changed anything below its

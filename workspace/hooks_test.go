@@ -12,3 +12,12 @@ func SetClock(t testing.TB, f func() time.Time) {
 	now = f
 	t.Cleanup(func() { now = old })
 }
+
+// SetRacyWindow makes imports in t assume timestamps as fine as d, so that
+// a test's files leave the racy window after d instead of 2 s. Not for
+// parallel tests.
+func SetRacyWindow(t testing.TB, d time.Duration) {
+	old := racyWindow
+	racyWindow = int64(d)
+	t.Cleanup(func() { racyWindow = old })
+}

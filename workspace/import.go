@@ -98,7 +98,26 @@ type importer struct {
 	warn  io.Writer
 	skip  map[string]bool // host paths never captured: the store's own files
 	pf    *prefetcher     // the current directory's files prepared ahead
+	// cache holds the import cache of the whole workspace, read in one
+	// ordered scan at the start, by directory store path; nil if it was
+	// larger than cacheLimit (each directory then reads its own). Each
+	// directory's part is dropped once used. It stays true while the
+	// import runs: nothing else changes the branch during it (see
+	// journal.Batch), and the import itself only rewrites the records of
+	// a directory while it handles that directory - the records below a
+	// path it deletes are never read again, as the host has no directory
+	// there to walk into.
+	cache map[string]map[string]journal.StatCache
+	// settled is set in push -m when the last push -m of this workspace
+	// left the branch equal to the host and the branch has not changed
+	// since (see pushMark): a host entry whose ctime is before it is
+	// unchanged since that push synced the branch to it. 0 otherwise.
+	settled int64
 }
+
+// cacheLimit bounds the import cache records an import holds in memory at
+// once (a record is about 200 bytes).
+var cacheLimit = 1 << 17
 
 // Import captures opts.Dir into the branch under /<name>/ and ends with a
 // snapshot. It returns what it did. On error the branch keeps every
@@ -180,7 +199,17 @@ func (im *importer) run(abs string) error {
 			return err
 		}
 		wsIno = n.Ino
-		return nil
+		if !im.opts.Capture {
+			if im.settled, err = pushSettled(tx, "/"+im.name, wsIno); err != nil {
+				return err
+			}
+		}
+		var whole bool
+		im.cache, whole, err = tx.StatCacheTree("/"+im.name, cacheLimit)
+		if !whole {
+			im.cache = nil
+		}
+		return err
 	})
 	if err != nil {
 		return err
@@ -211,11 +240,6 @@ func (im *importer) run(abs string) error {
 				return err
 			}
 		}
-		if !cached || c != rec {
-			if err := tx.SetStatCache("/"+im.name, rec); err != nil {
-				return err
-			}
-		}
 		msg := im.opts.Message
 		if msg == "" {
 			msg = "push " + abs
@@ -223,8 +247,27 @@ func (im *importer) run(abs string) error {
 		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Text: msg}); err != nil {
 			return err
 		}
-		im.stats.Snapshot, err = tx.Snapshot(msg)
-		return err
+		if im.stats.Snapshot, err = tx.Snapshot(msg); err != nil {
+			return err
+		}
+		if !im.opts.Capture && im.stats.Conflicts == 0 {
+			// The branch's workspace is now the host's: say so, with the
+			// tree it has now, for the next push -m (pushSettled). A
+			// capture leaves the mark out: the branch keeps its own.
+			tree, clean, err := tx.DirTree(wsIno)
+			if err != nil {
+				return err
+			}
+			if clean {
+				rec = pushMark(rec, tree, im.start.UnixNano())
+			}
+		}
+		if !cached || c != rec {
+			if err := tx.SetStatCache("/"+im.name, rec); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -356,6 +399,45 @@ func (im *importer) dir(hostPath string, pl *place) error {
 	var subs []*place
 	err = im.batch.Update(im.ctx, func(tx *journal.Tx) error {
 		subs = subs[:0]
+		var cache map[string]journal.StatCache
+		if im.cache != nil {
+			cache = im.cache[pl.store]
+			delete(im.cache, pl.store) // read once: see importer.cache
+			if cache == nil {
+				cache = map[string]journal.StatCache{}
+			}
+		} else {
+			var err error
+			if cache, err = tx.StatCacheDir(pl.store); err != nil {
+				return err
+			}
+		}
+		if im.allKept(pl, hostPath, host, cache) {
+			// Nothing of the host changed here: a capture keeps whatever
+			// the branch has, a push -m has it already (allKept), so its
+			// listing is not read.
+			for i := range host {
+				e := &host[i]
+				hp := filepath.Join(hostPath, string(e.name))
+				if im.ignored(pl, e, hp) {
+					continue
+				}
+				sp := pl.store + "/" + string(e.name)
+				sub, err := im.keep(tx, pl, e, hp, sp, journal.Node{}, false, cache[string(e.name)], nil, false)
+				if err != nil {
+					return err
+				}
+				if sub != nil {
+					sub.lazy = true // whether the branch has it is looked up if needed
+					sub.sync = !im.opts.Capture && nsOf(e.st.Ctim) >= im.settled
+					subs = append(subs, sub)
+				}
+			}
+			return nil
+		}
+		if err := im.resolve(tx, pl); err != nil {
+			return err
+		}
 		var have []journal.Dirent
 		if pl.ino != 0 {
 			var err error
@@ -366,10 +448,6 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		byName := make(map[string]journal.Node, len(have))
 		for _, d := range have {
 			byName[string(d.Name)] = d.Node
-		}
-		cache, err := tx.StatCacheDir(pl.store)
-		if err != nil {
-			return err
 		}
 		if cands := im.prefetchable(pl, hostPath, host, cache); len(cands) >= 2 {
 			im.pf = startPrefetch(im.ctx, im.db.Objects(), cands)
@@ -382,15 +460,7 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		for i := range host {
 			e := &host[i]
 			hp := filepath.Join(hostPath, string(e.name))
-			if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
-				continue // an interrupted pull's staging area
-			}
-			if im.skip[hp] {
-				continue // the store itself, kept inside the workspace
-			}
-			if e.kind == 0 {
-				fmt.Fprintf(im.warn, "warning: skipping %s: %s (only files, directories and symlinks are captured)\n", hp, fileType(e.st.Mode))
-				im.stats.Skipped++
+			if im.ignored(pl, e, hp) {
 				continue
 			}
 			seen[string(e.name)] = true
@@ -443,7 +513,7 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		if err := im.dir(s.host, s); err != nil {
 			return err
 		}
-		if !s.sync || s.ino == 0 {
+		if !s.sync || (!s.lazy && s.ino == 0) {
 			continue
 		}
 		// Attributes after children (and re-read: importing must not
@@ -452,9 +522,105 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		if err != nil {
 			return err
 		}
-		if err := im.batch.Update(im.ctx, func(tx *journal.Tx) error { return im.syncAttr(tx, s.ino, a) }); err != nil {
+		err = im.batch.Update(im.ctx, func(tx *journal.Tx) error {
+			if err := im.resolve(tx, s); err != nil || s.ino == 0 {
+				return err
+			}
+			return im.syncAttr(tx, s.ino, a)
+		})
+		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// ignored reports whether host entry e of directory pl is left out of
+// the import, and warns of a skipped special file.
+func (im *importer) ignored(pl *place, e *hostEntry, hp string) bool {
+	if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
+		return true // an interrupted pull's staging area
+	}
+	if im.skip[hp] {
+		return true // the store itself, kept inside the workspace
+	}
+	if e.kind == 0 {
+		fmt.Fprintf(im.warn, "warning: skipping %s: %s (only files, directories and symlinks are captured)\n", hp, fileType(e.st.Mode))
+		im.stats.Skipped++
+		return true
+	}
+	return false
+}
+
+// allKept reports whether an import of directory pl can keep everything
+// without reading the branch's listing: every host entry's record proves
+// it unchanged (as entry decides: same kind and mode, and for a file or
+// symlink an equal stat that was not racy), every record's path is still
+// on the host (nothing to delete), and no entry line names an inode. A
+// capture then keeps whatever the branch has. A push -m must also know
+// the branch equal to the host: only with a mark of the last push -m
+// (im.settled), and for files and symlinks whose ctime is from before
+// that push (owner, mode, xattrs and the stat unchanged since it synced
+// them; a directory's attributes are synced after its children unless
+// its own ctime is that old).
+func (im *importer) allKept(pl *place, hostPath string, host []hostEntry, cache map[string]journal.StatCache) bool {
+	if (!im.opts.Capture && im.settled == 0) || im.out != io.Discard {
+		return false
+	}
+	kept := 0
+	for i := range host {
+		e := &host[i]
+		if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
+			continue
+		}
+		if e.kind == 0 || im.skip[filepath.Join(hostPath, string(e.name))] {
+			continue
+		}
+		c, cached := cache[string(e.name)]
+		if !cached {
+			return false // new on the host (or a directory from before records)
+		}
+		mode := e.st.Mode & 0o7777
+		if e.kind == cas.EntrySymlink {
+			mode = 0o777
+		}
+		if c.Kind != e.kind || (c.Mode != journal.ModeUnknown && c.Mode != mode) {
+			return false
+		}
+		if e.kind != cas.EntryDir && (c.Racy || !statSame(c, &e.st)) {
+			return false
+		}
+		if !im.opts.Capture && e.kind != cas.EntryDir && nsOf(e.st.Ctim) >= im.settled {
+			return false // push -m: owner, mtime or xattrs may have changed since the branch took them
+		}
+		kept++
+	}
+	// Every record matched a distinct host name: none is of a path the
+	// host no longer has.
+	return kept == len(cache)
+}
+
+// resolve looks up, if not done yet, whether the branch has a directory
+// at place p (p.ino; 0 if not), as the parent's listing would have said.
+func (im *importer) resolve(tx *journal.Tx, p *place) error {
+	if !p.lazy {
+		return nil
+	}
+	if err := im.resolve(tx, p.parent); err != nil {
+		return err
+	}
+	p.lazy = false
+	if p.parent.ino == 0 {
+		return nil
+	}
+	n, err := tx.Lookup(p.parent.ino, p.name)
+	switch {
+	case err == nil && n.IsDir():
+		p.ino = n.Ino
+	case err == nil || errors.Is(err, os.ErrNotExist):
+	default:
+		p.lazy = true
+		return err
 	}
 	return nil
 }
