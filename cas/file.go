@@ -241,15 +241,16 @@ func (s *Store) putData(ctx context.Context, r io.Reader, m *Manifest, st *FileS
 	// The first new chunk waits in pending: a file with only one (most
 	// small files) is stored on this goroutine without starting workers.
 	var (
-		pending   *[]byte
-		pendingID ID
-		p         *pipeline
-		sent      = make(map[ID]struct{}) // new chunks already handed on
+		pending     *[]byte
+		pendingID   ID
+		pendingPack bool
+		p           *pipeline
+		sent        = make(map[ID]struct{}) // new chunks already handed on
 	)
 	defer func() {
 		if pending != nil {
 			if err == nil {
-				err = s.storeChunk(ctx, pendingID, *pending, st)
+				err = s.storeChunk(ctx, pendingID, *pending, pendingPack, st)
 			}
 			chunkCopies.Put(pending)
 		}
@@ -272,22 +273,25 @@ func (s *Store) putData(ctx context.Context, r io.Reader, m *Manifest, st *FileS
 			return nil
 		}
 		sent[id] = struct{}{}
+		// Large content goes to a pack, from packFrom bytes into the
+		// file (st.Bytes already counts this chunk).
+		pack := st.Bytes > packFrom
 		cp := chunkCopies.Get().(*[]byte)
 		*cp = append((*cp)[:0], chunk...)
 		if p == nil {
 			if pending == nil {
-				pending, pendingID = cp, id
+				pending, pendingID, pendingPack = cp, id, pack
 				return nil
 			}
 			p = startPipeline(ctx, s)
-			if err := p.submit(pendingID, pending); err != nil {
+			if err := p.submit(pendingID, pending, pendingPack); err != nil {
 				pending = nil
 				chunkCopies.Put(cp)
 				return err
 			}
 			pending = nil
 		}
-		return p.submit(id, cp)
+		return p.submit(id, cp, pack)
 	})
 }
 
@@ -320,8 +324,8 @@ func eachChunk(ctx context.Context, r io.Reader, buf []byte, m *Manifest, st *Fi
 
 // storeChunk inserts a chunk known to be absent (a concurrent writer may
 // have added it since) and counts it in st.
-func (s *Store) storeChunk(ctx context.Context, id ID, data []byte, st *FileStats) error {
-	n, err := s.insert(ctx, id, KindChunk, data)
+func (s *Store) storeChunk(ctx context.Context, id ID, data []byte, pack bool, st *FileStats) error {
+	n, err := s.insert(ctx, id, KindChunk, data, pack)
 	if err != nil {
 		return fmt.Errorf("put chunk %s: %w", id.Short(), err)
 	}
@@ -352,6 +356,7 @@ type pipeline struct {
 type pipelineJob struct {
 	id   ID
 	data *[]byte // from chunkCopies; the worker returns it
+	pack bool
 }
 
 func startPipeline(ctx context.Context, s *Store) *pipeline {
@@ -371,7 +376,7 @@ func (p *pipeline) work() {
 		select {
 		case <-p.stop:
 		default:
-			if err := p.s.storeChunk(p.ctx, j.id, *j.data, &st); err != nil {
+			if err := p.s.storeChunk(p.ctx, j.id, *j.data, j.pack, &st); err != nil {
 				p.fail(err)
 			}
 		}
@@ -394,9 +399,9 @@ func (p *pipeline) fail(err error) {
 
 // submit hands data (from chunkCopies) to a worker, which returns it to the
 // pool. After a worker's error it returns that error instead.
-func (p *pipeline) submit(id ID, data *[]byte) error {
+func (p *pipeline) submit(id ID, data *[]byte, pack bool) error {
 	select {
-	case p.jobs <- pipelineJob{id: id, data: data}:
+	case p.jobs <- pipelineJob{id: id, data: data, pack: pack}:
 		return nil
 	case <-p.stop:
 		chunkCopies.Put(data)
@@ -679,13 +684,16 @@ type raJob struct {
 	codec, size int64
 	stored      []byte // a copy: the row's bytes do not outlive the query
 	wants       []raWant
+	// A packed row: the worker reads the stored bytes from its pack.
+	inline, pack, packOff, packLen int64
 }
 
 // selectChunks reads up to raBatch rows as selectBounded does: data only
-// when length(data) is within a chunk's maxStored (?1).
+// when length(data) is within a chunk's maxStored (?1), and where a
+// packed row's bytes are.
 func selectChunks(n int) string {
 	var b strings.Builder
-	b.WriteString(`SELECT id, kind, codec, size, length(data), CASE WHEN length(data) <= ?1 THEN data END FROM objects WHERE id IN (`)
+	b.WriteString(`SELECT id, kind, codec, size, length(data), CASE WHEN length(data) <= ?1 THEN data END, pack, pack_off, pack_len FROM objects WHERE id IN (`)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
@@ -710,6 +718,13 @@ func startReadAhead(ctx context.Context, s *Store, id ID, extents []Extent) *rea
 				case <-ra.done:
 					f.err = context.Canceled
 				default:
+					if j.pack != 0 {
+						// Off the reading goroutine: pack reads run on all
+						// workers, and no statement is open meanwhile.
+						if j.stored, f.err = s.readPacked(j.id, j.kind, j.inline, j.pack, j.packOff, j.packLen); f.err != nil {
+							break
+						}
+					}
 					f.data, f.err = s.c.decodeOwned(j.id, j.kind, j.codec, j.size, j.stored, true)
 				}
 				for _, w := range j.wants {
@@ -791,9 +806,9 @@ func (ra *readAhead) fetch(ctx context.Context, s *Store, ids []ID, batch map[ID
 		defer rows.Close()
 		for rows.Next() {
 			var rid sql.RawBytes
-			var kind, codec, size, length int64
+			var kind, codec, size, length, pack, packOff, packLen int64
 			var stored sql.RawBytes
-			if err := rows.Scan(&rid, &kind, &codec, &size, &length, &stored); err != nil {
+			if err := rows.Scan(&rid, &kind, &codec, &size, &length, &stored, &pack, &packOff, &packLen); err != nil {
 				if cerr := ctx.Err(); cerr != nil {
 					return cerr
 				}
@@ -821,7 +836,11 @@ func (ra *readAhead) fetch(ctx context.Context, s *Store, ids []ID, batch map[ID
 				fail(wants, corrupt(id, "stored as %d bytes, limit %d", length, KindChunk.maxStored()))
 				continue
 			}
-			j.stored = bytes.Clone(stored)
+			if pack != 0 {
+				j.inline, j.pack, j.packOff, j.packLen = length, pack, packOff, packLen
+			} else {
+				j.stored = bytes.Clone(stored)
+			}
 			found = append(found, j)
 		}
 		return rows.Err()

@@ -72,7 +72,7 @@ func (s *Store) PutPrepared(ctx context.Context, p *Prepared) (ID, FileStats, er
 		if ok {
 			continue
 		}
-		n, err := s.insertRaw(ctx, r)
+		n, err := s.insertRawPack(ctx, r, p.m.Size >= packFrom)
 		if err != nil {
 			return ID{}, st, fmt.Errorf("put file: %w", err)
 		}

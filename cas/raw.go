@@ -24,10 +24,10 @@ type Raw struct {
 // verifying it (the receiver verifies). A missing object wraps ErrNotFound.
 // The caller owns Data.
 func (s *Store) GetRaw(ctx context.Context, id ID) (Raw, error) {
-	var kind, codec, size, length int64
+	var kind, codec, size, length, pack, packOff, packLen int64
 	var data []byte
 	err := s.db.QueryRowContext(ctx, selectBounded, id[:], KindChunk.maxStored(), KindTree.maxStored()).
-		Scan(&kind, &codec, &size, &length, &data)
+		Scan(&kind, &codec, &size, &length, &data, &pack, &packOff, &packLen)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Raw{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
 	}
@@ -39,6 +39,11 @@ func (s *Store) GetRaw(ctx context.Context, id ID) (Raw, error) {
 	}
 	if max := Kind(kind).maxStored(); length > max {
 		return Raw{}, corrupt(id, "stored as %d bytes, limit %d", length, max)
+	}
+	if pack != 0 {
+		if data, err = s.readPacked(id, Kind(kind), length, pack, packOff, packLen); err != nil {
+			return Raw{}, err
+		}
 	}
 	return Raw{ID: id, Kind: Kind(kind), Codec: uint8(codec), Size: size, Data: data}, nil
 }
@@ -155,22 +160,19 @@ func (s *Store) PutRaw(ctx context.Context, r Raw) (int64, error) {
 	return s.insertRaw(ctx, r)
 }
 
-// insertRaw inserts a verified object as given.
+// insertRaw inserts a verified object as given; large chunks go to a
+// pack, as PutFile's do.
 func (s *Store) insertRaw(ctx context.Context, r Raw) (int64, error) {
-	data := r.Data
-	if data == nil {
-		data = []byte{}
-	}
-	res, err := s.db.ExecContext(ctx,
-		`INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?)`,
-		r.ID[:], int64(r.Kind), int64(r.Codec), r.Size, data)
+	return s.insertRawPack(ctx, r, r.Kind == KindChunk && len(r.Data) >= minPackRaw)
+}
+
+// insertRawPack inserts a verified object as given, in a pack if pack.
+func (s *Store) insertRawPack(ctx context.Context, r Raw, pack bool) (int64, error) {
+	n, err := s.insertStored(ctx, r.ID, r.Kind, int64(r.Codec), r.Size, r.Data, pack)
 	if err != nil {
 		return 0, fmt.Errorf("put %s %s: %w", r.Kind, r.ID.Short(), err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return 0, err
-	}
-	return int64(len(data)), nil
+	return n, nil
 }
 
 // Refs calls fn with every object id that the manifest or tree b (verified

@@ -60,7 +60,11 @@ func (k Kind) maxSize() int64 {
 
 // ObjectsSchema creates the objects table. Package migrations runs it as
 // part of the store schema; tests run it directly.
-const ObjectsSchema = `CREATE TABLE objects (id BLOB NOT NULL, kind INTEGER NOT NULL, codec INTEGER NOT NULL, size INTEGER NOT NULL, data BLOB NOT NULL);
+//
+// pack, pack_off and pack_len place an object's stored bytes in a pack
+// file (see Packs) when pack is not 0; data is then empty.
+const ObjectsSchema = `CREATE TABLE objects (id BLOB NOT NULL, kind INTEGER NOT NULL, codec INTEGER NOT NULL, size INTEGER NOT NULL, data BLOB NOT NULL,
+	pack INTEGER NOT NULL DEFAULT 0, pack_off INTEGER NOT NULL DEFAULT 0, pack_len INTEGER NOT NULL DEFAULT 0);
 CREATE UNIQUE INDEX objects_by_id ON objects(id);`
 
 // Values of the codec column.
@@ -85,20 +89,41 @@ type DBTX interface {
 // is; a *sql.Tx serializes its statements). Store holds no transaction of its
 // own: callers choose boundaries by passing a *sql.Tx to With.
 type Store struct {
-	db DBTX
-	c  *codecs
+	db    DBTX
+	c     *codecs
+	packs *Packs // nil: every object inline
 }
 
-// NewStore returns a Store on db.
+// NewStore returns a Store on db that keeps every object inline.
 func NewStore(db DBTX) *Store {
 	return &Store{db: db, c: sharedCodecs()}
 }
 
-// With returns a Store that shares s's codecs and works on db, typically a
-// transaction. It allocates one small struct.
-func (s *Store) With(db DBTX) *Store {
-	return &Store{db: db, c: s.c}
+// NewPackedStore returns a Store on db that appends the stored bytes of
+// large chunks to packs (see Packs) and reads packed objects from there.
+// The caller must call packs.Sync before committing any transaction
+// through which the Store wrote.
+func NewPackedStore(db DBTX, packs *Packs) *Store {
+	return &Store{db: db, c: sharedCodecs(), packs: packs}
 }
+
+// With returns a Store that shares s's codecs and packs and works on db,
+// typically a transaction. It allocates one small struct.
+func (s *Store) With(db DBTX) *Store {
+	return &Store{db: db, c: s.c, packs: s.packs}
+}
+
+// Packs returns the pack directory s writes to and reads from, or nil.
+func (s *Store) Packs() *Packs { return s.packs }
+
+// packFrom is the offset in a file from which PutFile packs its chunks:
+// the content of small files stays inline (one row, no file, no extra
+// fdatasync at commit), large content goes to a pack.
+const packFrom = 1 << 20
+
+// minPackRaw is the smallest chunk, in stored bytes, that a received
+// object (PutRaw, PutChecked) is packed at.
+const minPackRaw = 16 << 10
 
 // zstdLevel is the encoder level; see docs/store-format.md for the
 // measurement behind it.
@@ -249,21 +274,43 @@ func (s *Store) put(ctx context.Context, id ID, k Kind, data []byte) (int64, err
 	if ok, err := s.has(ctx, id); err != nil || ok {
 		return 0, err
 	}
-	return s.insert(ctx, id, k, data)
+	return s.insert(ctx, id, k, data, false)
 }
 
-// insert compresses data and inserts it unless a row with id exists. It
-// returns the bytes added to the data column: 0 if the row was there.
-func (s *Store) insert(ctx context.Context, id ID, k Kind, data []byte) (int64, error) {
+// insert compresses data and inserts it unless a row with id exists,
+// its stored bytes in a pack when pack is set and s has packs. It returns
+// the bytes stored: 0 if the row was there.
+func (s *Store) insert(ctx context.Context, id ID, k Kind, data []byte, pack bool) (int64, error) {
 	buf := s.c.bufs.Get().(*[]byte)
 	defer s.c.bufs.Put(buf)
 	codec, stored := s.c.compress(data, buf)
+	return s.insertStored(ctx, id, k, int64(codec), int64(len(data)), stored, pack)
+}
+
+// insertStored inserts an object's stored form unless a row with id
+// exists. With pack (and packs) the bytes are appended to the pack first,
+// so the row that names them can only commit after they are written; if
+// the row turns out to exist, or the transaction rolls back, the appended
+// bytes are garbage for gc.
+func (s *Store) insertStored(ctx context.Context, id ID, k Kind, codec, size int64, stored []byte, pack bool) (int64, error) {
 	if stored == nil {
 		stored = []byte{} // the data column is NOT NULL
 	}
-	res, err := s.db.ExecContext(ctx,
-		`INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?)`,
-		id[:], int64(k), codec, int64(len(data)), stored)
+	var res sql.Result
+	var err error
+	if pack && s.packs != nil && len(stored) > 0 {
+		num, off, aerr := s.packs.append(stored)
+		if aerr != nil {
+			return 0, aerr
+		}
+		res, err = s.db.ExecContext(ctx,
+			`INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES (?, ?, ?, ?, x'', ?, ?, ?)`,
+			id[:], int64(k), codec, size, num, off, int64(len(stored)))
+	} else {
+		res, err = s.db.ExecContext(ctx,
+			`INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?)`,
+			id[:], int64(k), codec, size, stored)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -324,9 +371,9 @@ func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
 		}
 		return 0, nil, ErrNotFound
 	}
-	var kind, codec, size, length int64
+	var kind, codec, size, length, pack, packOff, packLen int64
 	var stored sql.RawBytes
-	if err := rows.Scan(&kind, &codec, &size, &length, &stored); err != nil {
+	if err := rows.Scan(&kind, &codec, &size, &length, &stored, &pack, &packOff, &packLen); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			// Cancelled while reading: not damage. Reported as corruption,
 			// a Ctrl-C would make art say the store is corrupt.
@@ -340,6 +387,15 @@ func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
 	if max := Kind(kind).maxStored(); length > max {
 		return 0, nil, corrupt(id, "stored as %d bytes, limit %d", length, max)
 	}
+	if pack != 0 {
+		// No statement stays open during the file read.
+		if err := rows.Close(); err != nil {
+			return 0, nil, err
+		}
+		if stored, err = s.readPacked(id, Kind(kind), length, pack, packOff, packLen); err != nil {
+			return 0, nil, err
+		}
+	}
 	out, err := s.c.decode(id, Kind(kind), codec, size, stored)
 	if err != nil {
 		return 0, nil, err
@@ -350,11 +406,32 @@ func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
 	return Kind(kind), out, nil
 }
 
+// readPacked reads the stored bytes of a packed object, bounded by its
+// kind's limit and by the pack's size before anything is allocated: the
+// row's numbers may be lies.
+func (s *Store) readPacked(id ID, kind Kind, inline, pack, off, n int64) ([]byte, error) {
+	if inline != 0 {
+		return nil, corrupt(id, "packed object also has %d inline bytes", inline)
+	}
+	if max := kind.maxStored(); n > max || n <= 0 {
+		return nil, corrupt(id, "packed as %d bytes, limit %d", n, max)
+	}
+	if s.packs == nil {
+		return nil, corrupt(id, "stored in pack %d, but this store has no pack directory", pack)
+	}
+	b, err := s.packs.read(pack, off, n)
+	if err != nil {
+		return nil, corrupt(id, "%v", err)
+	}
+	return b, nil
+}
+
 // selectBounded reads an object row, its data only when length(data)
 // (which SQLite answers from the record header, without reading the blob)
 // is within the kind's maxStored: ?2 for chunks, ?3 for other kinds.
 const selectBounded = `SELECT kind, codec, size, length(data),
-	CASE WHEN length(data) <= (CASE kind WHEN 1 THEN ?2 ELSE ?3 END) THEN data END
+	CASE WHEN length(data) <= (CASE kind WHEN 1 THEN ?2 ELSE ?3 END) THEN data END,
+	pack, pack_off, pack_len
 	FROM objects WHERE id = ?1`
 
 // eachBatch is how many rows Each reads before calling fn: no statement is
@@ -498,10 +575,10 @@ func (s *Store) PutTree(ctx context.Context, t *Tree) (ID, int64, error) {
 }
 
 // StoredSize returns how many bytes object id occupies in the data column
-// (compressed where it is), without reading them.
+// or its pack (compressed where it is), without reading them.
 func (s *Store) StoredSize(ctx context.Context, id ID) (int64, error) {
 	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT length(data) FROM objects WHERE id = ?`, id[:]).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT length(data) + pack_len FROM objects WHERE id = ?`, id[:]).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("size of %s: %w", id.Short(), ErrNotFound)
 	}

@@ -185,6 +185,13 @@ func (b *Batch) commitLocked() error {
 		b.paths.clear() // inos of rolled-back directories will be allocated again
 		return fmt.Errorf("commit batch: %w", err)
 	}
+	// The packed bytes this transaction names reach the disk before the
+	// rows that name them can.
+	if err := b.op.db.packs.Sync(); err != nil {
+		endTx(conn, `ROLLBACK`)
+		b.paths.clear()
+		return fmt.Errorf("commit batch: %w", err)
+	}
 	if err := endTx(conn, `COMMIT`); err != nil {
 		b.paths.clear()
 		return fmt.Errorf("commit batch: %w", err)

@@ -54,10 +54,13 @@ type Options struct {
 // lock instead of failing with SQLITE_BUSY half-way) and a pool of readers.
 // A DB is safe for concurrent use.
 type DB struct {
-	path  string
-	w     *sql.DB
-	r     *sql.DB
-	objs  *cas.Store // reads through the reader pool
+	path string
+	w    *sql.DB
+	r    *sql.DB
+	objs *cas.Store // reads through the reader pool
+	// packs is the store's pack directory (cas.PacksDir): every commit
+	// syncs it first (see commit).
+	packs *cas.Packs
 	clock func() time.Time
 	// readOnly: w is r (see openReadOnly).
 	readOnly bool
@@ -134,7 +137,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	db := &DB{path: path, w: w, r: r, objs: cas.NewStore(r), clock: opts.Clock}
+	packs := cas.OpenPacks(cas.PacksDir(path), false)
+	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock}
 	if err := w.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -173,7 +177,9 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	db := &DB{path: path, w: r, r: r, objs: cas.NewStore(r), clock: opts.Clock, readOnly: true}
+	// Read-only: the pack directory is only read, never created.
+	packs := cas.OpenPacks(cas.PacksDir(path), true)
+	db := &DB{path: path, w: r, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock, readOnly: true}
 	v, err := checkSchema(ctx, r)
 	if err == nil && v == 0 {
 		err = fmt.Errorf("%w: not an art store (no schema)", ErrCorrupt)
@@ -191,14 +197,20 @@ func (db *DB) Path() string { return db.path }
 // Objects returns a read-only view of the object store.
 func (db *DB) Objects() *cas.Store { return db.objs }
 
-// Close closes both connection pools. It is safe to call twice.
+// PacksDir is the store's pack directory: copying a store means copying
+// its file and this directory (which may not exist).
+func (db *DB) PacksDir() string { return db.packs.Dir() }
+
+// Close closes both connection pools, then the packs (releasing the pack
+// this process wrote, which gc may then compact). It is safe to call
+// twice.
 func (db *DB) Close() error {
 	err1 := db.r.Close()
-	if db.readOnly {
-		return err1
+	var err2 error
+	if !db.readOnly {
+		err2 = db.w.Close()
 	}
-	err2 := db.w.Close()
-	return errors.Join(err1, err2)
+	return errors.Join(err1, err2, db.packs.Close())
 }
 
 // ensureDefaultBranch gives a new store its main branch, whose chain starts
@@ -234,6 +246,10 @@ func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
+	}
+	if err := db.packs.Sync(); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("commit: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -25,28 +28,50 @@ type GCOptions struct {
 
 // GCReport is the result of GC.
 type GCReport struct {
-	DryRun         bool    `json:"dry_run"`
-	ObjectsBefore  int64   `json:"objects_before"`
-	ObjectsAfter   int64   `json:"objects_after"`
-	BytesBefore    int64   `json:"bytes_before"` // stored object bytes
-	BytesAfter     int64   `json:"bytes_after"`
-	Reachable      int64   `json:"reachable"`
-	Removed        int64   `json:"removed"` // objects removed (or, with DryRun, that would be)
-	RemovedBytes   int64   `json:"removed_bytes"`
-	Protected      int64   `json:"protected"` // unreachable but within the grace period
-	ProtectedBytes int64   `json:"protected_bytes"`
-	FileBefore     int64   `json:"file_before"` // store file plus its WAL, bytes
-	FileAfter      int64   `json:"file_after"`
+	DryRun         bool  `json:"dry_run"`
+	ObjectsBefore  int64 `json:"objects_before"`
+	ObjectsAfter   int64 `json:"objects_after"`
+	BytesBefore    int64 `json:"bytes_before"` // stored object bytes
+	BytesAfter     int64 `json:"bytes_after"`
+	Reachable      int64 `json:"reachable"`
+	Removed        int64 `json:"removed"` // objects removed (or, with DryRun, that would be)
+	RemovedBytes   int64 `json:"removed_bytes"`
+	Protected      int64 `json:"protected"` // unreachable but within the grace period
+	ProtectedBytes int64 `json:"protected_bytes"`
+	FileBefore     int64 `json:"file_before"` // store file plus its WAL plus the packs' allocated bytes
+	FileAfter      int64 `json:"file_after"`
+	// PacksRemoved counts pack files deleted as wholly dead; PackBytesFreed
+	// the bytes of dead or unreferenced ranges punched out of packs.
+	PacksRemoved   int64   `json:"packs_removed"`
+	PackBytesFreed int64   `json:"pack_bytes_freed"`
 	Vacuum         string  `json:"vacuum"` // "incremental", "full" (first conversion), "skipped: ..."
 	Seconds        float64 `json:"seconds"`
 }
 
-// fileSize is the size of the store file plus its WAL.
+// fileSize is the size of the store file plus its WAL plus the space the
+// packs occupy (allocated blocks: punched holes take none).
 func fileSize(path string) int64 {
 	var n int64
 	for _, p := range []string{path, path + "-wal"} {
 		if st, err := os.Stat(p); err == nil {
 			n += st.Size()
+		}
+	}
+	return n + packsAllocated(path)
+}
+
+// packsAllocated is the disk space the store's pack files occupy.
+func packsAllocated(path string) int64 {
+	var n int64
+	dir := cas.PacksDir(path)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if st, err := os.Lstat(filepath.Join(dir, e.Name())); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				n += sys.Blocks * 512
+			} else {
+				n += st.Size()
+			}
 		}
 	}
 	return n
@@ -68,6 +93,7 @@ type gcQuerier interface {
 // generation marks and opts.Grace. See docs/store-format.md.
 func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 	start := time.Now()
+	var deadRanges []cas.PackRange // packed bytes of the removed objects
 	rep := &GCReport{DryRun: opts.DryRun, FileBefore: fileSize(db.path)}
 	if db.readOnly && !opts.DryRun {
 		return nil, errors.New("gc: store opened read-only")
@@ -75,7 +101,7 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 	run := func(q gcQuerier, tx *sql.Tx) error {
 		now := db.now()
 		var maxRowid sql.NullInt64
-		if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(data)), 0), max(rowid) FROM objects`).
+		if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(data) + pack_len), 0), max(rowid) FROM objects`).
 			Scan(&rep.ObjectsBefore, &rep.BytesBefore, &maxRowid); err != nil {
 			return err
 		}
@@ -97,15 +123,16 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		// Never the row with the highest rowid: SQLite gives a new row
 		// max(rowid)+1, so keeping it keeps every future rowid above
 		// every recorded mark.
-		rows, err := q.QueryContext(ctx, `SELECT rowid, id, length(data) FROM objects`)
+		rows, err := q.QueryContext(ctx, `SELECT rowid, id, length(data) + pack_len, pack, pack_off, pack_len FROM objects`)
 		if err != nil {
 			return err
 		}
 		var doomed []int64
 		for rows.Next() {
 			var rowid, n int64
+			var pr cas.PackRange
 			var idb []byte
-			if err := rows.Scan(&rowid, &idb, &n); err != nil {
+			if err := rows.Scan(&rowid, &idb, &n, &pr.Pack, &pr.Off, &pr.Len); err != nil {
 				rows.Close()
 				return err
 			}
@@ -120,6 +147,9 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 				continue
 			}
 			doomed = append(doomed, rowid)
+			if pr.Pack != 0 {
+				deadRanges = append(deadRanges, pr)
+			}
 			rep.RemovedBytes += n
 		}
 		rows.Close()
@@ -165,7 +195,11 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		}
 		rep.Vacuum = "skipped: dry run"
 	} else {
-		if err := db.writeTx(ctx, func(tx *sql.Tx) error { return run(tx, tx) }); err != nil {
+		if err := db.writeTx(ctx, func(tx *sql.Tx) error { deadRanges = deadRanges[:0]; return run(tx, tx) }); err != nil {
+			return nil, fmt.Errorf("gc: %w", err)
+		}
+		// The rows are gone for good (committed): their packed bytes can go.
+		if err := db.gcPacks(ctx, deadRanges, rep); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
 		rep.Vacuum = db.gcVacuum(ctx, rep.Removed > 0)
@@ -363,4 +397,103 @@ func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int
 		}
 	}
 	return marked, nil
+}
+
+// gcPacks gives back the space of packed bytes no row names: first the
+// ranges of the objects gc just removed (in any pack, even one a writer
+// still appends to: no row names them and none ever will again, as new
+// bytes only go to the end), then, in every pack whose writer is gone (gc
+// can lock it), every range no row names: bytes of transactions that
+// rolled back or crashed, a torn tail. A pack no row names is deleted.
+// Rows are read after the lock is taken: from then on the set of rows
+// naming the pack can only shrink.
+func (db *DB) gcPacks(ctx context.Context, dead []cas.PackRange, rep *GCReport) error {
+	packs := db.packs
+	before := packsAllocated(db.path)
+	defer func() { rep.PackBytesFreed = max(0, before-packsAllocated(db.path)) }()
+	for _, r := range dead {
+		if err := packs.PunchRange(r); err != nil {
+			if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EOPNOTSUPP) {
+				break // the file system cannot punch: whole packs still go below
+			}
+			return fmt.Errorf("free pack range: %w", err)
+		}
+	}
+	nums, err := packs.List()
+	if err != nil {
+		return fmt.Errorf("list packs: %w", err)
+	}
+	mine := packs.Writing()
+	for _, num := range nums {
+		if num == mine {
+			continue
+		}
+		if err := db.gcPack(ctx, num, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gcPack compacts pack num if its writer is gone (see gcPacks).
+func (db *DB) gcPack(ctx context.Context, num int64, rep *GCReport) error {
+	f, ok, err := db.packs.OpenPackForGC(num)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // another gc removed it
+	}
+	if err != nil || !ok {
+		return err
+	}
+	defer f.Close() // releases the lock
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT pack_off, pack_len FROM objects WHERE pack = ? ORDER BY pack_off`, num)
+	if err != nil {
+		return fmt.Errorf("pack %x: %w", num, err)
+	}
+	var live []cas.PackRange
+	for rows.Next() {
+		var r cas.PackRange
+		if err := rows.Scan(&r.Off, &r.Len); err != nil {
+			rows.Close()
+			return err
+		}
+		live = append(live, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(live) == 0 {
+		if err := db.packs.RemovePack(num); err != nil {
+			return fmt.Errorf("remove dead pack %x: %w", num, err)
+		}
+		rep.PacksRemoved++
+		return nil
+	}
+	// Punch the gaps between live ranges and after the last one. A gap
+	// already punched costs one cheap call; ranges that overlap (a hostile
+	// store) leave the gap empty.
+	var at int64
+	punch := func(end int64) error {
+		if end <= at {
+			return nil
+		}
+		return cas.PunchHole(f, at, end-at)
+	}
+	for _, r := range live {
+		if err := punch(r.Off); err != nil {
+			if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EOPNOTSUPP) {
+				return nil
+			}
+			return fmt.Errorf("compact pack %x: %w", num, err)
+		}
+		at = max(at, r.Off+r.Len)
+	}
+	if err := punch(st.Size()); err != nil && !errors.Is(err, errors.ErrUnsupported) && !errors.Is(err, syscall.EOPNOTSUPP) {
+		return fmt.Errorf("compact pack %x: %w", num, err)
+	}
+	return nil
 }

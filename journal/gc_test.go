@@ -214,9 +214,13 @@ func TestGCIncrementalVacuumShrinks(t *testing.T) {
 	db := openStore(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewSource(3))
-	live := make([]byte, 8<<20)
-	r.Read(live)
-	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "big", string(live), 1) })
+	// Files under 1 MiB: their chunks stay inline in the store file
+	// (larger content would go to a pack, leaving the file small).
+	for i := range 10 {
+		live := make([]byte, 900<<10)
+		r.Read(live)
+		mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, fmt.Sprint("big", i), string(live), 1) })
+	}
 	putGarbage(t, db.Path(), 20, 50000, 4)
 	history(t, db, "main", 1)
 	if rep, err := db.GC(ctx, journal.GCOptions{}); err != nil || rep.Vacuum != "full" {

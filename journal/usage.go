@@ -66,7 +66,7 @@ func (db *DB) Usage(ctx context.Context) (Usage, error) {
 		return u, fmt.Errorf("measure store: %w", err)
 	}
 	u.FreeBytes = pageSize * free
-	rows, err := tx.QueryContext(ctx, `SELECT kind, count(*), coalesce(sum(length(data)), 0), coalesce(sum(size), 0) FROM objects GROUP BY kind`)
+	rows, err := tx.QueryContext(ctx, `SELECT kind, count(*), coalesce(sum(length(data) + pack_len), 0), coalesce(sum(size), 0) FROM objects GROUP BY kind`)
 	if err != nil {
 		return u, fmt.Errorf("measure objects: %w", err)
 	}
