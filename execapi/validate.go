@@ -50,14 +50,15 @@ type Policy struct {
 	ResolveSource func(string) (string, error)
 }
 
-// StorePaths returns the store file and its SQLite companions, the usual
-// start of Policy.Protected.
+// StorePaths returns the store file, its SQLite companions and its pack
+// directory (STORE.packs, see package cas), the usual start of
+// Policy.Protected.
 func StorePaths(db string) []string {
 	abs, err := filepath.Abs(db)
 	if err != nil {
 		abs = db
 	}
-	return []string{abs, abs + "-wal", abs + "-shm", abs + "-journal"}
+	return []string{abs, abs + "-wal", abs + "-shm", abs + "-journal", abs + ".packs"}
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

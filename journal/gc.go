@@ -48,8 +48,11 @@ type GCReport struct {
 	Seconds        float64 `json:"seconds"`
 }
 
-// fileSize is the size of the store file plus its WAL plus the space the
-// packs occupy (allocated blocks: punched holes take none).
+// DiskBytes is what the store at path occupies: its file, its WAL and the
+// space its packs take (allocated blocks: punched holes take none).
+func DiskBytes(path string) int64 { return fileSize(path) }
+
+// fileSize is DiskBytes.
 func fileSize(path string) int64 {
 	var n int64
 	for _, p := range []string{path, path + "-wal"} {

@@ -16,6 +16,9 @@ type Usage struct {
 	FileBytes int64 `json:"file_bytes"` // the database file
 	WALBytes  int64 `json:"wal_bytes"`  // its write-ahead log (cut back after checkpoints)
 	FreeBytes int64 `json:"free_bytes"` // free pages inside the file (a VACUUM would give them back)
+	// PacksBytes is the disk space of the pack directory (STORE.packs):
+	// the stored bytes of large chunks, plus any not yet given back by gc.
+	PacksBytes int64 `json:"packs_bytes"`
 
 	Chunks    KindUsage `json:"chunks"`    // file content
 	Manifests KindUsage `json:"manifests"` // files' chunk lists
@@ -53,6 +56,7 @@ func (db *DB) Usage(ctx context.Context) (Usage, error) {
 	if fi, err := os.Stat(db.path + "-wal"); err == nil {
 		u.WALBytes = fi.Size()
 	}
+	u.PacksBytes = packsAllocated(db.path)
 	tx, err := db.r.BeginTx(ctx, nil)
 	if err != nil {
 		return u, fmt.Errorf("measure store: %w", err)

@@ -121,7 +121,7 @@ func Load(path string) (Auto, error) {
 
 // Result is what Apply did.
 type Result struct {
-	StoreBytes int64                 `json:"store_bytes"` // file + WAL before
+	StoreBytes int64                 `json:"store_bytes"` // file + WAL + packs before
 	Forget     *journal.ForgetReport `json:"forget,omitempty"`
 	GC         *journal.GCReport     `json:"gc,omitempty"`
 }
@@ -137,11 +137,7 @@ func (a Auto) Apply(ctx context.Context, db *journal.DB, who string) (*Result, e
 		return nil, nil
 	}
 	res := &Result{}
-	for _, p := range []string{db.Path(), db.Path() + "-wal"} {
-		if st, err := os.Stat(p); err == nil {
-			res.StoreBytes += st.Size()
-		}
-	}
+	res.StoreBytes = journal.DiskBytes(db.Path())
 	if res.StoreBytes <= a.MaxBytes {
 		return res, nil
 	}

@@ -912,14 +912,15 @@ func (ex *exporter) setMTime(rel string, mtime int64) error {
 }
 
 // StoreFiles lists the files of the SQLite store at path (the database,
-// its WAL, shared-memory index and rollback journal), absolute. A store
+// its WAL, shared-memory index and rollback journal) and its pack
+// directory (cas.PacksDir), absolute. A store
 // kept inside the workspace must never be captured or overwritten.
 func StoreFiles(path string) []string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil
 	}
-	return []string{abs, abs + "-wal", abs + "-shm", abs + "-journal"}
+	return []string{abs, abs + "-wal", abs + "-shm", abs + "-journal", cas.PacksDir(abs)}
 }
 
 // keepSet maps the absolute paths in keep that lie inside dir to their

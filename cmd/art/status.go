@@ -143,7 +143,10 @@ func printStatus(e *env, rep *statusReport) {
 			s.Since.Local().Format("2006-01-02 15:04:05"), fmtAge(time.Since(s.Since)))
 	}
 	u := &rep.Usage
-	fmt.Fprintf(w, "store %s: %s on disk", rep.Store, fmtBytes(u.FileBytes+u.WALBytes))
+	fmt.Fprintf(w, "store %s: %s on disk", rep.Store, fmtBytes(u.FileBytes+u.WALBytes+u.PacksBytes))
+	if u.PacksBytes > 0 {
+		fmt.Fprintf(w, " (packs %s)", fmtBytes(u.PacksBytes))
+	}
 	if u.WALBytes > 0 {
 		fmt.Fprintf(w, " (WAL %s)", fmtBytes(u.WALBytes))
 	}
