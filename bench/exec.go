@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/artrt/art/journal"
 	_ "github.com/mattn/go-sqlite3" // to read the objects table of a store
 )
 
@@ -114,21 +115,15 @@ func duBytes(path string) (int64, error) {
 	return n, err
 }
 
-// storeBytes is the size of a store: the SQLite file and its WAL, if any.
-func storeBytes(path string) int64 {
-	var n int64
-	for _, p := range []string{path, path + "-wal"} {
-		if fi, err := os.Stat(p); err == nil {
-			n += fi.Size()
-		}
-	}
-	return n
-}
+// storeBytes is the size of a store: the SQLite file, its WAL and its
+// pack directory.
+func storeBytes(path string) int64 { return journal.DiskBytes(path) }
 
 func removeStore(path string) {
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		os.Remove(p)
 	}
+	os.RemoveAll(path + ".packs")
 }
 
 // objectBytes is the stored (compressed) size of the objects in a store by
@@ -140,7 +135,7 @@ func objectBytes(path string) (map[int]int64, error) {
 		return nil, err
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT kind, sum(length(data)) FROM objects GROUP BY kind`)
+	rows, err := db.Query(`SELECT kind, sum(length(data) + pack_len) FROM objects GROUP BY kind`)
 	if err != nil {
 		return nil, fmt.Errorf("read objects of %s: %w", path, err)
 	}
