@@ -442,7 +442,13 @@ func (s *Store) putManifest(ctx context.Context, m *Manifest, st *FileStats) (ID
 func (s *Store) PutSparseFile(ctx context.Context, f *os.File) (ID, FileStats, error) {
 	var m Manifest
 	var st FileStats
-	if err := sparseData(f, &m, func(r io.Reader) error { return s.putData(ctx, r, &m, &st) }); err != nil {
+	err := sparseData(f, &m, func(r io.Reader) error {
+		if sr, ok := r.(*io.SectionReader); ok && sr.Size() >= parallelFrom {
+			return s.putDataParallel(ctx, r, &m, &st)
+		}
+		return s.putData(ctx, r, &m, &st)
+	})
+	if err != nil {
 		return ID{}, st, fmt.Errorf("put file %s: %w", f.Name(), err)
 	}
 	return s.putManifest(ctx, &m, &st)
@@ -883,4 +889,123 @@ func (ra *readAhead) close() {
 	for range ra.order { // unblock the producer
 	}
 	ra.wg.Wait()
+}
+
+// parallelFrom is the size of a data region from which PutSparseFile
+// hashes on the workers too (putDataParallel).
+const parallelFrom = 4 << 20
+
+// putDataParallel is putData for large content: the calling goroutine only
+// reads and cuts chunks (the chunker is sequential by nature) and hands
+// each to GOMAXPROCS workers, which hash, look up, compress, append to
+// the pack and insert it; the manifest gets each chunk's id from the slot
+// its worker filled. A chunk that occurs twice is stored once (the first
+// worker to claim its id stores it).
+func (s *Store) putDataParallel(ctx context.Context, r io.Reader, m *Manifest, st *FileStats) error {
+	buf := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(buf)
+	n := runtime.GOMAXPROCS(0)
+	type job struct {
+		data *[]byte // from chunkCopies; the worker returns it
+		id   *ID     // the slot for its id
+		pack bool
+	}
+	const slotBlock = 1024
+	var (
+		slots   [][]ID // blocks that never move once allocated
+		first   = len(m.Extents)
+		jobs    = make(chan job, 4*n)
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		werr    error
+		claimed sync.Map // ID -> struct{}: new chunks a worker took on
+		total   FileStats
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if werr == nil {
+			werr = err
+			close(stop)
+		}
+	}
+	wg.Add(n)
+	for range n {
+		go func() {
+			defer wg.Done()
+			var mine FileStats
+			for j := range jobs {
+				select {
+				case <-stop:
+				default:
+					id := Sum(*j.data)
+					*j.id = id
+					if _, dup := claimed.LoadOrStore(id, struct{}{}); dup {
+						break
+					}
+					ok, err := s.has(ctx, id)
+					if err != nil {
+						fail(fmt.Errorf("look up chunk %s: %w", id.Short(), err))
+						break
+					}
+					if !ok {
+						if err := s.storeChunk(ctx, id, *j.data, j.pack, &mine); err != nil {
+							fail(err)
+						}
+					}
+				}
+				chunkCopies.Put(j.data)
+			}
+			mu.Lock()
+			total.NewChunks += mine.NewChunks
+			total.NewBytes += mine.NewBytes
+			mu.Unlock()
+		}()
+	}
+	cerr := func() error {
+		c := newChunkerBuf(r, *buf)
+		for i := 0; ; i++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			chunk, err := c.Next()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read: %w", err)
+			}
+			if i%slotBlock == 0 {
+				slots = append(slots, make([]ID, slotBlock))
+			}
+			m.Extents = append(m.Extents, Extent{Len: int64(len(chunk))})
+			m.Size += int64(len(chunk))
+			st.Chunks++
+			st.Bytes += int64(len(chunk))
+			cp := chunkCopies.Get().(*[]byte)
+			*cp = append((*cp)[:0], chunk...)
+			j := job{data: cp, id: &slots[i/slotBlock][i%slotBlock], pack: st.Bytes > packFrom}
+			select {
+			case jobs <- j:
+			case <-stop:
+				chunkCopies.Put(cp)
+				return nil // the workers' error is returned below
+			}
+		}
+	}()
+	close(jobs)
+	wg.Wait()
+	st.NewChunks += total.NewChunks
+	st.NewBytes += total.NewBytes
+	if cerr != nil {
+		return cerr
+	}
+	if werr != nil {
+		return werr
+	}
+	for i := range m.Extents[first:] {
+		m.Extents[first+i].ID = slots[i/slotBlock][i%slotBlock]
+	}
+	return nil
 }

@@ -121,6 +121,11 @@ func (s *Store) Packs() *Packs { return s.packs }
 // fdatasync at commit), large content goes to a pack.
 const packFrom = 1 << 20
 
+// minPackStored is the smallest stored form that goes to a pack even
+// where packing is asked for: a chunk that compressed to almost nothing (a
+// run of zeros) is cheaper as a row than as a file read.
+const minPackStored = 4 << 10
+
 // minPackRaw is the smallest chunk, in stored bytes, that a received
 // object (PutRaw, PutChecked) is packed at.
 const minPackRaw = 16 << 10
@@ -298,7 +303,7 @@ func (s *Store) insertStored(ctx context.Context, id ID, k Kind, codec, size int
 	}
 	var res sql.Result
 	var err error
-	if pack && s.packs != nil && len(stored) > 0 {
+	if pack && s.packs != nil && len(stored) >= minPackStored {
 		num, off, aerr := s.packs.append(stored)
 		if aerr != nil {
 			return 0, aerr
