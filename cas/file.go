@@ -919,7 +919,7 @@ func (s *Store) putDataParallel(ctx context.Context, r io.Reader, m *Manifest, s
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		werr    error
-		claimed sync.Map // ID -> struct{}: new chunks a worker took on
+		claimed sync.Map // ID -> struct{}: chunks a worker is looking up or storing
 		total   FileStats
 	)
 	fail := func(err error) {
@@ -954,6 +954,10 @@ func (s *Store) putDataParallel(ctx context.Context, r io.Reader, m *Manifest, s
 							fail(err)
 						}
 					}
+					// From here on has finds it (the same transaction):
+					// the claim only has to cover chunks in flight, so
+					// the map stays small whatever the file's size.
+					claimed.Delete(id)
 				}
 				chunkCopies.Put(j.data)
 			}
