@@ -261,8 +261,10 @@ func (p *Packs) reader(num int64) (*os.File, error) {
 		return nil, fmt.Errorf("pack %s: not a regular file", packName(num))
 	}
 	if len(p.readers) >= maxOpenPacks {
-		for k, g := range p.readers { // drop any one
-			g.Close()
+		// Drop any one from the cache without closing it: a read may
+		// be using it right now (closing would fail that read as if
+		// the pack were damaged). The runtime closes it once unused.
+		for k := range p.readers {
 			delete(p.readers, k)
 			break
 		}
