@@ -425,6 +425,9 @@ func (s *Store) readPacked(id ID, kind Kind, inline, pack, off, n int64) ([]byte
 		return nil, corrupt(id, "stored in pack %d, but this store has no pack directory", pack)
 	}
 	b, err := s.packs.read(pack, off, n)
+	if errors.Is(err, errPacksClosed) {
+		return nil, err // the store was closed: nothing is wrong with the object
+	}
 	if err != nil {
 		return nil, corrupt(id, "%v", err)
 	}
