@@ -14,10 +14,14 @@
 // Objects live in one SQLite table (created by package migrations, see
 // ObjectsSchema):
 //
-//	objects(rowid, id BLOB UNIQUE, kind INTEGER, codec INTEGER, size INTEGER, data BLOB)
+//	objects(rowid, id BLOB UNIQUE, kind INTEGER, codec INTEGER, size INTEGER, data BLOB,
+//	        pack INTEGER, pack_off INTEGER, pack_len INTEGER)
 //
 // data is zstd-compressed when that saves at least 5% (codec 1), else raw
-// (codec 0). Every read decompresses (bounded by size, so a decompression bomb
+// (codec 0). A Store made with NewPackedStore keeps the stored bytes of
+// large chunks out of SQLite, appended to a pack file (see Packs), and the
+// row names their range; the row is the only index and SQLite's commit the
+// only commit point, the pack bytes being written and synced first. Every read decompresses (bounded by size, so a decompression bomb
 // is refused), re-hashes and returns a *CorruptError naming the object on any
 // mismatch: a caller never sees wrong bytes. Manifests and trees have one
 // canonical encoding each; their decoders accept nothing else and never
