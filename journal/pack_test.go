@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -236,7 +237,12 @@ func TestPacksHostileRow(t *testing.T) {
 	}
 	var id cas.ID
 	copy(id[:], idb)
+	// A FIFO named like a pack: reading it must not block.
+	if err := syscall.Mkfifo(filepath.Join(cas.PacksDir(path), fmt.Sprintf("%016x.pack", 54321)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ name, set string }{
+		{"fifo pack", `pack = 54321`},
 		{"huge length", `pack_len = 1 << 40`},
 		{"past the end", `pack_off = 1 << 40`},
 		{"negative offset", `pack_off = -5`},
