@@ -105,7 +105,11 @@ func printStoreGC(w io.Writer, rep *journal.GCReport) {
 	}
 	fmt.Fprintln(w)
 	if !rep.DryRun {
-		fmt.Fprintf(w, "store file %s -> %s (vacuum: %s) in %.1fs\n", fmtBytes(rep.FileBefore), fmtBytes(rep.FileAfter), rep.Vacuum, rep.Seconds)
+		fmt.Fprintf(w, "store file and packs %s -> %s (vacuum: %s", fmtBytes(rep.FileBefore), fmtBytes(rep.FileAfter), rep.Vacuum)
+		if rep.PackBytesFreed > 0 || rep.PacksRemoved > 0 {
+			fmt.Fprintf(w, "; packs: %s freed, %d removed", fmtBytes(rep.PackBytesFreed), rep.PacksRemoved)
+		}
+		fmt.Fprintf(w, ") in %.1fs\n", rep.Seconds)
 	}
 }
 
