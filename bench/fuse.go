@@ -150,6 +150,24 @@ func (d *daemon) cpu() time.Duration {
 	return procCPU(d.pid())
 }
 
+// hwm is the daemon's peak resident set so far (VmHWM), 0 if unknown.
+func (d *daemon) hwm() int64 { return procHWM(d.pid()) }
+
+// procHWM reads VmHWM (kB) from /proc/PID/status, in bytes.
+func procHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // procCPU reads utime and stime from /proc/PID/stat (clock ticks of 10 ms).
 func procCPU(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
