@@ -389,6 +389,38 @@ func (p *Packs) List() ([]int64, error) {
 	return out, nil
 }
 
+// RemoveStaleTemps deletes the temporary files of pack creations that
+// died before their pack got its name (see create): any NAME.pack.tmp
+// whose creator no longer holds its lock. It returns how many it removed.
+func (p *Packs) RemoveStaleTemps() (int, error) {
+	ents, err := os.ReadDir(p.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), ".tmp")
+		if _, isPack := ParsePackName(base); !ok || !isPack || !e.Type().IsRegular() {
+			continue
+		}
+		name := filepath.Join(p.dir, e.Name())
+		f, err := os.OpenFile(name, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if tryLockPack(f) == nil {
+			if os.Remove(name) == nil {
+				n++
+			}
+		}
+		f.Close()
+	}
+	return n, nil
+}
+
 // syncDir fsyncs directory dir so the entries made in it are durable.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -422,6 +422,9 @@ func (db *DB) gcPacks(ctx context.Context, dead []cas.PackRange, rep *GCReport) 
 			return fmt.Errorf("free pack range: %w", err)
 		}
 	}
+	if _, err := packs.RemoveStaleTemps(); err != nil {
+		return fmt.Errorf("list packs: %w", err)
+	}
 	nums, err := packs.List()
 	if err != nil {
 		return fmt.Errorf("list packs: %w", err)

@@ -377,6 +377,12 @@ func TestPacksGCReclaims(t *testing.T) {
 		mustDo(t, o, "main", func(tx *journal.Tx) error { return writeFile(tx, "live", string(live), 1) })
 	})
 	dead := other(func(o *journal.DB) { garbage(o, 10) })
+	// A pack creation that died before naming its pack left its
+	// temporary file: gc removes it (no one holds its lock).
+	stale := filepath.Join(cas.PacksDir(path), fmt.Sprintf("%016x.pack.tmp", 777))
+	if err := os.WriteFile(stale, []byte("partial"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "small", "y", 2) })
 	mixedBefore := allocated(t, mixed)
 	rep, err := db.GC(ctx, journal.GCOptions{})
@@ -390,6 +396,9 @@ func TestPacksGCReclaims(t *testing.T) {
 	}
 	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("wholly dead pack %s: %v", dead, err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale temporary pack %s: %v", stale, err)
 	}
 	if a := allocated(t, mixed); a > mixedBefore-(3<<20-64<<10) {
 		t.Fatalf("mixed pack occupies %d bytes after gc, %d before: the dead 4 MiB were not freed", a, mixedBefore)
