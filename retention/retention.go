@@ -1,5 +1,5 @@
 // Package retention applies the host's automatic retention policy to a
-// store: when the store file passes a configured size, art forget with the
+// store: when the store (file, WAL, packs) passes a configured size, art forget with the
 // configured rules on every branch, then art gc. It is off unless the host
 // user's config file (~/.config/art/config.json) says otherwise:
 //
@@ -129,7 +129,7 @@ type Result struct {
 // Applied reports whether the store was over the size and the policy ran.
 func (r *Result) Applied() bool { return r != nil && r.Forget != nil }
 
-// Apply runs the policy on db if its file (with WAL) is larger than
+// Apply runs the policy on db if it (file, WAL and packs) is larger than
 // MaxBytes: forget on every branch, then gc with the configured grace.
 // who is recorded in the forget op.
 func (a Auto) Apply(ctx context.Context, db *journal.DB, who string) (*Result, error) {
