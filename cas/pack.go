@@ -63,6 +63,26 @@ func OpenPacks(dir string, readOnly bool) *Packs {
 // Dir is the pack directory's path.
 func (p *Packs) Dir() string { return p.dir }
 
+// ErrPacksNotDir is returned when the pack directory's path is a symbolic
+// link or anything but a directory.
+var ErrPacksNotDir = errors.New("pack directory is not a directory")
+
+// checkDir refuses a pack directory that is a symbolic link (or any
+// non-directory) before anything in it is opened, listed or removed: a
+// hostile store's STORE.packs -> /elsewhere must not make a read, and
+// above all gc's deletions and hole punches, land outside the store.
+// The final components are opened with O_NOFOLLOW.
+func (p *Packs) checkDir() error {
+	st, err := os.Lstat(p.dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s: %w (%s)", p.dir, ErrPacksNotDir, st.Mode().Type())
+	}
+	return nil
+}
+
 // packName is the file name of pack num: fixed-width hex, so a number from
 // a hostile row can name nothing but a file in dir.
 func packName(num int64) string { return fmt.Sprintf("%016x.pack", uint64(num)) }
@@ -250,6 +270,9 @@ func (p *Packs) reader(num int64) (*os.File, error) {
 	if f, ok := p.readers[num]; ok {
 		return f, nil
 	}
+	if err := p.checkDir(); err != nil {
+		return nil, fmt.Errorf("pack %s: %w", packName(num), err)
+	}
 	// O_NOFOLLOW and the regular-file check: a hostile store's directory
 	// must not make a read block on a FIFO or wander through a link.
 	f, err := os.OpenFile(filepath.Join(p.dir, packName(num)), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -323,6 +346,9 @@ type PackRange struct {
 // exclusively without waiting. ok is false when its writer still holds it.
 // The caller closes f, which releases the lock.
 func (p *Packs) OpenPackForGC(num int64) (f *os.File, ok bool, err error) {
+	if err := p.checkDir(); err != nil {
+		return nil, false, err
+	}
 	f, err = os.OpenFile(filepath.Join(p.dir, packName(num)), os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false, err
@@ -349,6 +375,11 @@ func (p *Packs) PunchRange(r PackRange) error {
 	if r.Len <= 0 {
 		return nil
 	}
+	if err := p.checkDir(); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
 	f, err := os.OpenFile(filepath.Join(p.dir, packName(r.Pack)), os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -364,6 +395,9 @@ func (p *Packs) PunchRange(r PackRange) error {
 // OpenPackForGC).
 func (p *Packs) RemovePack(num int64) error {
 	p.Forget(num)
+	if err := p.checkDir(); err != nil {
+		return err
+	}
 	if err := os.Remove(filepath.Join(p.dir, packName(num))); err != nil {
 		return err
 	}
@@ -373,6 +407,11 @@ func (p *Packs) RemovePack(num int64) error {
 // List returns the numbers of the pack files in the directory (none if it
 // does not exist).
 func (p *Packs) List() ([]int64, error) {
+	if err := p.checkDir(); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
 	ents, err := os.ReadDir(p.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -393,6 +432,11 @@ func (p *Packs) List() ([]int64, error) {
 // died before their pack got its name (see create): any NAME.pack.tmp
 // whose creator no longer holds its lock. It returns how many it removed.
 func (p *Packs) RemoveStaleTemps() (int, error) {
+	if err := p.checkDir(); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
 	ents, err := os.ReadDir(p.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil

@@ -3,8 +3,10 @@ package cas
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +95,77 @@ func TestPutSparseFileParallelCancelled(t *testing.T) {
 	var manifests int
 	if err := db.QueryRow(`SELECT count(*) FROM objects WHERE kind = ?`, KindManifest).Scan(&manifests); err != nil || manifests != 0 {
 		t.Fatalf("%d manifests stored: %v", manifests, err)
+	}
+}
+
+// A pack directory that is a symbolic link (a hostile store's
+// STORE.packs -> /elsewhere) is refused before anything in it is read,
+// listed, locked or removed: nothing outside the store is touched.
+func TestPacksRefuseSymlinkedDir(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	dir := filepath.Join(base, "store.packs")
+	db := openDB(t)
+	packs := OpenPacks(dir, false)
+	s := NewPackedStore(db, packs)
+	data := append(randBytes(31, 3<<20), randBytes(32, 3<<20)...)
+	path := filepath.Join(base, "big")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := s.PutSparseFile(ctx, f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := packs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nums, err := OpenPacks(dir, true).List()
+	if err != nil || len(nums) == 0 {
+		t.Fatalf("no pack written (%v): the test would prove nothing", err)
+	}
+	// Move the real directory away and leave a link in its place, plus
+	// a stale-looking temp file in the target that gc would remove.
+	elsewhere := filepath.Join(base, "elsewhere")
+	if err := os.Rename(dir, elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(elsewhere, packName(nums[0])+".tmp")
+	if err := os.WriteFile(tmp, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	linked := OpenPacks(dir, false)
+	t.Cleanup(func() { linked.Close() })
+	var buf bytes.Buffer
+	if _, err := NewPackedStore(db, linked).ReadFile(ctx, id, &buf); err == nil || !strings.Contains(err.Error(), ErrPacksNotDir.Error()) {
+		t.Errorf("read through a linked pack dir: %v, want %q", err, ErrPacksNotDir)
+	}
+	if _, err := linked.List(); !errors.Is(err, ErrPacksNotDir) {
+		t.Errorf("List: %v, want ErrPacksNotDir", err)
+	}
+	if _, err := linked.RemoveStaleTemps(); !errors.Is(err, ErrPacksNotDir) {
+		t.Errorf("RemoveStaleTemps: %v, want ErrPacksNotDir", err)
+	}
+	if _, _, err := linked.OpenPackForGC(nums[0]); !errors.Is(err, ErrPacksNotDir) {
+		t.Errorf("OpenPackForGC: %v, want ErrPacksNotDir", err)
+	}
+	if err := linked.PunchRange(PackRange{Pack: nums[0], Off: 0, Len: 4096}); !errors.Is(err, ErrPacksNotDir) {
+		t.Errorf("PunchRange: %v, want ErrPacksNotDir", err)
+	}
+	if err := linked.RemovePack(nums[0]); !errors.Is(err, ErrPacksNotDir) {
+		t.Errorf("RemovePack: %v, want ErrPacksNotDir", err)
+	}
+	for _, name := range []string{tmp, filepath.Join(elsewhere, packName(nums[0]))} {
+		if _, err := os.Stat(name); err != nil {
+			t.Errorf("%s was touched through the link: %v", name, err)
+		}
 	}
 }
