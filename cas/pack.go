@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Packs is the directory of pack files beside a store (STORE.packs): the
@@ -450,6 +451,11 @@ func (p *Packs) RemoveStaleTemps() (int, error) {
 		if _, isPack := ParsePackName(base); !ok || !isPack || !e.Type().IsRegular() {
 			continue
 		}
+		// A writer creates its temp file and only then locks it: one
+		// younger than a minute may be between the two steps.
+		if info, err := e.Info(); err != nil || time.Since(info.ModTime()) < staleTemp {
+			continue
+		}
 		name := filepath.Join(p.dir, e.Name())
 		f, err := os.OpenFile(name, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 		if err != nil {
@@ -464,6 +470,10 @@ func (p *Packs) RemoveStaleTemps() (int, error) {
 	}
 	return n, nil
 }
+
+// staleTemp is the age past which RemoveStaleTemps considers an unlocked
+// NAME.pack.tmp abandoned.
+const staleTemp = time.Minute
 
 // syncDir fsyncs directory dir so the entries made in it are durable.
 func syncDir(dir string) error {

@@ -58,7 +58,13 @@ func StorePaths(db string) []string {
 	if err != nil {
 		abs = db
 	}
-	return []string{abs, abs + "-wal", abs + "-shm", abs + "-journal", abs + ".packs"}
+	out := []string{abs, abs + "-wal", abs + "-shm", abs + "-journal", abs + ".packs"}
+	// Opened through a symbolic link, the store's files (WAL, packs) sit
+	// beside the link's target: protect those names too.
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		out = append(out, real, real+"-wal", real+"-shm", real+"-journal", real+".packs")
+	}
+	return out
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -94,6 +95,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		// Create it ourselves so the file is private from the start: it
 		// holds every byte the agent wrote.
+		if lst, err := os.Lstat(path); err == nil && lst.Mode()&fs.ModeSymlink != 0 {
+			// A dangling link: SQLite would create the file at its
+			// target, and the store's other files could not be found.
+			return nil, fmt.Errorf("create store %s: a symbolic link to a missing file", path)
+		}
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("create store %s: %w", path, err)
@@ -108,6 +114,13 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	case !st.Mode().IsRegular():
 		// A FIFO or device would block or feed SQLite endless bytes.
 		return nil, fmt.Errorf("open store %s: not a regular file", path)
+	}
+	// SQLite follows a symbolic link to the database (and keeps its WAL
+	// beside the target); the pack directory and the files a sandbox must
+	// not see are derived from db.path, so it names the target too: a
+	// store opened through a link and through its target is one store.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
 	}
 	if opts.ReadOnly {
 		return openReadOnly(ctx, path, opts)

@@ -201,7 +201,13 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		if err := db.writeTx(ctx, func(tx *sql.Tx) error { deadRanges = deadRanges[:0]; return run(tx, tx) }); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
-		// The rows are gone for good (committed): their packed bytes can go.
+		// The rows are gone (committed), but with synchronous=NORMAL the
+		// commit is not yet on disk: a power loss could bring the rows
+		// back while the punched bytes and removed packs stay gone. Make
+		// the store durable first, then free the packed bytes.
+		if err := syncStoreFiles(db.path); err != nil {
+			return nil, fmt.Errorf("gc: %w", err)
+		}
 		if err := db.gcPacks(ctx, deadRanges, rep); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
@@ -455,7 +461,7 @@ func (db *DB) gcPack(ctx context.Context, num int64, rep *GCReport) error {
 	if err != nil {
 		return err
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT pack_off, pack_len FROM objects WHERE pack = ? ORDER BY pack_off`, num)
+	rows, err := db.r.QueryContext(ctx, `SELECT pack_off, pack_len FROM objects WHERE pack = ? AND pack != 0 ORDER BY pack_off`, num)
 	if err != nil {
 		return fmt.Errorf("pack %x: %w", num, err)
 	}
@@ -500,6 +506,28 @@ func (db *DB) gcPack(ctx context.Context, num int64, rep *GCReport) error {
 	}
 	if err := punch(st.Size()); err != nil && !errors.Is(err, errors.ErrUnsupported) && !errors.Is(err, syscall.EOPNOTSUPP) {
 		return fmt.Errorf("compact pack %x: %w", num, err)
+	}
+	return nil
+}
+
+// syncStoreFiles fsyncs the store's WAL and main file. An fsync of the WAL
+// covers every frame committed before it, by any connection or process;
+// frames already checkpointed are in the main file, which SQLite synced
+// after the checkpoint, and is synced again here for good measure.
+func syncStoreFiles(path string) error {
+	for _, p := range []string{path + "-wal", path} {
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sync store: %w", err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("sync store %s: %w", p, err)
+		}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -383,6 +384,16 @@ func TestPacksGCReclaims(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("partial"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// One just made may be a writer's between its create and its lock:
+	// gc leaves it. The stale one is older than that.
+	fresh := filepath.Join(cas.PacksDir(path), fmt.Sprintf("%016x.pack.tmp", 778))
+	if err := os.WriteFile(fresh, []byte("partial"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
 	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "small", "y", 2) })
 	mixedBefore := allocated(t, mixed)
 	rep, err := db.GC(ctx, journal.GCOptions{})
@@ -399,6 +410,9 @@ func TestPacksGCReclaims(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("stale temporary pack %s: %v", stale, err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("gc removed a temporary pack made just now: %v", err)
 	}
 	if a := allocated(t, mixed); a > mixedBefore-(3<<20-64<<10) {
 		t.Fatalf("mixed pack occupies %d bytes after gc, %d before: the dead 4 MiB were not freed", a, mixedBefore)
@@ -533,4 +547,50 @@ func TestPacksCrashBeforeCommit(t *testing.T) {
 		t.Fatal("committed file differs after gc")
 	}
 	mustVerify(t, db)
+}
+
+// A store opened through a symbolic link keeps its packs beside the
+// target, where SQLite keeps its WAL: opened through the link or through
+// the target, it is one store.
+func TestPacksStoreOpenedThroughLink(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.art")
+	link := filepath.Join(dir, "link.art")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.Open(ctx, link, journal.Options{Create: true}); err == nil {
+		t.Fatal("a store was created through a dangling link")
+	}
+	db0, err := journal.Open(ctx, real, journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db0.Close()
+	db, err := journal.Open(ctx, link, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := randBytes(7, 3<<20)
+	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "big", string(big), 1) })
+	if db.Path() != real {
+		t.Errorf("Path() = %s, want the link's target %s", db.Path(), real)
+	}
+	db.Close()
+	if p := packFiles(t, real); len(p) == 0 {
+		t.Fatal("no pack beside the target")
+	}
+	if _, err := os.Lstat(cas.PacksDir(link)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a pack directory beside the link: %v", err)
+	}
+	db2, err := journal.Open(ctx, real, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if !bytes.Equal(readHead(t, db2, "main", "big"), big) {
+		t.Fatal("content differs read through the target")
+	}
+	mustVerify(t, db2)
 }

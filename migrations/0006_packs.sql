@@ -8,3 +8,8 @@
 ALTER TABLE objects ADD COLUMN pack     INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE objects ADD COLUMN pack_off INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE objects ADD COLUMN pack_len INTEGER NOT NULL DEFAULT 0;
+
+-- gc reads the rows of one pack at a time (which ranges are still live):
+-- without this index each pack would cost a scan of the whole table,
+-- inline data included.
+CREATE INDEX objects_by_pack ON objects(pack, pack_off) WHERE pack != 0;
