@@ -398,17 +398,36 @@ func (s *Store) get(ctx context.Context, id ID) (Kind, []byte, error) {
 			return 0, nil, err
 		}
 		if stored, err = s.readPacked(id, Kind(kind), length, pack, packOff, packLen); err != nil {
-			return 0, nil, err
+			return 0, nil, s.packedErr(ctx, id, pack, packOff, err)
 		}
 	}
 	out, err := s.c.decode(id, Kind(kind), codec, size, stored)
 	if err != nil {
+		if pack != 0 {
+			err = s.packedErr(ctx, id, pack, packOff, err)
+		}
 		return 0, nil, err
 	}
 	if err := rows.Close(); err != nil {
 		return 0, nil, err
 	}
 	return Kind(kind), out, nil
+}
+
+// packedErr turns the failure to read or check a packed object into
+// ErrNotFound when its row is gone by now: a gc that removed the object
+// (unreachable, so nobody should be reading it) between our row read and
+// our pack read punched or deleted its bytes. That is not damage. A row
+// still in place keeps err (a *CorruptError). Inside a transaction the row
+// is still visible and err stands.
+func (s *Store) packedErr(ctx context.Context, id ID, pack, off int64, err error) error {
+	var one int
+	switch qerr := s.db.QueryRowContext(ctx, `SELECT 1 FROM objects WHERE id = ? AND pack = ? AND pack_off = ?`, id[:], pack, off).Scan(&one); {
+	case errors.Is(qerr, sql.ErrNoRows):
+		return ErrNotFound
+	default:
+		return err
+	}
 }
 
 // readPacked reads the stored bytes of a packed object, bounded by its
