@@ -553,5 +553,6 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	n.opens--
 	n.dropMemLocked()
 	n.mu.Unlock()
+	n.afterRelease()
 	return toErrno(err)
 }

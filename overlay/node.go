@@ -35,6 +35,10 @@ type node struct {
 	// dirty (and !ptWritten) upper still holds exactly that (kept.go).
 	upperSum  cas.ID
 	ptWritten bool // upper was open for writing by passthrough: it may hold writes never seen
+	// forgotten: the kernel sent FORGET while the node still had opens
+	// (the kernel may send a RELEASE after the FORGET): the last release
+	// lets go of upper instead (afterRelease).
+	forgotten bool
 	// lowerStat caches the import's record of the host file (file.go
 	// openLowerLocked); nil until the first read-only open.
 	lowerStat *lowerStat
@@ -134,6 +138,9 @@ func (n *node) child(ctx context.Context, name string, jn journal.Node) *fs.Inod
 	n.fsys.mu.Unlock()
 	if existing != nil {
 		// We are the only writer: the live node's state is current.
+		existing.mu.Lock()
+		existing.forgotten = false // the kernel knows it again
+		existing.mu.Unlock()
 		return &existing.Inode
 	}
 	c := n.fsys.newNode(jn)
@@ -182,15 +189,43 @@ func (n *node) OnForget() {
 	n.jmu.Lock()
 	defer n.jmu.Unlock()
 	n.mu.Lock()
+	n.forgotten = true
+	n.dropUpperLocked()
+	n.dropMemLocked()
+	n.mu.Unlock()
+}
+
+// dropUpperLocked lets go of the private copy of a forgotten node that
+// nothing has open and that holds nothing the journal lacks: kept for a
+// later open of the same content, or removed if passthrough may have
+// written it unseen. The caller holds n.jmu and n.mu.
+func (n *node) dropUpperLocked() {
 	if n.opens == 0 && n.upper != "" && !n.dirty.Load() && !n.mapped {
 		if n.ptWritten || n.ptWriters > 0 {
 			os.Remove(n.upper)
 		} else {
-			f.kept.put(n.upperSum, n.upper) // removes it unless kept
+			n.fsys.kept.put(n.upperSum, n.upper) // removes it unless kept
 		}
 		n.upper, n.upperSum = "", cas.ID{}
 	}
-	n.dropMemLocked()
+}
+
+// afterRelease finishes what OnForget could not when the kernel's RELEASE
+// of the last open arrives after its FORGET (they travel on different
+// queues): without it the private copy would stay until unmount.
+func (n *node) afterRelease() {
+	n.mu.Lock()
+	forgotten := n.forgotten
+	n.mu.Unlock()
+	if !forgotten {
+		return
+	}
+	n.jmu.Lock()
+	defer n.jmu.Unlock()
+	n.mu.Lock()
+	if n.forgotten {
+		n.dropUpperLocked()
+	}
 	n.mu.Unlock()
 }
 

@@ -285,9 +285,12 @@ func (h *ptHandle) Release(ctx context.Context) syscall.Errno {
 		n.fsys.watchMapped(n)
 	}
 	if !h.write && !n.dirty.Load() {
+		n.afterRelease()
 		return 0 // a reader's release: nothing to journal, and no commit to force
 	}
-	return toErrno(n.journal(ctx, false))
+	err := n.journal(ctx, false)
+	n.afterRelease()
+	return toErrno(err)
 }
 
 // openForWrite says whether anything has the file at path open for
@@ -367,6 +370,9 @@ func (f *FS) watch() {
 				if err := n.journal(context.Background(), false); err != nil {
 					log.Printf("art overlay: journal mapped inode %d: %v", n.ino, err)
 				}
+			}
+			if gone {
+				n.afterRelease() // forgotten while mapped: its copy can go now
 			}
 		}
 		f.mu.Lock()
