@@ -475,26 +475,43 @@ func (t *Tx) StatCache(path string) (StatCache, bool, error) {
 // ImportRecord returns what imports recorded at a store path, of any
 // kind and racy or not.
 func (t *Tx) ImportRecord(path string) (StatCache, bool, error) {
-	s, err := t.p.stmt(`SELECT size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache WHERE branch = ? AND path = ?`)
+	s, err := t.p.stmt(`SELECT path, ` + recordCols + ` FROM import_cache WHERE branch = ? AND path = ?`)
 	if err != nil {
 		return StatCache{}, false, err
 	}
-	var c StatCache
-	var m []byte
+	rows, err := s.QueryContext(t.p.ctx, t.op.BranchID, []byte(path))
+	if err != nil {
+		return StatCache{}, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return StatCache{}, false, rows.Err()
+	}
+	_, c, err := scanRecord(rows)
+	if err != nil {
+		return StatCache{}, false, err
+	}
+	return c, true, rows.Close()
+}
+
+// recordCols are the import_cache columns scanRecord reads after path.
+const recordCols = `size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy`
+
+// scanRecord reads one import_cache row selected as path, recordCols.
+// path is valid until the next call of rows.Next.
+func scanRecord(rows *sql.Rows) ([]byte, StatCache, error) {
+	var path, m sql.RawBytes
 	var mode sql.NullInt64
-	err = s.QueryRowContext(t.p.ctx, t.op.BranchID, []byte(path)).Scan(&c.Size, &c.MTime, &c.CTime, &c.Ino, &m, &c.Kind, &mode, &c.Racy)
-	if err == sql.ErrNoRows {
-		return StatCache{}, false, nil
+	var c StatCache
+	if err := rows.Scan(&path, &c.Size, &c.MTime, &c.CTime, &c.Ino, &m, &c.Kind, &mode, &c.Racy); err != nil {
+		return nil, StatCache{}, err
 	}
-	if err != nil {
-		return StatCache{}, false, err
-	}
-	copy(c.Manifest[:], m)
 	c.Mode = ModeUnknown
 	if mode.Valid {
 		c.Mode = uint32(mode.Int64)
 	}
-	return c, true, nil
+	copy(c.Manifest[:], m)
+	return path, c, nil
 }
 
 // StatCacheDir returns the cached host stats of the direct children of
@@ -506,7 +523,7 @@ func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 	// Rows deeper down are in the range too (every file below a directory
 	// near the root): SQLite drops them, so that they are not converted
 	// into Go values only to be skipped, once per directory above them.
-	s, err := t.p.stmt(`SELECT path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache
+	s, err := t.p.stmt(`SELECT path, ` + recordCols + ` FROM import_cache
 		WHERE branch = ? AND path >= ? AND path < ? AND instr(substr(path, ?), x'2f') = 0`)
 	if err != nil {
 		return nil, err
@@ -518,21 +535,14 @@ func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 	defer rows.Close()
 	out := map[string]StatCache{}
 	for rows.Next() {
-		var path, m []byte
-		var c StatCache
-		var mode sql.NullInt64
-		if err := rows.Scan(&path, &c.Size, &c.MTime, &c.CTime, &c.Ino, &m, &c.Kind, &mode, &c.Racy); err != nil {
+		path, c, err := scanRecord(rows)
+		if err != nil {
 			return nil, err
-		}
-		c.Mode = ModeUnknown
-		if mode.Valid {
-			c.Mode = uint32(mode.Int64)
 		}
 		name := path[len(lo):]
 		if bytes.IndexByte(name, '/') >= 0 {
 			continue // deeper down
 		}
-		copy(c.Manifest[:], m)
 		out[string(name)] = c
 	}
 	return out, rows.Err()
@@ -545,7 +555,7 @@ func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 // nil and false (the caller reads directory by directory instead), so that
 // memory stays bounded by limit.
 func (t *Tx) StatCacheTree(dir string, limit int) (map[string]map[string]StatCache, bool, error) {
-	s, err := t.p.stmt(`SELECT path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache
+	s, err := t.p.stmt(`SELECT path, ` + recordCols + ` FROM import_cache
 		WHERE branch = ? AND path >= ? AND path < ? ORDER BY path LIMIT ?`)
 	if err != nil {
 		return nil, false, err
@@ -557,23 +567,14 @@ func (t *Tx) StatCacheTree(dir string, limit int) (map[string]map[string]StatCac
 	defer rows.Close()
 	out := map[string]map[string]StatCache{}
 	n := 0
-	var path, m sql.RawBytes
-	var mode sql.NullInt64
-	var c StatCache
-	dest := []any{&path, &c.Size, &c.MTime, &c.CTime, &c.Ino, &m, &c.Kind, &mode, &c.Racy}
 	for rows.Next() {
 		if n++; n > limit {
 			return nil, false, nil
 		}
-		c = StatCache{}
-		if err := rows.Scan(dest...); err != nil {
+		path, c, err := scanRecord(rows)
+		if err != nil {
 			return nil, false, err
 		}
-		c.Mode = ModeUnknown
-		if mode.Valid {
-			c.Mode = uint32(mode.Int64)
-		}
-		copy(c.Manifest[:], m)
 		i := bytes.LastIndexByte(path, '/') // > 0: every path is below dir
 		parent, name := string(path[:i]), string(path[i+1:])
 		kids := out[parent]
