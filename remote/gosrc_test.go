@@ -17,22 +17,9 @@ import (
 // goal; its requirement is 0.5%), and a store that pulled the first state
 // pulls the second for no more than that.
 func TestGoSrcIncrementalPush(t *testing.T) {
-	if testing.Short() {
-		t.Skip("copies and imports 130 MB")
-	}
-	goroot := os.Getenv("ART_GOSRC")
-	if goroot == "" {
-		goroot = "/usr/local/go/src"
-	}
-	if _, err := os.Stat(goroot); err != nil {
-		t.Skipf("no Go source tree at %s (set ART_GOSRC)", goroot)
-	}
+	ws := copyGoSrc(t)
 	k := s3Kind(t)
 	ctx := context.Background()
-	ws := filepath.Join(t.TempDir(), "src")
-	if out, err := exec.Command("cp", "-a", goroot, ws).CombinedOutput(); err != nil {
-		t.Fatalf("copy %s: %v %s", goroot, err, out)
-	}
 	var files []string
 	var total int64
 	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
@@ -110,22 +97,9 @@ func TestGoSrcIncrementalPush(t *testing.T) {
 // mostly live), then after main is force-pushed to a small state (the
 // src/ packs are all dead and go). Pulls after each gc are checked.
 func TestGCGoSrc(t *testing.T) {
-	if testing.Short() {
-		t.Skip("copies and imports 130 MB")
-	}
-	goroot := os.Getenv("ART_GOSRC")
-	if goroot == "" {
-		goroot = "/usr/local/go/src"
-	}
-	if _, err := os.Stat(goroot); err != nil {
-		t.Skipf("no Go source tree at %s (set ART_GOSRC)", goroot)
-	}
+	ws := copyGoSrc(t)
 	k := s3Kind(t)
 	ctx := context.Background()
-	ws := filepath.Join(t.TempDir(), "src")
-	if out, err := exec.Command("cp", "-a", goroot, ws).CombinedOutput(); err != nil {
-		t.Fatalf("copy %s: %v %s", goroot, err, out)
-	}
 	a := newStore(t)
 	importDir(t, a, ws)
 	_, reopen := k.newRemote(t)
@@ -185,4 +159,26 @@ func TestGCGoSrc(t *testing.T) {
 	if got := head(t, d, "main"); got != smallRoot {
 		t.Fatalf("pulled %s, pushed %s", got.Short(), smallRoot.Short())
 	}
+}
+
+// copyGoSrc copies Go's src/ ($ART_GOSRC, default /usr/local/go/src) into
+// a temporary directory and returns its path; it skips the test with
+// -short or without the tree.
+func copyGoSrc(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("copies and imports 130 MB")
+	}
+	goroot := os.Getenv("ART_GOSRC")
+	if goroot == "" {
+		goroot = "/usr/local/go/src"
+	}
+	if _, err := os.Stat(goroot); err != nil {
+		t.Skipf("no Go source tree at %s (set ART_GOSRC)", goroot)
+	}
+	ws := filepath.Join(t.TempDir(), "src")
+	if out, err := exec.Command("cp", "-a", goroot, ws).CombinedOutput(); err != nil {
+		t.Fatalf("copy %s: %v %s", goroot, err, out)
+	}
+	return ws
 }
