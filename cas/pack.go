@@ -44,12 +44,39 @@ type Packs struct {
 }
 
 // packWriter is the pack this Packs appends to.
+//
+// Appends are gathered in an aligned staging buffer and written out a
+// whole buffer at a time, with O_DIRECT where the file system supports it:
+// a big file's chunks then go from the buffer to the disk without a second
+// copy into the page cache, and a Sync before commit has no dirty pages
+// left to write (issue 16: the page-cache copy and the writeback at
+// fdatasync were the largest costs of storing a new 1 GiB file; figures in
+// docs/store-format.md, "Pack files"). The buffer's last partial block is
+// written padded with zeros when it must reach the file (Sync, or a read
+// of those bytes) and written again, completed, by the next write-out; the
+// padding is past every offset a row names.
 type packWriter struct {
 	f     *os.File
 	num   int64
-	next  int64       // the next free offset; guarded by Packs.mu
-	dirty atomic.Bool // bytes written since the last fdatasync
+	dirty atomic.Bool // bytes appended since the last fdatasync
+
+	mu     sync.Mutex
+	next   int64  // the next free offset
+	direct int    // the pack opened O_DIRECT|O_WRONLY, or -1: write-outs go through f
+	buf    []byte // staging, packBufSize bytes, page aligned (mmap)
+	base   int64  // file offset of buf[0]; a multiple of dioAlign when direct
+	n      int    // buf[:n] holds the file's bytes base..base+n
+	inFile int64  // every byte below it is in the file
 }
+
+// packBufSize is the staging buffer of a pack writer: large enough that
+// O_DIRECT writes run at the disk's speed (1 MiB direct writes measured
+// 2.4-2.7 GB/s on the 2-core VM, 64 KiB ones 0.9 GB/s).
+const packBufSize = 4 << 20
+
+// dioAlign is the offset, length and memory alignment of direct writes.
+// Packs use O_DIRECT only where the file system's own alignment divides it.
+const dioAlign = 4096
 
 // PacksDir is the pack directory of the store file at path.
 func PacksDir(path string) string { return path + ".packs" }
@@ -106,9 +133,9 @@ func ParsePackName(name string) (int64, bool) {
 var errPacksClosed = errors.New("pack directory closed")
 
 // append writes data at the end of this Packs' pack and returns where.
-// The bytes are in the file (in the page cache) when it returns; Sync
-// makes them durable. Offsets are reserved under the lock and written
-// outside it, so workers append concurrently.
+// The bytes are in the writer's staging buffer when it returns: a read
+// through this Packs finds them (read writes them out first), Sync makes
+// them durable.
 func (p *Packs) append(data []byte) (num, off int64, err error) {
 	p.mu.Lock()
 	if p.closed {
@@ -128,15 +155,126 @@ func (p *Packs) append(data []byte) (num, off int64, err error) {
 		p.w = w
 	}
 	w := p.w
-	off = w.next
-	w.next += int64(len(data))
 	p.mu.Unlock()
-	if _, err := w.f.WriteAt(data, off); err != nil {
+	off, err = w.append(data)
+	if err != nil {
 		// The range is garbage now: no row will name it.
 		return 0, 0, fmt.Errorf("append to pack %s: %w", packName(w.num), err)
 	}
-	w.dirty.Store(true)
 	return w.num, off, nil
+}
+
+// append copies data into the staging buffer, writing out each buffer it
+// fills, and returns data's offset in the pack. Workers append
+// concurrently; the copy is short next to the hashing and compression
+// they do before it.
+func (w *packWriter) append(data []byte) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.buf == nil {
+		return 0, errPacksClosed
+	}
+	off := w.next
+	for rest := data; len(rest) > 0; {
+		c := copy(w.buf[w.n:], rest)
+		w.n += c
+		rest = rest[c:]
+		if w.n == len(w.buf) {
+			if err := w.writeOutLocked(); err != nil {
+				// The bytes of data consumed so far become garbage
+				// (no row will name them); earlier appends stay
+				// staged for the next write-out to retry.
+				w.next = w.base + int64(w.n)
+				return 0, err
+			}
+		}
+	}
+	w.next += int64(len(data))
+	w.dirty.Store(true)
+	return off, nil
+}
+
+// writeOutLocked writes the staging buffer's bytes to the file: the whole
+// aligned blocks are then done with; a partial last block is written
+// padded and stays at the start of the buffer, to be completed. The
+// caller holds w.mu.
+func (w *packWriter) writeOutLocked() error {
+	if w.n == 0 {
+		return nil
+	}
+	if w.direct >= 0 {
+		padded := (w.n + dioAlign - 1) &^ (dioAlign - 1)
+		clear(w.buf[w.n:padded])
+		err := pwriteFull(w.direct, w.buf[:padded], w.base)
+		if err == nil {
+			w.inFile = max(w.inFile, w.base+int64(w.n))
+			whole := w.n &^ (dioAlign - 1)
+			rest := copy(w.buf, w.buf[whole:w.n])
+			w.base += int64(whole)
+			w.n = rest
+			return nil
+		}
+		if !errors.Is(err, syscall.EINVAL) {
+			return err
+		}
+		// The file system took O_DIRECT at open but refuses these writes
+		// (an alignment it did not report): go on through the page cache.
+		syscall.Close(w.direct)
+		w.direct = -1
+	}
+	if _, err := w.f.WriteAt(w.buf[:w.n], w.base); err != nil {
+		return err
+	}
+	w.base += int64(w.n)
+	w.inFile = w.base
+	w.n = 0
+	return nil
+}
+
+// flushTo makes the bytes below end readable from the file.
+func (w *packWriter) flushTo(end int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if end <= w.inFile || w.buf == nil {
+		return nil
+	}
+	return w.writeOutLocked()
+}
+
+// closeLocked writes out what is staged, trims the padding and lets go of
+// the buffer and the direct descriptor. The caller holds w.mu.
+func (w *packWriter) closeLocked() error {
+	if w.buf == nil {
+		return nil
+	}
+	err := w.writeOutLocked()
+	if err == nil && w.direct >= 0 {
+		err = w.f.Truncate(w.next)
+	}
+	if w.direct >= 0 {
+		syscall.Close(w.direct)
+		w.direct = -1
+	}
+	freeStaging(w.buf)
+	w.buf = nil
+	return err
+}
+
+func pwriteFull(fd int, b []byte, off int64) error {
+	for len(b) > 0 {
+		n, err := syscall.Pwrite(fd, b, off)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		b, off = b[n:], off+int64(n)
+	}
+	return nil
 }
 
 // create makes a new pack, locked, under a name no other pack has. It is
@@ -196,7 +334,12 @@ func (p *Packs) create() (*packWriter, error) {
 			f.Close()
 			return nil, err
 		}
-		return &packWriter{f: f, num: num}, nil
+		buf, err := allocStaging(packBufSize)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return &packWriter{f: f, num: num, buf: buf, direct: openDirect(f, name)}, nil
 	}
 	return nil, errors.New("no free pack name")
 }
@@ -214,6 +357,13 @@ func (p *Packs) Sync() error {
 	p.mu.Unlock()
 	if w == nil || !w.dirty.Swap(false) {
 		return nil
+	}
+	w.mu.Lock()
+	err := w.writeOutLocked()
+	w.mu.Unlock()
+	if err != nil {
+		w.dirty.Store(true)
+		return fmt.Errorf("sync pack %s: %w", packName(w.num), err)
 	}
 	if err := fdatasync(w.f); err != nil {
 		w.dirty.Store(true)
@@ -239,6 +389,15 @@ func (p *Packs) Writing() int64 {
 func (p *Packs) read(num, off, n int64) ([]byte, error) {
 	if num <= 0 || off < 0 || n < 0 {
 		return nil, fmt.Errorf("pack %d range %d+%d is invalid", num, off, n)
+	}
+	p.mu.Lock()
+	w := p.w
+	p.mu.Unlock()
+	if w != nil && w.num == num {
+		// Bytes this Packs appended may still be staged.
+		if err := w.flushTo(off + n); err != nil {
+			return nil, fmt.Errorf("pack %s: %w", packName(num), err)
+		}
 	}
 	f, err := p.reader(num)
 	if err != nil {
@@ -330,6 +489,9 @@ func (p *Packs) Close() error {
 	}
 	p.readers = nil
 	if w := p.w; w != nil {
+		w.mu.Lock()
+		errs = append(errs, w.closeLocked())
+		w.mu.Unlock()
 		if w.dirty.Load() {
 			errs = append(errs, fdatasync(w.f))
 		}

@@ -3,6 +3,7 @@
 package cas
 
 import (
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -41,3 +42,42 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// openDirect opens the new pack at name a second time, O_DIRECT and
+// write-only, when f's file system reports direct I/O alignments that
+// dioAlign satisfies; -1 otherwise (the writer then writes through f).
+func openDirect(f *os.File, name string) int {
+	var st unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &st); err != nil {
+		return -1
+	}
+	if st.Mask&unix.STATX_DIOALIGN == 0 || st.Dio_offset_align == 0 || st.Dio_mem_align == 0 ||
+		dioAlign%st.Dio_offset_align != 0 || dioAlign%st.Dio_mem_align != 0 {
+		return -1
+	}
+	fd, err := unix.Open(name, unix.O_WRONLY|unix.O_DIRECT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	// The name could have been replaced between the two opens only by
+	// someone who can write the pack directory; still, write nothing
+	// through a descriptor that is not the locked pack.
+	var a, b unix.Stat_t
+	if unix.Fstat(fd, &a) != nil || unix.Fstat(int(f.Fd()), &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// allocStaging returns a page-aligned buffer of n bytes outside Go's heap
+// (direct I/O needs the alignment; the garbage collector need not scan it).
+func allocStaging(n int) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("pack staging buffer: %w", err)
+	}
+	return b, nil
+}
+
+func freeStaging(b []byte) { unix.Munmap(b) }

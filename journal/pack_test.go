@@ -449,7 +449,9 @@ func TestHelperProcessPackCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Do(ctx, "main", "run", "torn", func(tx *journal.Tx) error {
-		if err := writeFile(tx, "torn", string(randBytes(12, 3<<20)), 1); err != nil {
+		// Past the writer's staging buffer (4 MiB), so that bytes of it
+		// reach the pack file before the kill.
+		if err := writeFile(tx, "torn", string(randBytes(12, 10<<20)), 1); err != nil {
 			t.Fatal(err)
 		}
 		os.Stdout.WriteString("ready\n")
@@ -514,7 +516,8 @@ func TestPacksCrashBeforeCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The uncommitted file's 3 MiB went in after the committed file's.
+	// Some of the uncommitted file's 10 MiB went in after the committed
+	// file's (what was still staged died with the writer).
 	if !end.Valid || st.Size() < end.Int64+(2<<20) {
 		t.Fatalf("pack holds %d bytes, rows name up to %v: want the uncommitted file's bytes beyond", st.Size(), end)
 	}
