@@ -308,9 +308,7 @@ func (s *Store) insertStored(ctx context.Context, id ID, k Kind, codec, size int
 		if aerr != nil {
 			return 0, aerr
 		}
-		res, err = s.db.ExecContext(ctx,
-			`INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES (?, ?, ?, ?, x'', ?, ?, ?)`,
-			id[:], int64(k), codec, size, num, off, int64(len(stored)))
+		return s.insertPackedRow(ctx, id, k, codec, size, num, off, int64(len(stored)))
 	} else {
 		res, err = s.db.ExecContext(ctx,
 			`INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?)`,
@@ -327,6 +325,22 @@ func (s *Store) insertStored(ctx context.Context, id ID, k Kind, codec, size int
 		return 0, nil
 	}
 	return int64(len(stored)), nil
+}
+
+// insertPackedRow inserts the row of an object whose n stored bytes were
+// appended to pack num at off, unless a row with id exists. It returns n,
+// or 0 if the row was there (the appended bytes are then garbage for gc).
+func (s *Store) insertPackedRow(ctx context.Context, id ID, k Kind, codec, size, num, off, n int64) (int64, error) {
+	res, err := s.db.ExecContext(ctx,
+		`INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES (?, ?, ?, ?, x'', ?, ?, ?)`,
+		id[:], int64(k), codec, size, num, off, n)
+	if err != nil {
+		return 0, err
+	}
+	if rows, err := res.RowsAffected(); err != nil || rows == 0 {
+		return 0, err
+	}
+	return n, nil
 }
 
 // Has reports whether an object with id is stored. It does not verify it.

@@ -1,0 +1,198 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Stream stores a file's content while the file is still being written
+// from its start to its end (a download, a copy, a linker's output), so
+// that storing it at close or fsync is left with only its tail: the
+// chunking, hashing, compression and pack writes of everything before it
+// ran while the writer was busy writing (issue 16, docs/store-format.md
+// "Storing while writing").
+//
+// The file stays the source of truth: Advance reads its bytes back (from
+// the page cache, moments after they were written) rather than trusting
+// the buffers a writer passed, and the caller drops the stream whenever a
+// byte below Pos may have changed since. What Advance did outside any
+// transaction is only a head start: chunk lookups there are hints, and
+// the rows it produces are inserted by the caller, in its own
+// transactions, through Flush (the pack is synced before each commit, as
+// for every packed row). Finish, in the transaction that references the
+// file, chunks the rest and stores the manifest; its result is the one
+// PutSparseFile gives a file without holes, because a content-defined cut
+// depends only on the bytes from the chunk's start to at most MaxChunk
+// past it, and Advance cuts only where MaxChunk bytes follow.
+//
+// A Stream is used by one goroutine at a time.
+type Stream struct {
+	s   *Store // lookups, codecs and packs; outside any transaction
+	f   *os.File
+	pos int64 // every byte below it is cut into m's extents
+
+	m       Manifest
+	st      FileStats
+	rows    []streamRow     // chunks Advance stored or kept, not yet inserted
+	pending map[ID]struct{} // their ids: a chunk repeated before Flush is kept once
+	rowMem  int64           // inline bytes rows hold
+	buf     []byte          // read buffer (streamRead bytes)
+	zbuf    []byte          // compression scratch
+}
+
+// streamRow is a chunk's row to be inserted: its stored bytes inline, or
+// where Advance appended them to the pack.
+type streamRow struct {
+	id          ID
+	codec, size int64
+	stored      []byte // inline; nil when packed
+	pack, off   int64
+	n           int64 // packed length
+}
+
+// streamRead is how much of the file Advance reads at a time.
+const streamRead = 4 << 20
+
+// NewStream starts storing the content of f, which must be a regular file
+// without holes written from offset 0, and is read with pread only. s
+// must not be bound to a transaction that ends before the stream does
+// (the DB's own store: lookups need only see committed rows).
+func (s *Store) NewStream(f *os.File) *Stream {
+	return &Stream{s: s, f: f, pending: map[ID]struct{}{}}
+}
+
+// Pos is the offset up to which the file is chunked.
+func (st *Stream) Pos() int64 { return st.pos }
+
+// Rows is the number of rows waiting for Flush, and the inline bytes
+// they hold: the caller flushes before they grow large.
+func (st *Stream) Rows() (int, int64) { return len(st.rows), st.rowMem }
+
+// Advance chunks the file from Pos up to end, the offset below which the
+// caller knows the file written, except the last MaxChunk bytes or so
+// (whose cut a later byte could still move): it hashes each chunk, looks
+// it up, compresses a new one and appends it to the pack when a
+// PutSparseFile of the file would pack it. It stops early when ctx is
+// done.
+func (st *Stream) Advance(ctx context.Context, end int64) error {
+	for end-st.pos >= MaxChunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if st.buf == nil {
+			st.buf = make([]byte, streamRead)
+		}
+		want := min(end-st.pos, int64(len(st.buf)))
+		got, err := st.f.ReadAt(st.buf[:want], st.pos)
+		if err != nil && !(errors.Is(err, io.EOF) && int64(got) == want) {
+			return fmt.Errorf("stream %s: read at %d: %w", st.f.Name(), st.pos, err)
+		}
+		data := st.buf[:got]
+		p := 0
+		for len(data)-p >= MaxChunk {
+			c := Cut(data[p:])
+			if err := st.chunk(ctx, data[p:p+c]); err != nil {
+				return err
+			}
+			p += c
+		}
+		if p == 0 {
+			return nil // cannot happen with want >= MaxChunk; no spin
+		}
+		st.pos += int64(p)
+	}
+	return nil
+}
+
+// chunk adds one final chunk to the manifest and keeps its row unless
+// the store has it (a hint, checked again by Finish's caller through
+// the gc generation) or it is pending already.
+func (st *Stream) chunk(ctx context.Context, chunk []byte) error {
+	id := Sum(chunk)
+	st.m.Extents = append(st.m.Extents, Extent{ID: id, Len: int64(len(chunk))})
+	st.m.Size += int64(len(chunk))
+	st.st.Chunks++
+	st.st.Bytes += int64(len(chunk))
+	if _, ok := st.pending[id]; ok {
+		return nil
+	}
+	if ok, err := st.s.has(ctx, id); err != nil {
+		return fmt.Errorf("stream: look up chunk %s: %w", id.Short(), err)
+	} else if ok {
+		return nil
+	}
+	codec, stored := st.s.c.compress(chunk, &st.zbuf)
+	r := streamRow{id: id, codec: int64(codec), size: int64(len(chunk))}
+	// As putData decides: past the first packFrom bytes of the file.
+	if st.st.Bytes > packFrom && st.s.packs != nil && len(stored) >= minPackStored {
+		num, off, err := st.s.packs.append(stored)
+		if err != nil {
+			return fmt.Errorf("stream: %w", err)
+		}
+		r.pack, r.off, r.n = num, off, int64(len(stored))
+	} else {
+		r.stored = append([]byte(nil), stored...)
+		st.rowMem += int64(len(stored))
+	}
+	st.rows = append(st.rows, r)
+	st.pending[id] = struct{}{}
+	return nil
+}
+
+// Flush inserts the rows Advance produced through s, a transaction's
+// store of the same database (and pack directory) as the stream's.
+func (st *Stream) Flush(ctx context.Context, s *Store) error {
+	for _, r := range st.rows {
+		var n int64
+		var err error
+		if r.stored == nil {
+			n, err = s.insertPackedRow(ctx, r.id, KindChunk, r.codec, r.size, r.pack, r.off, r.n)
+		} else {
+			n, err = s.insertStored(ctx, r.id, KindChunk, r.codec, r.size, r.stored, false)
+		}
+		if err != nil {
+			return fmt.Errorf("stream: put chunk %s: %w", r.id.Short(), err)
+		}
+		if n > 0 {
+			st.st.NewChunks++
+			st.st.NewBytes += n
+		}
+	}
+	st.rows, st.rowMem = st.rows[:0], 0
+	clear(st.pending)
+	return nil
+}
+
+// Finish stores the file through s, a transaction's store: the rows not
+// yet flushed, the chunks of the file from Pos to its current size (as
+// PutSparseFile cuts them), and the manifest. The caller must have
+// verified that no byte below Pos changed since Advance read it, and that
+// nothing Advance found present was collected since (its lookups ran
+// outside s's transaction).
+func (st *Stream) Finish(ctx context.Context, s *Store) (ID, FileStats, error) {
+	if err := st.Flush(ctx, s); err != nil {
+		return ID{}, st.st, err
+	}
+	fi, err := st.f.Stat()
+	if err != nil {
+		return ID{}, st.st, fmt.Errorf("stream %s: %w", st.f.Name(), err)
+	}
+	if fi.Size() < st.pos {
+		return ID{}, st.st, fmt.Errorf("stream %s: file shrank to %d bytes below the streamed %d", st.f.Name(), fi.Size(), st.pos)
+	}
+	if rest := fi.Size() - st.pos; rest > 0 {
+		r := io.NewSectionReader(st.f, st.pos, rest)
+		if rest >= parallelFrom {
+			err = s.putDataParallel(ctx, r, &st.m, &st.st)
+		} else {
+			err = s.putData(ctx, r, &st.m, &st.st)
+		}
+		if err != nil {
+			return ID{}, st.st, fmt.Errorf("put file %s: %w", st.f.Name(), err)
+		}
+	}
+	return s.putManifest(ctx, &st.m, &st.st)
+}

@@ -1,0 +1,155 @@
+package cas
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// A file stored by a Stream while it grows - advanced at uneven points,
+// rows flushed in several transactions, a chunk repeated - gets the
+// manifest PutSparseFile gives the finished file, its large chunks packed,
+// and reads back verified. Finishing with nothing advanced is PutSparseFile.
+func TestStreamMatchesPutSparseFile(t *testing.T) {
+	ctx := context.Background()
+	a := randBytes(31, 3<<20)
+	data := append(append(append([]byte{}, a...), randBytes(32, 9<<20+12345)...), a...)
+	data = append(data, make([]byte, 2<<20)...) // zeros: tiny stored forms stay inline
+	for _, tc := range []struct {
+		name  string
+		steps []int64 // written ends at which Advance runs
+	}{
+		{"none", nil},
+		{"uneven", []int64{100, 70 << 10, 1 << 20, 5<<20 + 7, 5<<20 + 8, 11 << 20, int64(len(data)) - 1000}},
+		{"all", []int64{int64(len(data))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "grows")
+			w, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+
+			db := openDB(t)
+			packs := OpenPacks(filepath.Join(t.TempDir(), "store.packs"), false)
+			t.Cleanup(func() { packs.Close() })
+			s := NewPackedStore(db, packs)
+			st := s.NewStream(f)
+			written := int64(0)
+			flushes := 0
+			for _, end := range tc.steps {
+				if _, err := w.Write(data[written:end]); err != nil {
+					t.Fatal(err)
+				}
+				written = end
+				if err := st.Advance(ctx, written); err != nil {
+					t.Fatal(err)
+				}
+				if st.Pos() > written || written-st.Pos() > 2*MaxChunk {
+					t.Fatalf("written %d, streamed to %d", written, st.Pos())
+				}
+				if n, _ := st.Rows(); n > 0 {
+					tx, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := st.Flush(ctx, NewPackedStore(tx, packs)); err != nil {
+						t.Fatal(err)
+					}
+					if err := packs.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					if err := tx.Commit(); err != nil {
+						t.Fatal(err)
+					}
+					flushes++
+				}
+			}
+			if _, err := w.Write(data[written:]); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, fst, err := st.Finish(ctx, NewPackedStore(tx, packs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := packs.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if len(tc.steps) > 1 && flushes < 2 {
+				t.Fatalf("%d flushes", flushes)
+			}
+
+			ref, _ := newTestStore(t)
+			g, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			wantID, wantSt, err := ref.PutSparseFile(ctx, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id != wantID || fst.Size != wantSt.Size || fst.Chunks != wantSt.Chunks || fst.NewChunks != wantSt.NewChunks {
+				t.Fatalf("stream = %s %+v, PutSparseFile = %s %+v", id.Short(), fst, wantID.Short(), wantSt)
+			}
+			var packed, dups int
+			if err := db.QueryRow(`SELECT count(*) FROM objects WHERE pack != 0`).Scan(&packed); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.QueryRow(`SELECT count(*) - count(DISTINCT id) FROM objects`).Scan(&dups); err != nil {
+				t.Fatal(err)
+			}
+			if packed < 100 || dups != 0 {
+				t.Fatalf("%d objects packed, %d duplicate rows", packed, dups)
+			}
+			var out bytes.Buffer
+			if _, err := s.ReadFile(ctx, id, &out); err != nil || !bytes.Equal(out.Bytes(), data) {
+				t.Fatalf("read back: %v (equal %v)", err, bytes.Equal(out.Bytes(), data))
+			}
+			if err := s.Each(ctx, func(id ID, _ Kind) error { return s.Verify(ctx, id) }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Finish refuses a file that shrank below what the stream chunked: the
+// caller must drop such a stream, never store a manifest of bytes gone.
+func TestStreamFinishRefusesShrunkFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, randBytes(41, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, _ := newTestStore(t)
+	st := s.NewStream(f)
+	if err := st.Advance(ctx, 1<<20); err != nil || st.Pos() == 0 {
+		t.Fatalf("advance: %v, pos %d", err, st.Pos())
+	}
+	if err := os.Truncate(path, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Finish(ctx, s); err == nil {
+		t.Fatal("finished a stream whose file shrank")
+	}
+}
