@@ -93,8 +93,13 @@ func (st *Stream) Advance(ctx context.Context, end int64) error {
 		data := st.buf[:got]
 		p := 0
 		for len(data)-p >= MaxChunk {
+			if err := ctx.Err(); err != nil {
+				st.pos += int64(p)
+				return err
+			}
 			c := Cut(data[p:])
 			if err := st.chunk(ctx, data[p:p+c]); err != nil {
+				st.pos += int64(p)
 				return err
 			}
 			p += c
@@ -109,25 +114,33 @@ func (st *Stream) Advance(ctx context.Context, end int64) error {
 
 // chunk adds one final chunk to the manifest and keeps its row unless
 // the store has it (a hint, checked again by Finish's caller through
-// the gc generation) or it is pending already.
+// the gc generation) or it is pending already. On error nothing changed:
+// the manifest never names a chunk without its row.
 func (st *Stream) chunk(ctx context.Context, chunk []byte) error {
 	id := Sum(chunk)
-	st.m.Extents = append(st.m.Extents, Extent{ID: id, Len: int64(len(chunk))})
-	st.m.Size += int64(len(chunk))
-	st.st.Chunks++
-	st.st.Bytes += int64(len(chunk))
+	add := func() {
+		st.m.Extents = append(st.m.Extents, Extent{ID: id, Len: int64(len(chunk))})
+		st.m.Size += int64(len(chunk))
+		st.st.Chunks++
+		st.st.Bytes += int64(len(chunk))
+	}
 	if _, ok := st.pending[id]; ok {
+		add()
 		return nil
 	}
-	if ok, err := st.s.has(ctx, id); err != nil {
+	// Not cancelled with ctx: the lookup is short, and the caller stops
+	// between chunks.
+	if ok, err := st.s.has(context.WithoutCancel(ctx), id); err != nil {
 		return fmt.Errorf("stream: look up chunk %s: %w", id.Short(), err)
 	} else if ok {
+		add()
 		return nil
 	}
 	codec, stored := st.s.c.compress(chunk, &st.zbuf)
 	r := streamRow{id: id, codec: int64(codec), size: int64(len(chunk))}
-	// As putData decides: past the first packFrom bytes of the file.
-	if st.st.Bytes > packFrom && st.s.packs != nil && len(stored) >= minPackStored {
+	// As putData decides: past the first packFrom bytes of the file,
+	// this chunk included.
+	if st.st.Bytes+int64(len(chunk)) > packFrom && st.s.packs != nil && len(stored) >= minPackStored {
 		num, off, err := st.s.packs.append(stored)
 		if err != nil {
 			return fmt.Errorf("stream: %w", err)
@@ -137,6 +150,7 @@ func (st *Stream) chunk(ctx context.Context, chunk []byte) error {
 		r.stored = append([]byte(nil), stored...)
 		st.rowMem += int64(len(stored))
 	}
+	add()
 	st.rows = append(st.rows, r)
 	st.pending[id] = struct{}{}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,10 @@ type Batch struct {
 	pending int
 	timer   *time.Timer
 	err     error // a failed background commit, reported by the next call
+
+	// rollbacks counts transactions rolled back with their updates (a
+	// failed commit, an abort): see Rollbacks.
+	rollbacks atomic.Int64
 
 	// paths caches paths across the batch's transactions
 	// (each close commits one). The projection clears it whenever a
@@ -159,6 +164,13 @@ func (b *Batch) Record(ctx context.Context, evs ...Event) error {
 
 // Commit commits the shared transaction now (a no-op when nothing is
 // pending). After it returns, every earlier Update is committed.
+// Rollbacks is how many of the Batch's transactions were rolled back
+// with the updates in them. An update that committed nothing itself but
+// relies on rows an earlier update inserted (a file stored while it was
+// written, in the overlay) compares it with the count before those
+// inserts: unchanged, they committed or are in the open transaction.
+func (b *Batch) Rollbacks() int64 { return b.rollbacks.Load() }
+
 func (b *Batch) Commit() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -181,6 +193,7 @@ func (b *Batch) commitLocked() error {
 	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
 	defer t.p.close()
 	if err := t.flush(conn); err != nil {
+		b.rollbacks.Add(1)
 		endTx(conn, `ROLLBACK`)
 		b.paths.clear() // inos of rolled-back directories will be allocated again
 		return fmt.Errorf("commit batch: %w", err)
@@ -188,11 +201,13 @@ func (b *Batch) commitLocked() error {
 	// The packed bytes this transaction names reach the disk before the
 	// rows that name them can.
 	if err := b.op.db.packs.Sync(); err != nil {
+		b.rollbacks.Add(1)
 		endTx(conn, `ROLLBACK`)
 		b.paths.clear()
 		return fmt.Errorf("commit batch: %w", err)
 	}
 	if err := endTx(conn, `COMMIT`); err != nil {
+		b.rollbacks.Add(1)
 		b.paths.clear()
 		return fmt.Errorf("commit batch: %w", err)
 	}
@@ -276,6 +291,7 @@ func (b *Batch) abortLocked(err error) error {
 		b.timer = nil
 	}
 	if b.conn != nil {
+		b.rollbacks.Add(1)
 		b.t.p.close()
 		endTx(b.conn, `ROLLBACK`)
 	}

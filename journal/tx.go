@@ -633,3 +633,8 @@ func (t *Tx) DeleteStatCache(path string) error {
 	}
 	return t.ResetStatCache(path)
 }
+
+// GCGeneration is DB.GCGeneration read inside this transaction: equal to
+// a value read before, it proves that no gc completed in between (so an
+// object seen present then is still there).
+func (t *Tx) GCGeneration() (int64, error) { return gcGeneration(t.p.ctx, t.p.tx) }

@@ -69,10 +69,15 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 // emptyLocked makes the file's content empty, in memory when it is not on
 // disk already. The caller holds n.mu.
 func (n *node) emptyLocked() error {
+	n.dropStreamLocked()
 	if n.upper != "" {
-		return os.Truncate(n.upper, 0)
+		if err := os.Truncate(n.upper, 0); err != nil {
+			return err
+		}
+	} else {
+		n.inMem, n.mem = true, n.mem[:0]
 	}
-	n.inMem, n.mem = true, n.mem[:0]
+	n.appending, n.seqEnd = true, 0 // appends from here may stream (stream.go)
 	return nil
 }
 
@@ -231,7 +236,14 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	if inMem {
 		data = bytes.Clone(n.mem) // writes may go on while it is stored
 	}
+	stream, streamOK := n.takeStreamLocked()
 	n.mu.Unlock()
+	if stream != nil {
+		if !stream.halt() {
+			streamOK = false
+		}
+		defer stream.close()
+	}
 	var f *os.File
 	if !inMem {
 		var err error
@@ -242,14 +254,30 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		defer f.Close()
 	}
 	var jn journal.Node
-	gone := false
+	gone, streamed := false, false
 	var id cas.ID // what upper (or mem) was read to hold
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var st cas.FileStats
 		var err error
-		if inMem {
+		if streamOK {
+			// Valid only if no gc collected what the stream saw present
+			// and no rollback took rows it inserted.
+			if g, gerr := tx.GCGeneration(); gerr == nil && g == stream.gen && n.fsys.batch.Rollbacks() == stream.lost {
+				ahead := stream.st.Pos()
+				id, st, err = stream.st.Finish(ctx, tx.Objects())
+				if err != nil {
+					return err
+				}
+				streamed = true
+				n.fsys.stats.streamed.Add(1)
+				n.fsys.stats.streamBytes.Add(ahead)
+			}
+		}
+		switch {
+		case streamed:
+		case inMem:
 			id, st, err = tx.Objects().PutFile(ctx, bytes.NewReader(data))
-		} else {
+		default:
 			id, st, err = tx.Objects().PutSparseFile(ctx, f)
 		}
 		if err != nil {
@@ -341,6 +369,8 @@ func (h *handle) lockContent(ctx context.Context, disk bool) (fs.FileHandle, sys
 	n.mu.Lock()
 	if !disk && n.upper == "" && !n.inMem && n.attr.Size == 0 {
 		n.inMem = true // empty: nothing to fetch
+		n.dropStreamLocked()
+		n.appending, n.seqEnd = true, 0
 	}
 	if n.inMem && !disk {
 		return nil, 0
@@ -406,6 +436,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 				n.mem = append(n.mem, make([]byte, end-int64(len(n.mem)))...)
 			}
 			copy(n.mem[off:], data)
+			n.appendedLocked(off, len(data))
 			n.mu.Unlock()
 			return uint32(len(data)), toErrno(h.wrote(ctx, data, off))
 		}
@@ -417,6 +448,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	h.n.mu.Unlock()
 	w, errno := lf.(fs.FileWriter).Write(ctx, data, off)
 	if w > 0 {
+		h.n.mu.Lock()
+		h.n.appendedLocked(off, int(w))
+		h.n.mu.Unlock()
 		if err := h.wrote(ctx, data[:w], off); err != nil {
 			return w, toErrno(err)
 		}
@@ -494,6 +528,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	if errno != 0 {
 		return errno
 	}
+	h.n.dropStreamLocked()
 	h.n.mu.Unlock()
 	errno = lf.(fs.FileAllocater).Allocate(ctx, off, size, mode)
 	if errno == 0 {

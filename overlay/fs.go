@@ -106,7 +106,11 @@ type FS struct {
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by a change whose listing entries are unknown; voids every listing (listing.go)
 	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
-	stats   struct{ lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64 }
+	stats   struct {
+		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
+		streamed, streamStarts, streamBytes                          atomic.Int64
+	}
+	streams streams    // files being stored while written (stream.go)
 	kept    keptCopies // clean private copies of forgotten files (kept.go)
 
 	ptOK atomic.Bool // the kernel takes backing files from upperDir (passthrough.go); false until probed
@@ -207,7 +211,11 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 			// With HANDLE_KILLPRIV_V2 the kernel stops asking for
 			// security.capability before every write (measured 10x on
 			// 4 KiB writes); art clears setuid/setgid itself (node.changed).
-			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+			// With ATOMIC_O_TRUNC an open with O_TRUNC arrives as such
+			// (open handles it): without it the kernel opened the file
+			// plain - a big file's whole content copied out for a
+			// passthrough writer - and truncated it after.
+			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_ATOMIC_O_TRUNC,
 		},
 		EntryTimeout:    &long,
 		AttrTimeout:     &long,
@@ -277,6 +285,10 @@ type Stats struct {
 	// UnlinksBehind counts unlinks answered before the journal had them
 	// (behind.go).
 	UnlinksBehind int64
+	// StreamStarts counts files that began to be stored while written
+	// (stream.go); Streamed those whose journaling used the stream, and
+	// StreamedBytes the bytes it had stored ahead of their journaling.
+	StreamStarts, Streamed, StreamedBytes int64
 }
 
 // Stats reports counters since the mount.
@@ -284,7 +296,8 @@ func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
-		Readdirs: f.stats.readdirs.Load(), UnlinksBehind: f.stats.unlinksBehind.Load()}
+		Readdirs: f.stats.readdirs.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
+		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
 }
 
 // FastPaths describes the performance features in force on this mount.
@@ -305,6 +318,7 @@ func (f *FS) FastPaths() []string {
 		name string
 	}{
 		{fuse.CAP_HANDLE_KILLPRIV_V2, "handle_killpriv_v2"},
+		{fuse.CAP_ATOMIC_O_TRUNC, "atomic_o_trunc"},
 		{fuse.CAP_PARALLEL_DIROPS, "parallel_dirops"},
 		{fuse.CAP_READDIRPLUS, "readdirplus"},
 		{fuse.CAP_ASYNC_READ, "async_read"},
@@ -391,6 +405,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 }
 
 func (f *FS) end(ctx context.Context) error {
+	f.haltStreams()
 	var err error
 	if f.behind != nil {
 		err = f.behind.close()

@@ -73,6 +73,14 @@ type node struct {
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content
 	pending uint32      // attributes (journal.SetMode...) changed in attr since the last journal; only while dirty
+
+	// appending: since the content was last emptied, every change was a
+	// daemon-served write at its end, which is now seqEnd; stream follows
+	// such a file into the store (stream.go). Cleared by any other change
+	// and by journal. Guarded by mu.
+	appending bool
+	seqEnd    int64
+	stream    *fileStream
 }
 
 var (
@@ -868,6 +876,9 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 		return syscall.EINVAL
 	}
 	var err error
+	if size != 0 {
+		n.dropStreamLocked()
+	}
 	switch {
 	case size == 0:
 		err = n.emptyLocked()

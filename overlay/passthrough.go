@@ -122,7 +122,8 @@ func (n *node) openPassthroughLocked(ctx context.Context, flags uint32, modifies
 			n.ptTimes = true
 		}
 		n.ptWriters++
-		n.ptWritten = true // never kept after a forget (kept.go)
+		n.ptWritten = true   // never kept after a forget (kept.go)
+		n.dropStreamLocked() // its writes are not seen
 	}
 	n.ptOpens++
 	n.opens++
@@ -319,6 +320,7 @@ const mappedWatch = 100 * time.Millisecond
 func (f *FS) watchMapped(n *node) {
 	n.mu.Lock()
 	n.mapped = true
+	n.dropStreamLocked()
 	n.mu.Unlock()
 	f.mu.Lock()
 	f.mappedNodes[n] = struct{}{}

@@ -1,0 +1,243 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+)
+
+// Storing while writing (docs/store-format.md, "Storing while writing").
+//
+// A file written from its start to its end through the daemon - a
+// download, cp, a linker's output - is chunked, hashed, compressed and
+// packed by a goroutine that follows the writer, reading the private copy
+// back moments after each write (cas.Stream). At fsync or close only the
+// last few MiB are left to store, where before the whole file was read and
+// stored then (issue 16: a new 1 GiB file spent most of its cp + sync in
+// that close).
+//
+// The private copy stays the truth. A stream is used only if every change
+// of the file since it was emptied was an append seen by handle.Write at
+// the end the node tracks (seqEnd): any other change - a write elsewhere,
+// truncate, fallocate, a passthrough writer, a mapping - sets seqEnd to -1
+// and drops the stream, and journal then reads the whole copy as before.
+// What the stream did outside the journaling transaction is checked in it:
+// if a gc completed since the stream began, a chunk it found present may
+// be gone; if the batch rolled a transaction back, rows the stream
+// inserted may be; either way the stream is not used.
+
+// streamFrom is the length at which a file being appended to starts
+// streaming: smaller ones are stored at close in one go, where the head
+// start would save little.
+const streamFrom = 8 << 20
+
+// streamStep is how much more must be written before the stream's
+// goroutine is woken again.
+const streamStep = 2 << 20
+
+// maxStreams bounds the files a mount streams at once (each holds a
+// goroutine, a descriptor and a 4 MiB read buffer).
+const maxStreams = 4
+
+// Flush a stream's rows into the journal's batch past these, so that
+// what it holds in memory stays small whatever the file's size.
+const (
+	streamFlushRows  = 2048
+	streamFlushBytes = 1 << 20
+)
+
+// fileStream is one file being stored while it is written.
+type fileStream struct {
+	fsys  *FS
+	st    *cas.Stream
+	f     *os.File // the private copy, read-only
+	upper string
+	gen   int64 // gc generation when it began
+	lost  int64 // the batch's Rollbacks when it began
+
+	end    atomic.Int64 // written so far, as published by handle.Write
+	kicked int64        // end at the last wake-up; guarded by the node's mu
+	kick   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // the goroutine's, read after done
+	closed sync.Once
+}
+
+// streams is the set of running streams of a mount, for unmount.
+type streams struct {
+	mu  sync.Mutex
+	set map[*fileStream]struct{}
+}
+
+// startStreamLocked begins streaming n's private copy, written up to
+// n.seqEnd; nothing happens if the mount streams too many files already
+// or the copy cannot be opened. The caller holds n.mu.
+func (n *node) startStreamLocked() {
+	f := n.fsys
+	f.streams.mu.Lock()
+	full := len(f.streams.set) >= maxStreams
+	f.streams.mu.Unlock()
+	if full {
+		return
+	}
+	gen, err := f.db.GCGeneration(context.Background())
+	if err != nil {
+		return
+	}
+	up, err := os.Open(n.upper)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &fileStream{fsys: f, st: f.db.Objects().NewStream(up), f: up, upper: n.upper, gen: gen, lost: f.batch.Rollbacks(),
+		kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	f.streams.mu.Lock()
+	if f.streams.set == nil {
+		f.streams.set = map[*fileStream]struct{}{}
+	}
+	f.streams.set[s] = struct{}{}
+	f.streams.mu.Unlock()
+	n.stream = s
+	f.stats.streamStarts.Add(1)
+	s.wrote(n.seqEnd)
+	go s.run()
+}
+
+// wrote publishes that the file is written up to end and wakes the
+// goroutine every streamStep bytes. The caller holds the node's mu.
+func (s *fileStream) wrote(end int64) {
+	s.end.Store(end)
+	if end-s.kicked >= streamStep || s.kicked == 0 {
+		s.kicked = end
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *fileStream) run() {
+	defer func() {
+		s.fsys.streams.mu.Lock()
+		delete(s.fsys.streams.set, s)
+		s.fsys.streams.mu.Unlock()
+		close(s.done)
+	}()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.kick:
+		}
+		if err := s.st.Advance(s.ctx, s.end.Load()); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				s.err = err
+			}
+			return
+		}
+		if rows, mem := s.st.Rows(); rows >= streamFlushRows || mem >= streamFlushBytes {
+			// Never cancelled: interrupting a statement would roll back
+			// the shared batch, other files' changes with it.
+			err := s.fsys.tx(context.Background(), func(tx *journal.Tx) error {
+				return s.st.Flush(context.Background(), tx.Objects())
+			})
+			if err != nil {
+				s.err = err
+				return
+			}
+		}
+	}
+}
+
+// close lets go of the private copy's descriptor, once the goroutine is
+// done and nobody will Finish the stream.
+func (s *fileStream) close() {
+	s.closed.Do(func() { s.f.Close() })
+}
+
+// halt stops the goroutine and waits for it; it reports whether the
+// stream is still good to Finish (the caller closes it after). Never
+// called with the node's mu held: the goroutine may be waiting for the
+// journal's batch.
+func (s *fileStream) halt() bool {
+	s.cancel()
+	<-s.done
+	if s.err != nil {
+		log.Printf("art overlay: storing %s while written: %v (stored at close instead)", s.upper, s.err)
+		return false
+	}
+	return true
+}
+
+// dropStreamLocked ends streaming for n: a change the stream cannot
+// follow, or the content about to be journaled. The goroutine is stopped
+// without waiting (the caller holds n.mu); what it stored is garbage for
+// gc. The caller holds n.mu.
+func (n *node) dropStreamLocked() {
+	n.appending = false
+	if s := n.stream; s != nil {
+		n.stream = nil
+		s.cancel()
+		go func() {
+			<-s.done
+			s.close()
+		}()
+	}
+}
+
+// takeStreamLocked detaches n's stream for journal and says whether it
+// may be used: every change since the file was emptied was an append seen
+// here, on the private copy journal is about to store. Streaming ends
+// either way. The caller holds n.mu.
+func (n *node) takeStreamLocked() (*fileStream, bool) {
+	s := n.stream
+	ok := s != nil && n.appending && s.upper == n.upper && !n.inMem &&
+		n.ptWriters == 0 && !n.ptWritten && !n.mapped
+	n.stream = nil
+	n.appending = false
+	return s, ok
+}
+
+// appendedLocked notes a write of w bytes at off through the daemon: an
+// append at the tracked end extends it (and feeds or starts the stream),
+// anything else ends streaming. The caller holds n.mu.
+func (n *node) appendedLocked(off int64, w int) {
+	if !n.appending || off != n.seqEnd {
+		n.dropStreamLocked()
+		return
+	}
+	n.seqEnd += int64(w)
+	if n.inMem || n.upper == "" {
+		return
+	}
+	if n.stream == nil && n.seqEnd >= streamFrom && !n.fsys.readOnly {
+		n.startStreamLocked()
+		return
+	}
+	if n.stream != nil {
+		n.stream.wrote(n.seqEnd)
+	}
+}
+
+// haltStreams stops every stream of the mount (unmount).
+func (f *FS) haltStreams() {
+	f.streams.mu.Lock()
+	all := make([]*fileStream, 0, len(f.streams.set))
+	for s := range f.streams.set {
+		all = append(all, s)
+	}
+	f.streams.mu.Unlock()
+	for _, s := range all {
+		s.cancel()
+		<-s.done
+		s.close()
+	}
+}

@@ -1,0 +1,184 @@
+package overlay_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/artrt/art/journal"
+)
+
+// streamData is n pseudo-random (incompressible) bytes.
+func streamData(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	b := make([]byte, n)
+	for i := 0; i < n; i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8 && i+j < n; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return b
+}
+
+// writeSeq writes data to f in 1 MiB writes, as cp does.
+func writeSeq(t *testing.T, f *os.File, data []byte) {
+	t.Helper()
+	for off := 0; off < len(data); off += 1 << 20 {
+		if _, err := f.Write(data[off:min(off+1<<20, len(data))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkFile compares the file at p, on the mount and, after a remount,
+// as journaled.
+func (s *store) checkStreamed(name string, want []byte) {
+	s.t.Helper()
+	got, err := os.ReadFile(filepath.Join(s.mnt, name))
+	if err != nil || !bytes.Equal(got, want) {
+		s.t.Fatalf("%s on the mount: %d bytes (%v), want %d, equal %v", name, len(got), err, len(want), bytes.Equal(got, want))
+	}
+	s.unmount()
+	s.verify()
+	db, err := journal.Open(context.Background(), s.dbPath, journal.Options{ReadOnly: true})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	tree := journalTree(s.t, db)
+	db.Close()
+	if g, w := tree[name], fileDesc(0o644, want, 0); len(g) < 40 || g[:40] != w[:40] {
+		s.t.Fatalf("%s journaled as %q, want %q", name, g, w)
+	}
+	s.mount()
+}
+
+// A big file written from start to end is stored while it is written:
+// its journaling uses the stream, which had most of it stored already,
+// and the journaled content is the written one.
+func TestStreamWhileWriting(t *testing.T) {
+	s := newStore(t)
+	data := streamData(1, 40<<20+12345)
+	f, err := os.OpenFile(filepath.Join(s.mnt, "big"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSeq(t, f, data)
+	time.Sleep(200 * time.Millisecond) // let the stream catch up
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := s.fs.Stats()
+	if st.StreamStarts != 1 || st.Streamed != 1 || st.StreamedBytes < 8<<20 {
+		t.Fatalf("stats %+v: want one file streamed, most of it ahead of fsync", st)
+	}
+	s.checkStreamed("big", data)
+
+	// Truncated by open and written again: streamed again.
+	data2 := streamData(2, 20<<20)
+	if err := os.WriteFile(filepath.Join(s.mnt, "big"), data2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.fs.Stats(); st.StreamStarts != 1 || st.Streamed != 1 {
+		t.Fatalf("stats after rewrite %+v: want the rewrite streamed", st)
+	}
+	s.checkStreamed("big", data2)
+}
+
+// Any change but an append at the end - an overwrite below what the
+// stream stored, a truncate, a write past the end - drops the stream: the
+// file is stored from its private copy at close, with the change.
+func TestStreamDroppedOnOtherChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, f *os.File, data []byte) []byte
+	}{
+		{"overwrite", func(t *testing.T, f *os.File, data []byte) []byte {
+			patch := bytes.Repeat([]byte("x"), 4096)
+			if _, err := f.WriteAt(patch, 2<<20+100); err != nil {
+				t.Fatal(err)
+			}
+			copy(data[2<<20+100:], patch)
+			return data
+		}},
+		{"truncate", func(t *testing.T, f *os.File, data []byte) []byte {
+			if err := f.Truncate(10 << 20); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Seek(0, 2); err != nil {
+				t.Fatal(err)
+			}
+			more := streamData(9, 3<<20)
+			writeSeq(t, f, more)
+			return append(data[:10<<20:10<<20], more...)
+		}},
+		{"past the end", func(t *testing.T, f *os.File, data []byte) []byte {
+			tail := []byte("tail")
+			if _, err := f.WriteAt(tail, int64(len(data))+5000); err != nil {
+				t.Fatal(err)
+			}
+			out := append(data, make([]byte, 5000)...)
+			return append(out, tail...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			data := streamData(3, 24<<20)
+			f, err := os.OpenFile(filepath.Join(s.mnt, "f"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeSeq(t, f, data)
+			time.Sleep(200 * time.Millisecond) // the stream reads past the change
+			if s.fs.Stats().StreamStarts != 1 {
+				t.Fatalf("stats %+v: no stream started", s.fs.Stats())
+			}
+			want := tc.change(t, f, data)
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if st := s.fs.Stats(); st.Streamed != 0 {
+				t.Fatalf("stats %+v: a stream was used after a change it cannot follow", st)
+			}
+			s.checkStreamed("f", want)
+		})
+	}
+}
+
+// A gc that completes while a file streams may have collected what the
+// stream stored or found present but nothing referenced yet: the stream
+// is not used, and the file is stored whole at close.
+func TestStreamNotUsedAcrossGC(t *testing.T) {
+	s := newStore(t)
+	data := streamData(4, 48<<20)
+	f, err := os.Create(filepath.Join(s.mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSeq(t, f, data[:40<<20])
+	time.Sleep(300 * time.Millisecond) // rows flushed and committed
+	gc, err := journal.Open(context.Background(), s.dbPath, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gc.GC(context.Background(), journal.GCOptions{}); err != nil {
+		gc.Close()
+		t.Fatal(err)
+	}
+	gc.Close()
+	writeSeq(t, f, data[40<<20:])
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.fs.Stats(); st.StreamStarts != 1 || st.Streamed != 0 {
+		t.Fatalf("stats %+v: want the stream started and not used", st)
+	}
+	s.checkStreamed("f", data)
+}
