@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -351,6 +352,53 @@ func (s *Store) Has(ctx context.Context, id ID) (bool, error) {
 	}
 	return ok, nil
 }
+
+// hasMany reports, for each of ids, whether an object with that id is
+// stored: one statement per lookupBatch ids.
+func (s *Store) hasMany(ctx context.Context, ids []ID) ([]bool, error) {
+	out := make([]bool, len(ids))
+	at := make(map[ID][]int, len(ids))
+	for i, id := range ids {
+		at[id] = append(at[id], i)
+	}
+	for start := 0; start < len(ids); start += lookupBatch {
+		batch := ids[start:min(start+lookupBatch, len(ids))]
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = id[:]
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT id FROM objects WHERE id IN (?`+strings.Repeat(`, ?`, len(batch)-1)+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			var id ID
+			if len(b) != len(id) {
+				continue // not an id this store writes: no match
+			}
+			copy(id[:], b)
+			for _, i := range at[id] {
+				out[i] = true
+			}
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// lookupBatch is the ids hasMany looks up per statement.
+const lookupBatch = 128
 
 func (s *Store) has(ctx context.Context, id ID) (bool, error) {
 	var one int

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"strings"
+	"sync"
 )
 
 // Stream stores a file's content while the file is still being written
@@ -40,6 +43,7 @@ type Stream struct {
 	pending map[ID]struct{} // their ids: a chunk repeated before Flush is kept once
 	rowMem  int64           // inline bytes rows hold
 	buf     []byte          // read buffer (streamRead bytes)
+	cuts    [][2]int        // chunk spans in buf
 	zbuf    []byte          // compression scratch
 }
 
@@ -91,33 +95,64 @@ func (st *Stream) Advance(ctx context.Context, end int64) error {
 			return fmt.Errorf("stream %s: read at %d: %w", st.f.Name(), st.pos, err)
 		}
 		data := st.buf[:got]
-		p := 0
-		for len(data)-p >= MaxChunk {
-			if err := ctx.Err(); err != nil {
-				st.pos += int64(p)
-				return err
-			}
+		// Cut every final chunk of the block, hash them on all cores and
+		// look them up a batch at a time: per chunk, a lookup statement
+		// cost as much as hashing it.
+		st.cuts = st.cuts[:0]
+		for p := 0; len(data)-p >= MaxChunk; {
 			c := Cut(data[p:])
-			if err := st.chunk(ctx, data[p:p+c]); err != nil {
-				st.pos += int64(p)
-				return err
-			}
+			st.cuts = append(st.cuts, [2]int{p, p + c})
 			p += c
 		}
-		if p == 0 {
+		if len(st.cuts) == 0 {
 			return nil // cannot happen with want >= MaxChunk; no spin
 		}
-		st.pos += int64(p)
+		ids := st.hashCuts(data)
+		present, err := st.s.hasMany(context.WithoutCancel(ctx), ids)
+		if err != nil {
+			return fmt.Errorf("stream: look up chunks: %w", err)
+		}
+		done := 0
+		for i, c := range st.cuts {
+			if err := ctx.Err(); err != nil {
+				st.pos += int64(done)
+				return err
+			}
+			if err := st.chunk(ids[i], present[i], data[c[0]:c[1]]); err != nil {
+				st.pos += int64(done)
+				return err
+			}
+			done = c[1]
+		}
+		st.pos += int64(done)
 	}
 	return nil
+}
+
+// hashCuts returns the ids of the chunks st.cuts marks in data, hashed on
+// up to GOMAXPROCS goroutines.
+func (st *Stream) hashCuts(data []byte) []ID {
+	ids := make([]ID, len(st.cuts))
+	workers := min(runtime.GOMAXPROCS(0), len(st.cuts)/8+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(st.cuts); i += workers {
+				ids[i] = Sum(data[st.cuts[i][0]:st.cuts[i][1]])
+			}
+		}()
+	}
+	wg.Wait()
+	return ids
 }
 
 // chunk adds one final chunk to the manifest and keeps its row unless
 // the store has it (a hint, checked again by Finish's caller through
 // the gc generation) or it is pending already. On error nothing changed:
 // the manifest never names a chunk without its row.
-func (st *Stream) chunk(ctx context.Context, chunk []byte) error {
-	id := Sum(chunk)
+func (st *Stream) chunk(id ID, present bool, chunk []byte) error {
 	add := func() {
 		st.m.Extents = append(st.m.Extents, Extent{ID: id, Len: int64(len(chunk))})
 		st.m.Size += int64(len(chunk))
@@ -128,11 +163,7 @@ func (st *Stream) chunk(ctx context.Context, chunk []byte) error {
 		add()
 		return nil
 	}
-	// Not cancelled with ctx: the lookup is short, and the caller stops
-	// between chunks.
-	if ok, err := st.s.has(context.WithoutCancel(ctx), id); err != nil {
-		return fmt.Errorf("stream: look up chunk %s: %w", id.Short(), err)
-	} else if ok {
+	if present {
 		add()
 		return nil
 	}
@@ -157,16 +188,16 @@ func (st *Stream) chunk(ctx context.Context, chunk []byte) error {
 }
 
 // Flush inserts the rows Advance produced through s, a transaction's
-// store of the same database (and pack directory) as the stream's.
+// store of the same database (and pack directory) as the stream's:
+// packed rows many to a statement.
 func (st *Stream) Flush(ctx context.Context, s *Store) error {
+	var packed []streamRow
 	for _, r := range st.rows {
-		var n int64
-		var err error
 		if r.stored == nil {
-			n, err = s.insertPackedRow(ctx, r.id, KindChunk, r.codec, r.size, r.pack, r.off, r.n)
-		} else {
-			n, err = s.insertStored(ctx, r.id, KindChunk, r.codec, r.size, r.stored, false)
+			packed = append(packed, r)
+			continue
 		}
+		n, err := s.insertStored(ctx, r.id, KindChunk, r.codec, r.size, r.stored, false)
 		if err != nil {
 			return fmt.Errorf("stream: put chunk %s: %w", r.id.Short(), err)
 		}
@@ -175,10 +206,37 @@ func (st *Stream) Flush(ctx context.Context, s *Store) error {
 			st.st.NewBytes += n
 		}
 	}
+	for len(packed) > 0 {
+		batch := packed[:min(len(packed), insertBatch)]
+		packed = packed[len(batch):]
+		// kind 1: KindChunk.
+		q := `INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES ` +
+			strings.Repeat(`(?, 1, ?, ?, x'', ?, ?, ?), `, len(batch)-1) + `(?, 1, ?, ?, x'', ?, ?, ?)`
+		args := make([]any, 0, 6*len(batch))
+		var bytes int64
+		for _, r := range batch {
+			args = append(args, r.id[:], r.codec, r.size, r.pack, r.off, r.n)
+			bytes += r.n
+		}
+		res, err := s.db.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("stream: put %d chunks: %w", len(batch), err)
+		}
+		if n, err := res.RowsAffected(); err == nil {
+			st.st.NewChunks += int(n)
+			if int(n) == len(batch) {
+				st.st.NewBytes += bytes
+			}
+		}
+	}
 	st.rows, st.rowMem = st.rows[:0], 0
 	clear(st.pending)
 	return nil
 }
+
+// insertBatch is the rows of one multi-row INSERT (6 parameters each,
+// well under SQLite's limit of 32,766).
+const insertBatch = 128
 
 // Finish stores the file through s, a transaction's store: the rows not
 // yet flushed, the chunks of the file from Pos to its current size (as

@@ -117,6 +117,29 @@ func TestStreamMatchesPutSparseFile(t *testing.T) {
 			if packed < 100 || dups != 0 {
 				t.Fatalf("%d objects packed, %d duplicate rows", packed, dups)
 			}
+			// Chunks found present (the repeated third, after a flush)
+			// were not appended again: the pack holds exactly the rows'
+			// bytes.
+			var rowBytes int64
+			if err := db.QueryRow(`SELECT coalesce(sum(pack_len), 0) FROM objects WHERE pack != 0`).Scan(&rowBytes); err != nil {
+				t.Fatal(err)
+			}
+			if err := packs.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "uneven" {
+				nums, err := packs.List()
+				if err != nil || len(nums) != 1 {
+					t.Fatalf("packs %v: %v", nums, err)
+				}
+				fi, err := os.Stat(filepath.Join(packs.Dir(), packName(nums[0])))
+				if err != nil || fi.Size() != rowBytes {
+					t.Fatalf("pack holds %d bytes, rows name %d (%v)", fi.Size(), rowBytes, err)
+				}
+			}
+			packs = OpenPacks(packs.Dir(), true)
+			defer packs.Close()
+			s = NewPackedStore(db, packs)
 			var out bytes.Buffer
 			if _, err := s.ReadFile(ctx, id, &out); err != nil || !bytes.Equal(out.Bytes(), data) {
 				t.Fatalf("read back: %v (equal %v)", err, bytes.Equal(out.Bytes(), data))
