@@ -45,6 +45,7 @@ type Stream struct {
 	buf     []byte          // read buffer (streamRead bytes)
 	cuts    [][2]int        // chunk spans in buf
 	zbuf    []byte          // compression scratch
+	rawRun  int             // new chunks in a row stored raw (see chunk)
 }
 
 // streamRow is a chunk's row to be inserted: its stored bytes inline, or
@@ -56,6 +57,17 @@ type streamRow struct {
 	pack, off   int64
 	n           int64 // packed length
 }
+
+// After rawRunSkip new chunks in a row that zstd could not shrink, a
+// Stream stores new chunks raw without trying, except every rawRunProbe-th.
+// zstd's fastest level gives up on a random chunk at about 2.4 GB/s per
+// core: a third of the CPU a stream spent per byte besides hashing and
+// cutting. A compressible stretch after an incompressible one is stored
+// raw for at most rawRunProbe chunks (1 MiB at most) before it is noticed.
+const (
+	rawRunSkip  = 8
+	rawRunProbe = 16
+)
 
 // streamRead is how much of the file Advance reads at a time.
 const streamRead = 4 << 20
@@ -167,7 +179,22 @@ func (st *Stream) chunk(id ID, present bool, chunk []byte) error {
 		add()
 		return nil
 	}
-	codec, stored := st.s.c.compress(chunk, &st.zbuf)
+	var codec int
+	var stored []byte
+	if st.rawRun >= rawRunSkip && st.rawRun%rawRunProbe != 0 {
+		// The file has been incompressible for a while (a download of
+		// compressed data, media, random bytes): store raw without an
+		// attempt, trying again every rawRunProbe chunks.
+		codec, stored = codecRaw, chunk
+		st.rawRun++
+	} else {
+		codec, stored = st.s.c.compress(chunk, &st.zbuf)
+		if codec == codecRaw && len(chunk) >= minCompress {
+			st.rawRun++
+		} else {
+			st.rawRun = 0
+		}
+	}
 	r := streamRow{id: id, codec: int64(codec), size: int64(len(chunk))}
 	// As putData decides: past the first packFrom bytes of the file,
 	// this chunk included.

@@ -3,6 +3,7 @@ package cas
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -174,5 +175,66 @@ func TestStreamFinishRefusesShrunkFile(t *testing.T) {
 	}
 	if _, _, err := st.Finish(ctx, s); err == nil {
 		t.Fatal("finished a stream whose file shrank")
+	}
+}
+
+// After a run of incompressible chunks a Stream stops trying to compress,
+// but probes again: compressible data after random data ends up
+// compressed but for at most rawRunProbe chunks.
+func TestStreamSkipsCompressionOfIncompressibleRuns(t *testing.T) {
+	ctx := context.Background()
+	var text bytes.Buffer
+	for i := 0; text.Len() < 6<<20; i++ {
+		fmt.Fprintf(&text, "line %d of a compressible log, with some words to repeat\n", i)
+	}
+	data := append(randBytes(51, 6<<20), text.Bytes()...)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	db := openDB(t)
+	packs := OpenPacks(filepath.Join(t.TempDir(), "store.packs"), false)
+	t.Cleanup(func() { packs.Close() })
+	s := NewPackedStore(db, packs)
+	st := s.NewStream(f)
+	if err := st.Advance(ctx, int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := st.Finish(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetManifest(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	rawText, zText, zRandom := 0, 0, 0
+	for _, e := range m.Extents {
+		var codec int
+		if err := db.QueryRow(`SELECT codec FROM objects WHERE id = ?`, e.ID[:]).Scan(&codec); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case off >= 6<<20 && codec == 0:
+			rawText++
+		case off >= 6<<20:
+			zText++
+		case codec != 0:
+			zRandom++
+		}
+		off += e.Len
+	}
+	if zRandom != 0 || zText == 0 || rawText > rawRunProbe {
+		t.Fatalf("random chunks compressed %d; text chunks compressed %d, raw %d (want at most %d)", zRandom, zText, rawText, rawRunProbe)
+	}
+	var out bytes.Buffer
+	if _, err := s.ReadFile(ctx, id, &out); err != nil || !bytes.Equal(out.Bytes(), data) {
+		t.Fatalf("read back: %v", err)
 	}
 }
