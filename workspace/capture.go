@@ -226,7 +226,11 @@ func (im *importer) read(tx *journal.Tx, e *hostEntry, hp string) (*hostRead, er
 		}
 		return &hostRead{id: cas.Sum([]byte(target)), size: int64(len(target)), st: e.st, target: []byte(target)}, nil
 	}
-	if p, st := im.pf.take(hp, &e.st); p != nil {
+	p, st := im.pf.take(hp, &e.st)
+	if p == nil {
+		p, st = im.la.take(hp, &e.st)
+	}
+	if p != nil {
 		// Read, chunked and compressed ahead by a worker (prefetch.go),
 		// after the lstat of e, as the read below would be.
 		id, fs, err := tx.Objects().PutPrepared(im.ctx, p)

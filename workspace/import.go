@@ -98,6 +98,7 @@ type importer struct {
 	warn  io.Writer
 	skip  map[string]bool // host paths never captured: the store's own files
 	pf    *prefetcher     // the current directory's files prepared ahead
+	la    *lookahead      // the host tree walked ahead (nil: each directory read in turn)
 	// cache holds the import cache of the whole workspace, read in one
 	// ordered scan at the start, by directory store path; nil if it was
 	// larger than cacheLimit (each directory then reads its own). Each
@@ -215,7 +216,17 @@ func (im *importer) run(abs string) error {
 		return err
 	}
 	fmt.Fprintf(im.out, "Workspace name: %s\nFiles will be stored under: /%s/\n", im.name, im.name)
-	if err := im.dir(abs, &place{host: abs, store: "/" + im.name, ino: wsIno}); err != nil {
+	if im.cache != nil {
+		// The walk needs the whole import cache to know which files will
+		// be read; it owns it from here (importer.cache stays nil, and a
+		// directory it has no listing for reads its records itself).
+		im.la = startLookahead(im.ctx, im.db.Objects(), abs, "/"+im.name, im.skip, im.cache)
+		im.cache = nil
+	}
+	err = im.dir(abs, &place{host: abs, store: "/" + im.name, ino: wsIno})
+	im.la.finish()
+	im.la = nil
+	if err != nil {
 		return err
 	}
 	return im.batch.Update(im.ctx, func(tx *journal.Tx) error {
@@ -392,15 +403,26 @@ func (im *importer) dir(hostPath string, pl *place) error {
 	if err := im.ctx.Err(); err != nil {
 		return err
 	}
-	host, err := readHostDir(hostPath)
-	if err != nil {
-		return err
+	var host []hostEntry
+	var listed map[string]journal.StatCache // the lookahead's records of the directory
+	if l := im.la.next(hostPath); l != nil {
+		if l.err != nil {
+			return l.err
+		}
+		host, listed = l.ents, l.cache
+	} else {
+		var err error
+		if host, err = readHostDir(hostPath); err != nil {
+			return err
+		}
 	}
 	var subs []*place
-	err = im.batch.Update(im.ctx, func(tx *journal.Tx) error {
+	err := im.batch.Update(im.ctx, func(tx *journal.Tx) error {
 		subs = subs[:0]
 		var cache map[string]journal.StatCache
-		if im.cache != nil {
+		if listed != nil {
+			cache = listed
+		} else if im.cache != nil {
 			cache = im.cache[pl.store]
 			delete(im.cache, pl.store) // read once: see importer.cache
 			if cache == nil {
@@ -449,12 +471,14 @@ func (im *importer) dir(hostPath string, pl *place) error {
 		for _, d := range have {
 			byName[string(d.Name)] = d.Node
 		}
-		if cands := im.prefetchable(pl, hostPath, host, cache); len(cands) >= 2 {
-			im.pf = startPrefetch(im.ctx, im.db.Objects(), cands)
-			defer func() {
-				im.pf.finish()
-				im.pf = nil
-			}()
+		if im.la == nil {
+			if cands := im.prefetchable(pl, hostPath, host, cache); len(cands) >= 2 {
+				im.pf = startPrefetch(im.ctx, im.db.Objects(), cands)
+				defer func() {
+					im.pf.finish()
+					im.pf = nil
+				}()
+			}
 		}
 		seen := make(map[string]bool, len(host))
 		for i := range host {
@@ -629,6 +653,12 @@ func (im *importer) resolve(tx *journal.Tx, p *place) error {
 // import will read (new, changed or racy since the last import; small;
 // one name), in the order it will read them.
 func (im *importer) prefetchable(pl *place, hostPath string, host []hostEntry, cache map[string]journal.StatCache) []string {
+	return prefetchCandidates(pl, hostPath, host, cache, im.skip)
+}
+
+// prefetchCandidates is prefetchable with the importer's skipped paths
+// given (the lookahead's walk calls it on its own goroutine).
+func prefetchCandidates(pl *place, hostPath string, host []hostEntry, cache map[string]journal.StatCache, skip map[string]bool) []string {
 	var out []string
 	for i := range host {
 		e := &host[i]
@@ -643,7 +673,7 @@ func (im *importer) prefetchable(pl *place, hostPath string, host []hostEntry, c
 			continue // unchanged: not read
 		}
 		hp := filepath.Join(hostPath, string(e.name))
-		if im.skip[hp] {
+		if skip[hp] {
 			continue
 		}
 		out = append(out, hp)

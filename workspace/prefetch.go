@@ -44,7 +44,8 @@ type prefetchItem struct {
 	st    unix.Stat_t   // the stat the content was read with
 	p     *cas.Prepared
 	err   error
-	taken bool // the importer has it (its slot is free again)
+	taken bool  // the importer has it (its slot is free again)
+	dir   int64 // lookahead: the sequence number of its directory's listing
 }
 
 // prefetcher prepares one directory's candidate files in order.
@@ -75,7 +76,7 @@ func startPrefetch(ctx context.Context, objs *cas.Store, paths []string) *prefet
 		go func() {
 			defer pf.wg.Done()
 			for it := range jobs {
-				it.p, it.err = pf.prepare(it)
+				it.p, it.err = prepareItem(ctx, objs, it)
 				close(it.done)
 			}
 		}()
@@ -106,8 +107,8 @@ func startPrefetch(ctx context.Context, objs *cas.Store, paths []string) *prefet
 	return pf
 }
 
-// prepare opens, checks and prepares one file as importer.read does.
-func (pf *prefetcher) prepare(it *prefetchItem) (*cas.Prepared, error) {
+// prepareItem opens, checks and prepares one file as importer.read does.
+func prepareItem(ctx context.Context, objs *cas.Store, it *prefetchItem) (*cas.Prepared, error) {
 	f, err := openHostFile(it.path)
 	if err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func (pf *prefetcher) prepare(it *prefetchItem) (*cas.Prepared, error) {
 	if kindOf(it.st.Mode) != cas.EntryFile || it.st.Size > prefetchMaxFile {
 		return nil, errNotPrefetched
 	}
-	return pf.objs.PrepareSparseFile(pf.ctx, f)
+	return objs.PrepareSparseFile(ctx, f)
 }
 
 // take returns the prepared content of path and the stat it was read
