@@ -64,15 +64,21 @@ func (s *Store) PrepareSparseFile(ctx context.Context, f *os.File) (*Prepared, e
 // have for the content as it was read.
 func (s *Store) PutPrepared(ctx context.Context, p *Prepared) (ID, FileStats, error) {
 	st := p.st
+	pack := p.m.Size >= packFrom
 	for _, r := range p.rows {
-		ok, err := s.has(ctx, r.ID)
-		if err != nil {
-			return ID{}, st, fmt.Errorf("put file: look up chunk %s: %w", r.ID.Short(), err)
+		// A row kept inline needs no look-up first: INSERT OR IGNORE
+		// says whether it was new. Only bytes bound for a pack are
+		// looked up, so that a known chunk appends no garbage to it.
+		if pack && s.packs != nil && len(r.Data) >= minPackStored {
+			ok, err := s.has(ctx, r.ID)
+			if err != nil {
+				return ID{}, st, fmt.Errorf("put file: look up chunk %s: %w", r.ID.Short(), err)
+			}
+			if ok {
+				continue
+			}
 		}
-		if ok {
-			continue
-		}
-		n, err := s.insertRawPack(ctx, r, p.m.Size >= packFrom)
+		n, err := s.insertRawPack(ctx, r, pack)
 		if err != nil {
 			return ID{}, st, fmt.Errorf("put file: %w", err)
 		}

@@ -277,11 +277,19 @@ func (s *Store) Put(ctx context.Context, k Kind, data []byte) (ID, int64, error)
 
 // put stores data, whose id the caller computed, if absent.
 func (s *Store) put(ctx context.Context, id ID, k Kind, data []byte) (int64, error) {
-	if ok, err := s.has(ctx, id); err != nil || ok {
-		return 0, err
+	// The look-up spares compressing what is stored already; for a small
+	// object (a one-chunk file's manifest, most trees) it costs more than
+	// compressing, and INSERT OR IGNORE says whether the object was new.
+	if len(data) > smallPut {
+		if ok, err := s.has(ctx, id); err != nil || ok {
+			return 0, err
+		}
 	}
 	return s.insert(ctx, id, k, data, false)
 }
+
+// smallPut is the size up to which put inserts without looking up first.
+const smallPut = 1 << 10
 
 // insert compresses data and inserts it unless a row with id exists,
 // its stored bytes in a pack when pack is set and s has packs. It returns
