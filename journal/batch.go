@@ -27,6 +27,8 @@ type Batch struct {
 	op       *Op
 	maxDelay time.Duration
 	maxOps   int
+	// unguarded: updates run without savepoints (see Unguarded).
+	unguarded bool
 
 	mu sync.Mutex
 	// conn is the writer connection while a transaction is open. The
@@ -57,6 +59,21 @@ func (op *Op) NewBatch(maxDelay time.Duration, maxOps int) *Batch {
 		maxOps = 1000
 	}
 	return &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps, paths: newPathCache()}
+}
+
+// Unguarded makes b run its updates without savepoints: an update that
+// fails after writing rolls back the whole open transaction, every
+// uncommitted update with it, and Update returns its error wrapped. For a
+// writer that gives up at its first error anyway (an import): a savepoint
+// makes SQLite copy every page an update changes, that an earlier one of
+// the transaction changed too, to a statement journal, a temporary file
+// once past 64 KiB - in an import of Go's src/ 40,000 page writes to a
+// file that is only read if the update fails. Call before the first
+// Update.
+func (b *Batch) Unguarded() {
+	b.mu.Lock()
+	b.unguarded = true
+	b.mu.Unlock()
 }
 
 // txState is what a rolled-back update must restore in memory.
@@ -100,7 +117,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 			discard(conn)
 			return fmt.Errorf("begin write: %w", err)
 		}
-		uc := &updateConn{Conn: conn}
+		uc := &updateConn{Conn: conn, unguarded: b.unguarded}
 		t, err := b.op.openTx(bg, uc)
 		if err != nil {
 			endTx(conn, `ROLLBACK`)
@@ -118,6 +135,9 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 		return b.abortLocked(serr)
 	}
 	if err != nil {
+		if savepoint && b.unguarded {
+			return b.abortLocked(err)
+		}
 		if savepoint {
 			if _, rerr := b.conn.ExecContext(bg, `ROLLBACK TO u; RELEASE u`); rerr != nil {
 				return b.abortLocked(rerr)
@@ -126,7 +146,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 		b.t.restore(saved)
 		return err
 	}
-	if savepoint {
+	if savepoint && !b.unguarded {
 		if _, err := b.conn.ExecContext(bg, `RELEASE u`); err != nil {
 			return b.abortLocked(err)
 		}
@@ -223,21 +243,52 @@ func (b *Batch) commitLocked() error {
 type updateConn struct {
 	*sql.Conn
 	mu        sync.Mutex // held while the savepoint opens: no write may run before
-	savepoint bool       // SAVEPOINT u is open for the current update
+	savepoint bool       // SAVEPOINT u is open for the current update (unguarded: it wrote)
 	err       error      // opening it failed: the Batch must abort
+	unguarded bool       // see Batch.Unguarded: no SAVEPOINT is run
 }
 
+// Statements of an update run with their context's values but not its
+// cancellation: both database/sql and go-sqlite3 watch a cancellable
+// context on a goroutine of their own for every statement, which cost an
+// import more CPU than many of its statements (about 7 futex and
+// nanosleep calls per imported file). A context already done still stops
+// the update at its next statement, and an interrupted update rolls back
+// its savepoint either way, so what a cancel can leave behind is the
+// same; only a statement already running is no longer cut short (they
+// are all small: a row, a directory's listing).
 func (c *updateConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := c.open(); err != nil {
 		return nil, err
 	}
-	return c.Conn.ExecContext(ctx, q, args...)
+	return c.Conn.ExecContext(context.WithoutCancel(ctx), q, args...)
+}
+
+func (c *updateConn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.Conn.QueryContext(context.WithoutCancel(ctx), q, args...)
+}
+
+func (c *updateConn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if ctx.Err() != nil {
+		return c.Conn.QueryRowContext(ctx, q, args...) // a Row holding ctx's error
+	}
+	return c.Conn.QueryRowContext(context.WithoutCancel(ctx), q, args...)
 }
 
 func (c *updateConn) open() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.savepoint {
+		return nil
+	}
+	if c.unguarded {
+		c.savepoint = true
 		return nil
 	}
 	if c.err == nil {

@@ -547,3 +547,118 @@ func TestBatchSavepointWithParallelWrites(t *testing.T) {
 		t.Fatalf("%d objects after failed updates, want %d", got, before)
 	}
 }
+
+// TestBatchUnguarded: without savepoints, an update that fails after
+// writing takes every uncommitted update with it (and the batch goes on
+// with a new transaction, committed updates untouched); one that fails
+// before writing takes nothing. The store verifies after either.
+func TestBatchUnguarded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "b.db")
+	db, err := journal.Open(ctx, path, journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	op, err := db.BeginOp(ctx, "main", "test", "unguarded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 0)
+	b.Unguarded()
+	mkdir := func(name string, fail error) error {
+		return b.Update(ctx, func(tx *journal.Tx) error {
+			if _, err := tx.Create(journal.RootIno, []byte(name), journal.Attr{Kind: cas.EntryDir, Mode: 0o755}); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
+	if err := mkdir("kept", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkdir("lost", nil); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := mkdir("ghost", boom); !errors.Is(err, boom) {
+		t.Fatalf("failing update: %v, want boom", err)
+	}
+	// A failure before any write leaves the transaction alone.
+	if err := mkdir("a", nil); err != nil {
+		t.Fatalf("update after the abort: %v", err)
+	}
+	if err := b.Update(ctx, func(tx *journal.Tx) error {
+		if _, err := tx.Lookup(journal.RootIno, []byte("a")); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("failing read-only update: %v, want boom", err)
+	}
+	if err := mkdir("b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := db.Events(ctx, journal.EventQuery{Branch: "main", Op: op.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range evs {
+		names = append(names, string(e.Path))
+	}
+	if fmt.Sprint(names) != "[kept a b]" {
+		t.Fatalf("events: %q, want [kept a b] (lost and ghost rolled back together)", names)
+	}
+	if err := op.End(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := db.Verify(ctx, journal.VerifyOptions{Rebuild: true})
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+}
+
+// TestBatchCancelledContext: statements of an update do not watch their
+// context, but one already done stops the update at its next statement,
+// and the update leaves nothing.
+func TestBatchCancelledContext(t *testing.T) {
+	ctx := context.Background()
+	db, err := journal.Open(ctx, filepath.Join(t.TempDir(), "b.db"), journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	op, err := db.BeginOp(ctx, "main", "test", "cancel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 0)
+	cctx, cancel := context.WithCancel(ctx)
+	err = b.Update(cctx, func(tx *journal.Tx) error {
+		if _, _, err := tx.Objects().Put(cctx, cas.KindChunk, []byte("before")); err != nil {
+			return err
+		}
+		cancel()
+		_, _, err := tx.Objects().Put(cctx, cas.KindChunk, []byte("after"))
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("update with a cancelled context: %v, want context.Canceled", err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.Objects().Has(ctx, cas.Sum([]byte("before"))); err != nil || ok {
+		t.Fatalf("the cancelled update's first object: stored %v (%v), want rolled back", ok, err)
+	}
+	if err := op.End(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -122,8 +122,9 @@ var cacheLimit = 1 << 17
 
 // Import captures opts.Dir into the branch under /<name>/ and ends with a
 // snapshot. It returns what it did. On error the branch keeps every
-// directory committed so far (each directory is one transaction); the next
-// Import continues from there.
+// directory committed so far (directories are committed 64 at a time; the
+// group an error falls in is rolled back whole); the next Import continues
+// from there.
 func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStats, error) {
 	if opts.Branch == "" {
 		opts.Branch = journal.DefaultBranch
@@ -150,6 +151,9 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		// prepared and commits are amortized, while other writers of the
 		// store wait at most one group.
 		batch: op.NewBatch(0, 64)}
+	// An import stops at its first error: it needs no savepoint per
+	// directory (journal.Batch.Unguarded).
+	im.batch.Unguarded()
 	for _, f := range StoreFiles(db.Path()) {
 		im.skip[f] = true
 	}
