@@ -38,6 +38,10 @@ import (
 // walSizeLimit is what the WAL file is truncated to when it restarts.
 const walSizeLimit = 64 << 20
 
+// walCheckpointPages is the WAL size, in pages, past which a commit
+// checkpoints (32 MiB of 4 KiB pages): well under walSizeLimit.
+const walCheckpointPages = 8192
+
 // driverName is the go-sqlite3 driver with the connect hook.
 const driverName = "sqlite3_art"
 
@@ -56,7 +60,16 @@ func hardenConn(c *sqlite3.SQLiteConn) error {
 	// 4 GiB file is 4.5 GB of WAL) is cut back to walSizeLimit when it
 	// restarts after a checkpoint, instead of occupying its high-water
 	// mark on disk until the last connection closes.
-	if _, err := c.Exec(fmt.Sprintf(`PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON; PRAGMA journal_size_limit = %d`, walSizeLimit), nil); err != nil {
+	//
+	// wal_autocheckpoint: the committing connection copies the WAL into
+	// the database and fsyncs both whenever the WAL passes this many
+	// pages. SQLite's 1,000 (4 MiB) made an ingest of Go's src/ (58 MB)
+	// checkpoint 25 times, its writer waiting on 55 fsyncs (0.45 s of
+	// 1.3 s); at walCheckpointPages, 16 fsyncs. Durability is the same:
+	// a commit is durable by the WAL alone (and its fsync at commit with
+	// synchronous=FULL), whenever the checkpoint runs.
+	if _, err := c.Exec(fmt.Sprintf(`PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON; PRAGMA journal_size_limit = %d; PRAGMA wal_autocheckpoint = %d`,
+		walSizeLimit, walCheckpointPages), nil); err != nil {
 		return fmt.Errorf("harden connection: %w", err)
 	}
 	return nil
