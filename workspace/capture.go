@@ -348,7 +348,7 @@ func (im *importer) entry(tx *journal.Tx, pl *place, e *hostEntry, hp string, ol
 		im.conflict(sp, "host", "changed on the host, deleted or renamed in the branch (an edit beats a deletion)")
 		branchChanged = false
 	}
-	a, err := hostAttr(hp, &e.st)
+	a, err := entryAttr(hp, e)
 	if err != nil {
 		return nil, err
 	}

@@ -299,6 +299,10 @@ type hostEntry struct {
 	name []byte
 	st   unix.Stat_t
 	kind cas.EntryKind // 0: unsupported
+	// xattrs are its user.* xattrs when read after st by the lookahead
+	// (hasXattrs), so the importer need not list them itself.
+	xattrs    []cas.Xattr
+	hasXattrs bool
 }
 
 func kindOf(mode uint32) cas.EntryKind {
@@ -338,6 +342,17 @@ func readHostDir(path string) ([]hostEntry, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// entryAttr is hostAttr of host entry e, at host path path, with the
+// xattrs the lookahead read if it did.
+func entryAttr(path string, e *hostEntry) (journal.Attr, error) {
+	if !e.hasXattrs || kindOf(e.st.Mode) == cas.EntrySymlink {
+		return hostAttr(path, &e.st)
+	}
+	st := &e.st
+	return journal.Attr{Kind: kindOf(st.Mode), Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid,
+		MTime: st.Mtim.Sec*1e9 + st.Mtim.Nsec, Xattrs: e.xattrs}, nil
 }
 
 // hostAttr reads the metadata of path (lstat) and its user.* xattrs.

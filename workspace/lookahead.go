@@ -120,6 +120,18 @@ func (la *lookahead) walk(hostPath, store string, seq *int64) bool {
 			pl.parent = &place{} // only the root skips staging directories
 		}
 		cands := prefetchCandidates(pl, hostPath, l.ents, l.cache, la.skip)
+		// The xattrs of the files the importer will read, listed here
+		// rather than on its goroutine; a change after the lstat moves
+		// the ctime, as when the importer lists them after it.
+		for i := range l.ents {
+			e := &l.ents[i]
+			if e.kind != cas.EntryFile {
+				continue
+			}
+			if xs, err := readXattrs(filepath.Join(hostPath, string(e.name))); err == nil {
+				e.xattrs, e.hasXattrs = xs, true
+			} // else the importer lists them and reports what is wrong
+		}
 		la.mu.Lock()
 		for _, p := range cands {
 			if la.items[p] != nil {
