@@ -42,6 +42,7 @@ type lookahead struct {
 	cache map[string]map[string]journal.StatCache
 
 	dirs           chan *listing      // walk order; closed when the walk ends
+	ents           entryBudget        // entries of the listings handed over and not done with
 	jobs           chan *prefetchItem // to the workers
 	slots          chan struct{}      // one per item running or prepared and not released
 	stop           chan struct{}
@@ -52,21 +53,67 @@ type lookahead struct {
 	queue []*prefetchItem          // the same, in walk order
 
 	// The importer's side (its goroutine only).
-	cur int64 // sequence number of the listing it is in
+	cur  int64 // sequence number of the listing it is in
+	held int   // its entries, counted in ents
 }
 
 // listing is one host directory as the walk read it.
 type listing struct {
 	host  string
 	seq   int64
+	size  int // entries counted in lookahead.ents
 	ents  []hostEntry
 	cache map[string]journal.StatCache // the import cache records of its entries
 	err   error
 }
 
-// lookaheadDirs bounds the listings read and not yet taken (each holds a
-// directory's entries).
+// lookaheadDirs bounds the listings read and not yet taken.
 const lookaheadDirs = 4
+
+// lookaheadEntries bounds the entries of the listings the walk has read
+// and the importer is not done with (about 250 bytes each), unless one
+// directory alone has more: then that directory is all the walk holds.
+var lookaheadEntries = 1 << 16 // a variable for tests
+
+// entryBudget counts the entries of the listings held.
+type entryBudget struct {
+	mu      sync.Mutex
+	cond    sync.Cond
+	used    int
+	stopped bool
+}
+
+// acquire waits until n more entries fit (or none are held), false if
+// stopped first.
+func (b *entryBudget) acquire(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used > 0 && b.used+n > lookaheadEntries && !b.stopped {
+		b.cond.Wait()
+	}
+	if b.stopped {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+func (b *entryBudget) release(n int) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+func (b *entryBudget) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
 
 // startLookahead begins walking root, whose store path is store. cache is
 // the whole import cache by store directory; the walk owns it from now
@@ -77,6 +124,7 @@ func startLookahead(ctx context.Context, objs *cas.Store, root, store string, sk
 		dirs: make(chan *listing, lookaheadDirs), jobs: make(chan *prefetchItem),
 		slots: make(chan struct{}, prefetchAhead), stop: make(chan struct{}),
 		items: map[string]*prefetchItem{}}
+	la.ents.cond.L = &la.ents.mu
 	workers := runtime.GOMAXPROCS(0)
 	la.workWG.Add(workers)
 	for range workers {
@@ -106,6 +154,10 @@ func (la *lookahead) walk(hostPath, store string, seq *int64) bool {
 	*seq++
 	l := &listing{host: hostPath, seq: *seq}
 	l.ents, l.err = readHostDir(hostPath)
+	l.size = max(len(l.ents), 1)
+	if !la.ents.acquire(l.size) {
+		return false
+	}
 	l.cache = la.cache[store]
 	delete(la.cache, store)
 	if l.cache == nil {
@@ -147,6 +199,7 @@ func (la *lookahead) walk(hostPath, store string, seq *int64) bool {
 	select {
 	case la.dirs <- l:
 	case <-la.stop:
+		la.ents.release(l.size)
 		return false
 	}
 	if l.err != nil {
@@ -194,13 +247,18 @@ func (la *lookahead) next(hostPath string) *listing {
 		return nil
 	}
 	la.releaseUpTo(la.cur)
+	// The importer is done with the entries of the directories before
+	// (it moves to the next one only after handling every entry).
+	la.ents.release(la.held)
+	la.held = 0
 	for l := range la.dirs {
 		if l.host == hostPath {
-			la.cur = l.seq
+			la.cur, la.held = l.seq, l.size
 			la.releaseUpTo(l.seq - 1)
 			return l
 		}
 		// A directory the importer skipped: it never comes back to it.
+		la.ents.release(l.size)
 		la.releaseUpTo(l.seq)
 	}
 	return nil
@@ -273,6 +331,7 @@ func (la *lookahead) finish() {
 		return
 	}
 	close(la.stop)
+	la.ents.stop()
 	// Every wait of the walk also waits on stop: it ends, closing jobs,
 	// and queues nothing more.
 	la.walkWG.Wait()

@@ -54,8 +54,15 @@ func TestLookaheadSubsequence(t *testing.T) {
 			}
 		}
 	}
-	for _, skipDir := range []int{0, 2, 3} { // enter all, every other, every third subtree
-		t.Run(fmt.Sprint(skipDir), func(t *testing.T) {
+	for _, tc := range []struct{ skipDir, budget int }{
+		{0, 1 << 16}, {2, 1 << 16}, {3, 1 << 16}, // enter all, every other, every third subtree
+		{0, 1}, {2, 9}, // entries of at most one or two listings held
+	} {
+		skipDir := tc.skipDir
+		t.Run(fmt.Sprint(tc), func(t *testing.T) {
+			saved := lookaheadEntries
+			lookaheadEntries = tc.budget
+			t.Cleanup(func() { lookaheadEntries = saved })
 			cache := map[string]map[string]journal.StatCache{
 				"/ws/d01": {"mid1": {Kind: cas.EntryFile, Size: -1}}, // stale: the file is read
 			}
@@ -70,6 +77,17 @@ func TestLookaheadSubsequence(t *testing.T) {
 				}
 				if l.err != nil {
 					t.Fatal(l.err)
+				}
+				// The largest listing has 9 entries.
+				la.ents.mu.Lock()
+				used := la.ents.used
+				la.ents.mu.Unlock()
+				if used > max(tc.budget, 9) {
+					t.Fatalf("%d entries held, budget %d", used, tc.budget)
+				}
+				if tc.budget == 1 && len(la.dirs) != 0 {
+					// The importer holds this listing: the walk may hold none.
+					t.Fatalf("%d listings read ahead with a budget of one entry", len(la.dirs))
 				}
 				if host == filepath.Join(root, "d01") {
 					if _, ok := l.cache["mid1"]; !ok {
