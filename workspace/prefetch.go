@@ -50,8 +50,6 @@ type prefetchItem struct {
 
 // prefetcher prepares one directory's candidate files in order.
 type prefetcher struct {
-	ctx   context.Context
-	objs  *cas.Store
 	items map[string]*prefetchItem
 	order []*prefetchItem
 	slots chan struct{} // one per item prepared and not yet taken
@@ -62,7 +60,7 @@ type prefetcher struct {
 // startPrefetch begins preparing the files at paths (host paths, in the
 // order the importer will want them). Finish must be called.
 func startPrefetch(ctx context.Context, objs *cas.Store, paths []string) *prefetcher {
-	pf := &prefetcher{ctx: ctx, objs: objs, items: make(map[string]*prefetchItem, len(paths)),
+	pf := &prefetcher{items: make(map[string]*prefetchItem, len(paths)),
 		slots: make(chan struct{}, prefetchAhead), stop: make(chan struct{})}
 	for _, p := range paths {
 		it := &prefetchItem{path: p, done: make(chan struct{})}
