@@ -207,9 +207,17 @@ func TestStreamRandomOps(t *testing.T) {
 				}
 				var model []byte
 				for step := 0; step < steps; step++ {
-					switch op := r.IntN(100); {
+					op := r.IntN(100)
+					if step < 3 {
+						op = 0 // 3 to 9 MiB first: a stream starts at 8
+					}
+					switch {
 					case op < 60: // append 1-3 MiB in 1 MiB writes, as cp does
-						data := streamData(seed*1000+uint64(100*file+step), (1+r.IntN(3))<<20-r.IntN(3000))
+						size := (1+r.IntN(3))<<20 - r.IntN(3000)
+						if step < 3 {
+							size = 3 << 20
+						}
+						data := streamData(seed*1000+uint64(100*file+step), size)
 						for off := 0; off < len(data); off += 1 << 20 {
 							chunk := data[off:min(off+1<<20, len(data))]
 							if _, err := f.WriteAt(chunk, int64(len(model))); err != nil {
