@@ -63,6 +63,10 @@ type ImportStats struct {
 	Conflicts    int              `json:"conflicts"`
 	ConflictList []Conflict       `json:"conflict_paths,omitempty"`
 	Snapshot     journal.Snapshot `json:"snapshot"`
+	// NothingChanged says the push found the branch already equal to the
+	// host (see Unchanged) and wrote nothing: no op, no new snapshot;
+	// Snapshot is the branch's head snapshot.
+	NothingChanged bool `json:"nothing_changed,omitempty"`
 }
 
 // now is the clock an import's racy window is measured against; tests

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
+	"github.com/artrt/art/journal"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 )
@@ -34,23 +36,26 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 			if c.NArg() > 0 {
 				return remoteTransfer(c, e, true)
 			}
-			db, err := openStore(c, true)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
 			var entries io.Writer = e.stdout
 			if c.Bool("quiet") || c.Bool("json") {
 				entries = nil
 			}
 			bar := newProgress(e.stderr)
-			st, err := workspace.Import(c.Context, db, workspace.ImportOptions{
+			opts := workspace.ImportOptions{
 				Dir: c.String("mount"), Branch: c.String("branch"), Message: c.String("message"),
 				Entries: entries, Warn: e.stderr,
 				Progress: func(s workspace.ImportStats) {
 					bar.update("push: %d files, %s read, %s stored", s.Files, fmtBytes(s.BytesRead), fmtBytes(s.BytesStored))
 				},
-			})
+			}
+			st, ok, err := pushUnchanged(c, opts)
+			if err != nil {
+				bar.done()
+				return err
+			}
+			if !ok {
+				st, err = pushImport(c, opts)
+			}
 			bar.done()
 			if err != nil {
 				return err
@@ -58,9 +63,52 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 			if c.Bool("json") {
 				return writeJSON(e.stdout, st)
 			}
-			fmt.Fprintf(e.stdout, "push: %d new, %d changed, %d deleted, %d unchanged files; read %s, stored %s; snapshot %s\n",
-				st.New, st.Changed, st.Deleted, st.Unchanged, fmtBytes(st.BytesRead), fmtBytes(st.BytesStored), st.Snapshot.ID.Short())
+			taken := ""
+			if st.NothingChanged {
+				taken = " (nothing changed: no new snapshot)"
+			}
+			fmt.Fprintf(e.stdout, "push: %d new, %d changed, %d deleted, %d unchanged files; read %s, stored %s; snapshot %s%s\n",
+				st.New, st.Changed, st.Deleted, st.Unchanged, fmtBytes(st.BytesRead), fmtBytes(st.BytesStored), st.Snapshot.ID.Short(), taken)
 			return nil
 		},
 	}
+}
+
+// pushUnchanged decides, through a read-only open of an existing store,
+// whether the push would change nothing (workspace.Unchanged); the store
+// is then left untouched. false (and no error) whenever that cannot be
+// shown this way - no store yet, one that needs a migration or is busy
+// being created, anything changed: the full import then decides, and
+// reports any real error itself.
+func pushUnchanged(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportStats, bool, error) {
+	path := c.String("db")
+	if path == "" {
+		return workspace.ImportStats{}, false, nil
+	}
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return workspace.ImportStats{}, false, nil
+	}
+	db, err := journal.Open(c.Context, path, journal.Options{ReadOnly: true})
+	if err != nil {
+		return workspace.ImportStats{}, false, nil
+	}
+	defer db.Close()
+	st, ok, err := workspace.Unchanged(c.Context, db, opts)
+	if err != nil {
+		if cerr := c.Context.Err(); cerr != nil {
+			return workspace.ImportStats{}, false, cerr
+		}
+		return workspace.ImportStats{}, false, nil
+	}
+	return st, ok, nil
+}
+
+// pushImport runs the full import.
+func pushImport(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportStats, error) {
+	db, err := openStore(c, true)
+	if err != nil {
+		return workspace.ImportStats{}, err
+	}
+	defer db.Close()
+	return workspace.Import(c.Context, db, opts)
 }
