@@ -53,10 +53,12 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 	}
 	abs, _ := filepath.Abs(opts.Dir)
 	var warn bytes.Buffer
-	im := &importer{ctx: ctx, db: db, opts: opts, name: name, start: now(), out: io.Discard, warn: &warn, skip: map[string]bool{}}
-	for _, f := range StoreFiles(db.Path()) {
-		im.skip[f] = true
-	}
+	im := &importer{ctx: ctx, db: db, opts: opts, name: name, start: now(), out: io.Discard, warn: &warn}
+	im.skipStore()
+	// The host tree is listed on other goroutines from now on, while
+	// the store is read.
+	r, top := startTreeReader(abs, im.skip)
+	defer r.Close()
 	err = db.View(ctx, opts.Branch, func(tx *journal.Tx) error {
 		snap, ok, err := tx.HeadSnapshot()
 		if err != nil || !ok {
@@ -97,13 +99,13 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 			return errChanged
 		}
 		var whole bool
-		if im.cache, whole, err = tx.StatCacheTree("/"+name, cacheLimit); err != nil {
+		if im.cache, whole, err = tx.StatCacheStats("/"+name, cacheLimit); err != nil {
 			return err
 		}
 		if !whole {
 			im.cache = nil
 		}
-		return im.unchangedDir(tx, &place{host: abs, store: "/" + name, ino: n.Ino})
+		return im.unchangedDir(tx, r, top, &place{host: abs, store: "/" + name, ino: n.Ino})
 	})
 	if errors.Is(err, errChanged) {
 		return ImportStats{}, false, nil
@@ -134,11 +136,11 @@ func sameAttr(n *journal.Node, a journal.Attr) bool {
 // fails with errChanged where Import would write: a directory not kept
 // whole, a directory record without a mode (rewritten), a subdirectory
 // whose attributes Import would take again (ctime since the mark).
-func (im *importer) unchangedDir(tx *journal.Tx, pl *place) error {
+func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *place) error {
 	if err := im.ctx.Err(); err != nil {
 		return err
 	}
-	host, err := readHostDir(pl.host)
+	host, err := r.take(l)
 	if err != nil {
 		return err
 	}
@@ -153,10 +155,10 @@ func (im *importer) unchangedDir(tx *journal.Tx, pl *place) error {
 		return errChanged
 	}
 	var subs []*place
+	var lists []*listing
 	for i := range host {
 		e := &host[i]
-		hp := filepath.Join(pl.host, string(e.name))
-		if im.ignored(pl, e, hp) {
+		if im.ignored(pl, e, "") {
 			continue
 		}
 		switch e.kind {
@@ -170,14 +172,16 @@ func (im *importer) unchangedDir(tx *journal.Tx, pl *place) error {
 				return errChanged
 			}
 			im.stats.Dirs++
-			subs = append(subs, &place{parent: pl, name: e.name, host: hp, store: pl.store + "/" + string(e.name), st: e.st})
+			subs = append(subs, &place{parent: pl, name: e.name, host: filepath.Join(pl.host, string(e.name)),
+				store: pl.store + "/" + string(e.name), st: e.st})
+			lists = append(lists, r.kid(l, e.name))
 		}
 	}
 	if im.opts.Progress != nil {
 		im.opts.Progress(im.stats)
 	}
-	for _, s := range subs {
-		if err := im.unchangedDir(tx, s); err != nil {
+	for i, s := range subs {
+		if err := im.unchangedDir(tx, r, lists[i], s); err != nil {
 			return err
 		}
 	}
