@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/migrations"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 )
@@ -20,7 +21,12 @@ func newPushCommand(e *env) *cli.Command {
 their (size, mtime, ctime, inode); changed files are re-chunked and only new chunks
 are stored; deletions are recorded. Files, directories, symlinks, hard links, modes,
 owners, ns mtimes and user.* xattrs are kept; fifos, sockets and devices are skipped
-with a warning. Ends with a snapshot, so after two pushes main~1 is the first.
+with a warning. Ends with a snapshot, so after two pushes main~1 is the first - unless
+nothing changed since the last push: with --quiet or --json and no --message, a push
+that finds the branch still equal to DIR (proved by the last push's mark, as below)
+writes nothing at all - no op, no snapshot; it reports the branch's head snapshot and
+"nothing_changed": true. Entries whose ctime is within 2 s of the last push's start are
+always compared in full.
 
 With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), sends
 BRANCHes (default: all) there instead: only objects the remote lacks move, and a
@@ -101,6 +107,9 @@ func pushUnchanged(c *cli.Context, opts workspace.ImportOptions) (workspace.Impo
 		return workspace.ImportStats{}, false, nil
 	}
 	defer db.Close()
+	if db.Schema() != migrations.Latest() {
+		return workspace.ImportStats{}, false, nil // the full import migrates it first
+	}
 	st, ok, err := workspace.Unchanged(c.Context, db, opts)
 	if err != nil {
 		if cerr := c.Context.Err(); cerr != nil {
