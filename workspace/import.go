@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -321,10 +322,18 @@ func readHostDir(path string) ([]hostEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read directory %s: %w", path, err)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
+	// The names share one buffer: one allocation per directory, not one
+	// per entry (a no-op push lists every directory of the workspace).
+	size := 0
+	for _, n := range names {
+		size += len(n)
+	}
+	buf := make([]byte, 0, size)
 	out := make([]hostEntry, 0, len(names))
 	for _, n := range names {
-		e := hostEntry{name: []byte(n)}
+		buf = append(buf, n...)
+		e := hostEntry{name: buf[len(buf)-len(n) : len(buf) : len(buf)]}
 		if err := unix.Fstatat(fd, n, &e.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue // removed while we looked
