@@ -51,7 +51,10 @@ type listing struct {
 
 // treeReader lists a host tree ahead of a depth-first walker.
 type treeReader struct {
-	skip    map[string]bool
+	skip map[string]bool
+	// seen, if set, is called with each listing read (by any
+	// goroutine), before the walker can take it.
+	seen    func(path string, host []hostEntry)
 	queue   chan *listing
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -59,8 +62,8 @@ type treeReader struct {
 }
 
 // startTreeReader begins listing the tree at root. Close must be called.
-func startTreeReader(root string, skip map[string]bool) (*treeReader, *listing) {
-	r := &treeReader{skip: skip, queue: make(chan *listing, readAhead), stop: make(chan struct{})}
+func startTreeReader(root string, skip map[string]bool, seen func(string, []hostEntry)) (*treeReader, *listing) {
+	r := &treeReader{skip: skip, seen: seen, queue: make(chan *listing, readAhead), stop: make(chan struct{})}
 	top := r.newListing(root)
 	workers := runtime.GOMAXPROCS(0)
 	r.wg.Add(workers)
@@ -112,6 +115,9 @@ func (r *treeReader) read(l *listing) {
 	l.host, l.err = readHostDir(l.path)
 	if l.err != nil {
 		return
+	}
+	if r.seen != nil {
+		r.seen(l.path, l.host)
 	}
 	for i := range l.host {
 		e := &l.host[i]

@@ -42,7 +42,7 @@ func TestTreeReaderListsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, top := startTreeReader(root, map[string]bool{skipped: true})
+	r, top := startTreeReader(root, map[string]bool{skipped: true}, nil)
 	defer r.Close()
 	var walk func(l *listing) error
 	walk = func(l *listing) error {

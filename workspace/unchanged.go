@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -53,13 +55,38 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 	}
 	abs, _ := filepath.Abs(opts.Dir)
 	var warn bytes.Buffer
-	im := &importer{ctx: ctx, db: db, opts: opts, name: name, start: now(), out: io.Discard, warn: &warn}
+	// A host entry changed since the mark's racy window ends the check
+	// as soon as any goroutine lists it, also while the import records
+	// are still being read (the query is interrupted): a push that
+	// changes something then pays little for having checked first.
+	var settled atomic.Int64
+	var recent atomic.Bool
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	im := &importer{ctx: vctx, db: db, opts: opts, name: name, start: now(), out: io.Discard, warn: &warn}
 	im.skipStore()
+	seen := func(dir string, host []hostEntry) {
+		s := settled.Load()
+		if s == 0 {
+			return // not known yet: the walker's allKept checks these
+		}
+		for i := range host {
+			e := &host[i]
+			if e.kind == 0 || (dir == abs && strings.HasPrefix(string(e.name), stagingPrefix)) || im.skipped(dir, e.name) {
+				continue // never imported (as ignored says)
+			}
+			if nsOf(e.st.Ctim) >= s {
+				recent.Store(true)
+				cancel()
+				return
+			}
+		}
+	}
 	// The host tree is listed on other goroutines from now on, while
 	// the store is read.
-	r, top := startTreeReader(abs, im.skip)
+	r, top := startTreeReader(abs, im.skip, seen)
 	defer r.Close()
-	err = db.View(ctx, opts.Branch, func(tx *journal.Tx) error {
+	err = db.View(vctx, opts.Branch, func(tx *journal.Tx) error {
 		snap, ok, err := tx.HeadSnapshot()
 		if err != nil || !ok {
 			return orChanged(err)
@@ -75,6 +102,7 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 		if im.settled, err = pushSettled(tx, "/"+name, n.Ino); err != nil || im.settled == 0 {
 			return orChanged(err)
 		}
+		settled.Store(im.settled)
 		// The workspace directory: Import takes its host attributes at
 		// the end and rewrites its record if its inode or mode moved.
 		var st unix.Stat_t
@@ -107,6 +135,9 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 		}
 		return im.unchangedDir(tx, r, top, &place{host: abs, store: "/" + name, ino: n.Ino})
 	})
+	if recent.Load() && ctx.Err() == nil {
+		return ImportStats{}, false, nil // whatever the interrupted View returned
+	}
 	if errors.Is(err, errChanged) {
 		return ImportStats{}, false, nil
 	}
