@@ -185,7 +185,14 @@ func (b *bench) profiledImport(t *tree, store, what string) error {
 	var st workspace.ImportStats
 	cpu := selfCPU()
 	d, err := b.timed(what, len(t.files), func(ctx context.Context) (err error) {
-		st, err = workspace.Import(ctx, db, workspace.ImportOptions{Dir: t.dir})
+		// As art push -m --json: the read-only check first (a no-op ends
+		// there), then the import.
+		opts := workspace.ImportOptions{Dir: t.dir}
+		var ok bool
+		if st, ok, err = workspace.Unchanged(ctx, db, opts); err != nil || ok {
+			return err
+		}
+		st, err = workspace.Import(ctx, db, opts)
 		return err
 	})
 	if err != nil {

@@ -67,6 +67,20 @@ type packWriter struct {
 	base   int64  // file offset of buf[0]; a multiple of dioAlign when direct
 	n      int    // buf[:n] holds the file's bytes base..base+n
 	inFile int64  // every byte below it is in the file
+
+	// A full buffer is written by a goroutine while appends fill the
+	// other one (spare): the disk's time overlaps the hashing and
+	// compressing of the next chunks. flight is closed when that write
+	// is done; its bytes end at flightEnd.
+	spare     []byte
+	flight    chan struct{}
+	flightErr error
+	flightEnd int64
+	// failed is the first error of a write whose buffer is gone: the
+	// pack no longer holds bytes offsets were handed out for, so every
+	// later append and Sync fails (no transaction may commit a row
+	// naming them) until the store is reopened.
+	failed error
 }
 
 // packBufSize is the staging buffer of a pack writer: large enough that
@@ -174,13 +188,16 @@ func (w *packWriter) append(data []byte) (int64, error) {
 	if w.buf == nil {
 		return 0, errPacksClosed
 	}
+	if w.failed != nil {
+		return 0, w.failed
+	}
 	off := w.next
 	for rest := data; len(rest) > 0; {
 		c := copy(w.buf[w.n:], rest)
 		w.n += c
 		rest = rest[c:]
 		if w.n == len(w.buf) {
-			if err := w.writeOutLocked(); err != nil {
+			if err := w.sendFullLocked(); err != nil {
 				// The bytes of data consumed so far become garbage
 				// (no row will name them); earlier appends stay
 				// staged for the next write-out to retry.
@@ -194,11 +211,67 @@ func (w *packWriter) append(data []byte) (int64, error) {
 	return off, nil
 }
 
+// sendFullLocked hands the full staging buffer to a goroutine that writes
+// it, and goes on with the spare one. The caller holds w.mu.
+func (w *packWriter) sendFullLocked() error {
+	if err := w.waitLocked(); err != nil {
+		return err
+	}
+	if w.spare == nil {
+		b, err := allocStaging(len(w.buf))
+		if err != nil {
+			return w.writeOutLocked() // one buffer it is
+		}
+		w.spare = b
+	}
+	full, base := w.buf, w.base
+	w.buf, w.spare = w.spare, nil
+	w.base += int64(len(full))
+	w.n = 0
+	done := make(chan struct{})
+	w.flight, w.flightEnd = done, base+int64(len(full))
+	go func() {
+		defer close(done)
+		var err error
+		if w.direct >= 0 {
+			err = pwriteFull(w.direct, full, base)
+		}
+		if w.direct < 0 || errors.Is(err, syscall.EINVAL) {
+			_, err = w.f.WriteAt(full, base) // see writeOutLocked
+		}
+		w.flightErr = err
+		w.spare = full // read by waitLocked after done
+	}()
+	return nil
+}
+
+// waitLocked waits for the buffer in flight, if any. The caller holds
+// w.mu (the writing goroutine never takes it).
+func (w *packWriter) waitLocked() error {
+	if w.failed != nil {
+		return w.failed
+	}
+	if w.flight == nil {
+		return nil
+	}
+	<-w.flight
+	w.flight = nil
+	if err := w.flightErr; err != nil {
+		w.failed = fmt.Errorf("write pack %s at %d: %w", packName(w.num), w.flightEnd-int64(len(w.spare)), err)
+		return w.failed
+	}
+	w.inFile = max(w.inFile, w.flightEnd)
+	return nil
+}
+
 // writeOutLocked writes the staging buffer's bytes to the file: the whole
 // aligned blocks are then done with; a partial last block is written
-// padded and stays at the start of the buffer, to be completed. The
-// caller holds w.mu.
+// padded and stays at the start of the buffer, to be completed. It waits
+// for a buffer in flight first. The caller holds w.mu.
 func (w *packWriter) writeOutLocked() error {
+	if err := w.waitLocked(); err != nil {
+		return err
+	}
 	if w.n == 0 {
 		return nil
 	}
@@ -248,6 +321,10 @@ func (w *packWriter) closeLocked() error {
 		return nil
 	}
 	err := w.writeOutLocked()
+	if w.flight != nil {
+		<-w.flight // failed above: the goroutine may still hold the spare
+		w.flight = nil
+	}
 	if err == nil && w.direct >= 0 {
 		err = w.f.Truncate(w.next)
 	}
@@ -256,7 +333,10 @@ func (w *packWriter) closeLocked() error {
 		w.direct = -1
 	}
 	freeStaging(w.buf)
-	w.buf = nil
+	if w.spare != nil {
+		freeStaging(w.spare)
+	}
+	w.buf, w.spare = nil, nil
 	return err
 }
 

@@ -273,3 +273,38 @@ func TestPackStagedAppends(t *testing.T) {
 		})
 	}
 }
+
+// A buffer whose background write fails is gone with its bytes: from then
+// on every Sync and append fails, so no transaction can commit a row
+// naming bytes the pack does not hold.
+func TestPackFailedWriteIsSticky(t *testing.T) {
+	p := OpenPacks(filepath.Join(t.TempDir(), "store.packs"), false)
+	defer p.Close()
+	if _, _, err := p.append(randBytes(61, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if p.w.direct < 0 {
+		t.Skip("the file system takes no O_DIRECT writes")
+	}
+	// Break the descriptor the buffer is written through.
+	p.w.mu.Lock()
+	syscall.Close(p.w.direct)
+	p.w.direct = int(^uint(0) >> 1) // no such descriptor: EBADF
+	p.w.mu.Unlock()
+	big := randBytes(62, packBufSize+10)
+	if _, _, err := p.append(big); err != nil {
+		t.Fatalf("append handing a full buffer to the writer: %v", err)
+	}
+	if err := p.Sync(); err == nil {
+		t.Fatal("Sync succeeded after a failed write")
+	}
+	if _, _, err := p.append([]byte("x")); err == nil {
+		t.Fatal("append succeeded after a failed write")
+	}
+	if err := p.Sync(); err == nil {
+		t.Fatal("a second Sync succeeded after a failed write")
+	}
+	p.w.mu.Lock()
+	p.w.direct = -1 // nothing left to close
+	p.w.mu.Unlock()
+}

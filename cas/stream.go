@@ -29,7 +29,8 @@ import (
 // file, chunks the rest and stores the manifest; its result is the one
 // PutSparseFile gives a file without holes, because a content-defined cut
 // depends only on the bytes from the chunk's start to at most MaxChunk
-// past it, and Advance cuts only where MaxChunk bytes follow.
+// past it, and Advance cuts only where MaxChunk bytes follow (Finish, at
+// the file's end, as a Chunker does).
 //
 // A Stream is used by one goroutine at a time.
 type Stream struct {
@@ -94,7 +95,14 @@ func (st *Stream) Rows() (int, int64) { return len(st.rows), st.rowMem }
 // PutSparseFile of the file would pack it. It stops early when ctx is
 // done.
 func (st *Stream) Advance(ctx context.Context, end int64) error {
-	for end-st.pos >= MaxChunk {
+	return st.advance(ctx, st.s, end, false)
+}
+
+// advance is Advance with lookups through look; with last, end is the
+// file's end and the bytes before it are cut to the last one, as a
+// Chunker cuts a stream's end.
+func (st *Stream) advance(ctx context.Context, look *Store, end int64, last bool) error {
+	for end-st.pos >= MaxChunk || (last && end > st.pos) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -111,7 +119,8 @@ func (st *Stream) Advance(ctx context.Context, end int64) error {
 		// look them up a batch at a time: per chunk, a lookup statement
 		// cost as much as hashing it.
 		st.cuts = st.cuts[:0]
-		for p := 0; len(data)-p >= MaxChunk; {
+		atEnd := last && st.pos+int64(got) == end
+		for p := 0; len(data)-p >= MaxChunk || (atEnd && p < len(data)); {
 			c := Cut(data[p:])
 			st.cuts = append(st.cuts, [2]int{p, p + c})
 			p += c
@@ -120,7 +129,7 @@ func (st *Stream) Advance(ctx context.Context, end int64) error {
 			return nil // cannot happen with want >= MaxChunk; no spin
 		}
 		ids := st.hashCuts(data)
-		present, err := st.s.hasMany(context.WithoutCancel(ctx), ids)
+		present, err := look.hasMany(context.WithoutCancel(ctx), ids)
 		if err != nil {
 			return fmt.Errorf("stream: look up chunks: %w", err)
 		}
@@ -282,16 +291,13 @@ func (st *Stream) Finish(ctx context.Context, s *Store) (ID, FileStats, error) {
 	if fi.Size() < st.pos {
 		return ID{}, st.st, fmt.Errorf("stream %s: file shrank to %d bytes below the streamed %d", st.f.Name(), fi.Size(), st.pos)
 	}
-	if rest := fi.Size() - st.pos; rest > 0 {
-		r := io.NewSectionReader(st.f, st.pos, rest)
-		if rest >= parallelFrom {
-			err = s.putDataParallel(ctx, r, &st.m, &st.st)
-		} else {
-			err = s.putData(ctx, r, &st.m, &st.st)
-		}
-		if err != nil {
-			return ID{}, st.st, fmt.Errorf("put file %s: %w", st.f.Name(), err)
-		}
+	// The rest the same way, its lookups inside s's transaction (which
+	// holds the rows just flushed).
+	if err := st.advance(ctx, s, fi.Size(), true); err != nil {
+		return ID{}, st.st, err
+	}
+	if err := st.Flush(ctx, s); err != nil {
+		return ID{}, st.st, err
 	}
 	return s.putManifest(ctx, &st.m, &st.st)
 }

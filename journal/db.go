@@ -65,7 +65,15 @@ type DB struct {
 	clock func() time.Time
 	// readOnly: w is r (see openReadOnly).
 	readOnly bool
+	// schema is the store's schema version (migrations): the latest
+	// unless opened ReadOnly, which migrates nothing.
+	schema int
 }
+
+// Schema returns the version of the store's schema (see migrations): the
+// latest this binary knows, unless the store was opened ReadOnly, which
+// reads older versions as they are.
+func (db *DB) Schema() int { return db.schema }
 
 // Open opens (or with opts.Create, creates) the store at path and brings its
 // schema up to date. A store written by a newer art is refused with
@@ -161,7 +169,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if _, _, err := migrations.Apply(ctx, w, opts.Clock); err != nil {
+	if _, db.schema, err = migrations.Apply(ctx, w, opts.Clock); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -201,6 +209,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
 		r.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	db.schema = v
 	return db, nil
 }
 

@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -54,4 +55,122 @@ func TestStatCacheTree(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestStatCacheStats: the records of StatCacheTree, without content ids,
+// whatever their names (spaces, digits, newlines, non-UTF-8 bytes: the
+// records come as one string of length-prefixed fields) and values
+// (unknown modes, racy, negative times, large inode numbers), read in
+// a read-only View; nothing past the limit.
+func TestStatCacheStats(t *testing.T) {
+	db := openStore(t)
+	paths := []string{"/ws/a", "/ws/d", "/ws/d/x y", "/ws/d/e/12 34", "/ws/d/e/nl\nx", "/ws/d.txt", "/ws/\xff\xfe", "/ws/d0", "/wsx/z", "/w/q"}
+	mustDo(t, db, "main", func(tx *journal.Tx) error {
+		for i, p := range paths {
+			c := journal.StatCache{Size: int64(i) << 33, MTime: -int64(i) * 1e9, CTime: 20 + int64(i), Ino: 1<<62 + uint64(i),
+				Kind: cas.EntryFile, Mode: 0o7000 | uint32(i), Racy: i%2 == 0}
+			c.Manifest[0] = byte(i)
+			switch p {
+			case "/ws/d", "/ws/d/e":
+				c = journal.StatCache{Kind: cas.EntryDir, Mode: journal.ModeUnknown}
+			case "/ws/a":
+				c.Kind = cas.EntrySymlink
+			case "/ws/d.txt":
+				c.Mode = journal.ModeUnknown
+			}
+			if err := tx.SetStatCache(p, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var full map[string]map[string]journal.StatCache
+	mustDo(t, db, "main", func(tx *journal.Tx) (err error) {
+		full, _, err = tx.StatCacheTree("/ws", 100)
+		return err
+	})
+	for _, kids := range full {
+		for name, c := range kids {
+			c.Manifest = cas.ID{}
+			kids[name] = c
+		}
+	}
+	err := db.View(context.Background(), "main", func(tx *journal.Tx) error {
+		got, ok, err := tx.StatCacheStats("/ws", 8)
+		if err != nil || !ok {
+			return fmt.Errorf("StatCacheStats: %v, %v", ok, err)
+		}
+		if !reflect.DeepEqual(got, full) {
+			t.Errorf("StatCacheStats %+v\nStatCacheTree %+v", got, full)
+		}
+		if len(got) != 3 {
+			t.Errorf("directories %v, want /ws, /ws/d, /ws/d/e", got)
+		}
+		if got, ok, err := tx.StatCacheStats("/ws", 7); err != nil || ok || got != nil {
+			t.Errorf("eight records past a limit of 7: %v, %v, %v; want nil, false, nil", got, ok, err)
+		}
+		if got, ok, err := tx.StatCacheStats("/none", 7); err != nil || !ok || len(got) != 0 {
+			t.Errorf("no records: %v, %v, %v; want empty, true, nil", got, ok, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestViewWritesNothing: a View reads the branch's head, and a write in
+// it fails and leaves the store as it was.
+func TestViewWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	mustDo(t, db, "main", func(tx *journal.Tx) error {
+		if _, err := tx.Create(journal.RootIno, []byte("d"), journal.Attr{Kind: cas.EntryDir, Mode: 0o755}); err != nil {
+			return err
+		}
+		_, err := tx.Snapshot("s")
+		return err
+	})
+	before, err := db.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(ctx, "main", func(tx *journal.Tx) error {
+		s, ok, err := tx.HeadSnapshot()
+		if err != nil || !ok || s.Root != before.Root || s.ID != before.Snapshot {
+			t.Errorf("HeadSnapshot = %+v, %v, %v; want the snapshot at %s", s, ok, err, before.Root.Short())
+		}
+		if _, err := tx.Lookup(journal.RootIno, []byte("d")); err != nil {
+			t.Errorf("lookup d: %v", err)
+		}
+		if err := tx.SetStatCache("/d", journal.StatCache{Kind: cas.EntryDir}); err == nil {
+			t.Error("SetStatCache in a View succeeded")
+		}
+		_, err = tx.Create(journal.RootIno, []byte("e"), journal.Attr{Kind: cas.EntryDir, Mode: 0o755})
+		return err
+	})
+	if err == nil {
+		t.Fatal("Create in a View succeeded")
+	}
+	after, err := db.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("head moved in a View: %+v, was %+v", after, before)
+	}
+	// After an event that is not a snapshot, the head has none.
+	mustDo(t, db, "main", func(tx *journal.Tx) error {
+		_, err := tx.Create(journal.RootIno, []byte("f"), journal.Attr{Kind: cas.EntryDir, Mode: 0o755})
+		return err
+	})
+	err = db.View(ctx, "main", func(tx *journal.Tx) error {
+		if _, ok, err := tx.HeadSnapshot(); err != nil || ok {
+			t.Errorf("HeadSnapshot after a change = %v, %v; want false", ok, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

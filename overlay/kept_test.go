@@ -260,3 +260,22 @@ func TestKeptCopyDamagedChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptCopyNotForDeletedFiles: the private copy of a deleted file goes
+// when the file is forgotten - kept, it would only cost a writeback of all
+// of it (a download deleted after use) - while a file with a name keeps
+// its copy.
+func TestKeptCopyNotForDeletedFiles(t *testing.T) {
+	s := newStore(t)
+	gone, stays := filepath.Join(s.mnt, "gone"), filepath.Join(s.mnt, "stays")
+	writeChild(t, gone, seeded(3<<20+5, 7))
+	writeChild(t, stays, seeded(3<<20+9, 8))
+	mustReadChild(t, stays, seeded(3<<20+9, 8))
+	mustReadChild(t, gone, seeded(3<<20+5, 7))
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	forgetUntil(t, "only the named file's copy left", func() bool {
+		return s.fs.Stats().Kept == 1 && len(s.uppers()) == 1
+	})
+}

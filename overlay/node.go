@@ -206,10 +206,13 @@ func (n *node) OnForget() {
 // dropUpperLocked lets go of the private copy of a forgotten node that
 // nothing has open and that holds nothing the journal lacks: kept for a
 // later open of the same content, or removed if passthrough may have
-// written it unseen. The caller holds n.jmu and n.mu.
+// written it unseen, or if the file has no name left. A deleted file's
+// copy is rarely opened again, and keeping it cost a writeback of all of
+// it (a 1 GiB download deleted after use wrote 1 GiB more to the disk in
+// the background). The caller holds n.jmu and n.mu.
 func (n *node) dropUpperLocked() {
 	if n.opens == 0 && n.upper != "" && !n.dirty.Load() && !n.mapped {
-		if n.ptWritten || n.ptWriters > 0 {
+		if n.ptWritten || n.ptWriters > 0 || n.nlink <= 0 {
 			os.Remove(n.upper)
 		} else {
 			n.fsys.kept.put(n.upperSum, n.upper) // removes it unless kept

@@ -3,6 +3,7 @@ package overlay_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -181,4 +182,108 @@ func TestStreamNotUsedAcrossGC(t *testing.T) {
 		t.Fatalf("stats %+v: want the stream started and not used", st)
 	}
 	s.checkStreamed("f", data)
+}
+
+// TestStreamRandomOps runs seeded random sequences of what can happen to
+// a file while it may be streaming - appends at the end, overwrites below
+// it, truncates, writes past the end, fsyncs, pauses that let the stream
+// catch up - on new files, and checks each file on the mount after its
+// close, and all as journaled at the end, against a model of their bytes.
+func TestStreamRandomOps(t *testing.T) {
+	seeds, files, steps := uint64(4), 4, 30
+	if raceEnabled {
+		seeds, files, steps = 2, 2, 20 // make test runs it again without -race
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			s := newStore(t)
+			r := rand.New(rand.NewPCG(seed, 77))
+			models := map[string][]byte{}
+			for file := 0; file < files; file++ {
+				name := fmt.Sprintf("f%d", file)
+				f, err := os.OpenFile(filepath.Join(s.mnt, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var model []byte
+				for step := 0; step < steps; step++ {
+					op := r.IntN(100)
+					if step < 3 {
+						op = 0 // 3 to 9 MiB first: a stream starts at 8
+					}
+					switch {
+					case op < 60: // append 1-3 MiB in 1 MiB writes, as cp does
+						size := (1+r.IntN(3))<<20 - r.IntN(3000)
+						if step < 3 {
+							size = 3 << 20
+						}
+						data := streamData(seed*1000+uint64(100*file+step), size)
+						for off := 0; off < len(data); off += 1 << 20 {
+							chunk := data[off:min(off+1<<20, len(data))]
+							if _, err := f.WriteAt(chunk, int64(len(model))); err != nil {
+								t.Fatal(err)
+							}
+							model = append(model, chunk...)
+						}
+					case op < 67 && len(model) > 0: // overwrite below the end
+						at := r.IntN(len(model))
+						patch := bytes.Repeat([]byte{byte(step)}, min(1+r.IntN(100<<10), len(model)-at))
+						if _, err := f.WriteAt(patch, int64(at)); err != nil {
+							t.Fatal(err)
+						}
+						copy(model[at:], patch)
+					case op < 72: // truncate, shorter or longer
+						size := r.IntN(len(model) + 2<<20)
+						if err := f.Truncate(int64(size)); err != nil {
+							t.Fatal(err)
+						}
+						if size <= len(model) {
+							model = model[:size]
+						} else {
+							model = append(model, make([]byte, size-len(model))...)
+						}
+					case op < 77: // a write past the end
+						gap := 1 + r.IntN(70<<10)
+						if _, err := f.WriteAt([]byte("past"), int64(len(model)+gap)); err != nil {
+							t.Fatal(err)
+						}
+						model = append(append(model, make([]byte, gap)...), "past"...)
+					case op < 81:
+						if err := f.Sync(); err != nil {
+							t.Fatal(err)
+						}
+					default:
+						time.Sleep(time.Duration(r.IntN(100)) * time.Millisecond)
+					}
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				got, err := os.ReadFile(filepath.Join(s.mnt, name))
+				if err != nil || !bytes.Equal(got, model) {
+					t.Fatalf("%s after close: %d bytes (%v), model %d, equal %v", name, len(got), err, len(model), bytes.Equal(got, model))
+				}
+				models[name] = model
+			}
+			st := s.fs.Stats()
+			t.Logf("streams started %d, used %d (%d bytes ahead)", st.StreamStarts, st.Streamed, st.StreamedBytes)
+			if st.StreamStarts == 0 {
+				t.Fatal("no stream started: the sequence does not test streaming")
+			}
+			s.unmount()
+			s.verify()
+			db, err := journal.Open(context.Background(), s.dbPath, journal.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tree := journalTree(t, db)
+			db.Close()
+			for name, model := range models {
+				if g, w := tree[name], fileDesc(0o644, model, 0); len(g) < 40 || g[:40] != w[:40] {
+					t.Fatalf("%s journaled as %q, want %q", name, g, w)
+				}
+			}
+			s.mount()
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -63,6 +64,10 @@ type ImportStats struct {
 	Conflicts    int              `json:"conflicts"`
 	ConflictList []Conflict       `json:"conflict_paths,omitempty"`
 	Snapshot     journal.Snapshot `json:"snapshot"`
+	// NothingChanged says the push found the branch already equal to the
+	// host (see Unchanged) and wrote nothing: no op, no new snapshot;
+	// Snapshot is the branch's head snapshot.
+	NothingChanged bool `json:"nothing_changed,omitempty"`
 }
 
 // now is the clock an import's racy window is measured against; tests
@@ -97,8 +102,11 @@ type importer struct {
 	out   io.Writer
 	warn  io.Writer
 	skip  map[string]bool // host paths never captured: the store's own files
-	pf    *prefetcher     // the current directory's files prepared ahead
-	la    *lookahead      // the host tree walked ahead (nil: each directory read in turn)
+	// skipDirs holds the directories of the skip paths: only there does
+	// a host entry's path need to be looked up in skip.
+	skipDirs map[string]bool
+	pf       *prefetcher // the current directory's files prepared ahead
+	la       *lookahead  // the host tree walked ahead (nil: each directory read in turn)
 	// cache holds the import cache of the whole workspace, read in one
 	// ordered scan at the start, by directory store path; nil if it was
 	// larger than cacheLimit (each directory then reads its own). Each
@@ -146,7 +154,7 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		return ImportStats{}, err
 	}
 	im := &importer{ctx: ctx, db: db, op: op, opts: opts, name: name, links: map[[2]uint64]linked{},
-		start: now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn), skip: map[string]bool{},
+		start: now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn),
 		// Directories share transactions: statements stay prepared and
 		// commits are amortized (each writes the b-trees' hot pages to
 		// the WAL again: from 64 to 256 directories a group, an ingest
@@ -157,9 +165,7 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 	// An import stops at its first error: it needs no savepoint per
 	// directory (journal.Batch.Unguarded).
 	im.batch.Unguarded()
-	for _, f := range StoreFiles(db.Path()) {
-		im.skip[f] = true
-	}
+	im.skipStore()
 	err = im.run(abs)
 	if cerr := im.batch.Commit(); err == nil {
 		err = cerr
@@ -172,6 +178,21 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		err = endErr
 	}
 	return im.stats, err
+}
+
+// skipStore sets im.skip to the store's own files.
+func (im *importer) skipStore() {
+	im.skip, im.skipDirs = map[string]bool{}, map[string]bool{}
+	for _, f := range StoreFiles(im.db.Path()) {
+		im.skip[f] = true
+		im.skipDirs[filepath.Dir(f)] = true
+	}
+}
+
+// skipped reports whether host entry name of directory dir is one of the
+// store's own files (without building its path anywhere else).
+func (im *importer) skipped(dir string, name []byte) bool {
+	return im.skipDirs[dir] && im.skip[filepath.Join(dir, string(name))]
 }
 
 func orDiscard(w io.Writer) io.Writer {
@@ -328,10 +349,18 @@ func readHostDir(path string) ([]hostEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read directory %s: %w", path, err)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
+	// The names share one buffer: one allocation per directory, not one
+	// per entry (a no-op push lists every directory of the workspace).
+	size := 0
+	for _, n := range names {
+		size += len(n)
+	}
+	buf := make([]byte, 0, size)
 	out := make([]hostEntry, 0, len(names))
 	for _, n := range names {
-		e := hostEntry{name: []byte(n)}
+		buf = append(buf, n...)
+		e := hostEntry{name: buf[len(buf)-len(n) : len(buf) : len(buf)]}
 		if err := unix.Fstatat(fd, n, &e.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue // removed while we looked
@@ -586,16 +615,20 @@ func (im *importer) dir(hostPath string, pl *place) error {
 	return nil
 }
 
-// ignored reports whether host entry e of directory pl is left out of
-// the import, and warns of a skipped special file.
+// ignored reports whether host entry e of directory pl (at host path
+// hp, or "" to have it built only if needed) is left out of the import,
+// and warns of a skipped special file.
 func (im *importer) ignored(pl *place, e *hostEntry, hp string) bool {
 	if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
 		return true // an interrupted pull's staging area
 	}
-	if im.skip[hp] {
+	if im.skipped(pl.host, e.name) {
 		return true // the store itself, kept inside the workspace
 	}
 	if e.kind == 0 {
+		if hp == "" {
+			hp = filepath.Join(pl.host, string(e.name))
+		}
 		fmt.Fprintf(im.warn, "warning: skipping %s: %s (only files, directories and symlinks are captured)\n", hp, fileType(e.st.Mode))
 		im.stats.Skipped++
 		return true
@@ -624,7 +657,7 @@ func (im *importer) allKept(pl *place, hostPath string, host []hostEntry, cache 
 		if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
 			continue
 		}
-		if e.kind == 0 || im.skip[filepath.Join(hostPath, string(e.name))] {
+		if e.kind == 0 || im.skipped(hostPath, e.name) {
 			continue
 		}
 		c, cached := cache[string(e.name)]

@@ -41,7 +41,7 @@ type lookahead struct {
 	skip  map[string]bool // importer.skip: read-only
 	cache map[string]map[string]journal.StatCache
 
-	dirs           chan *listing      // walk order; closed when the walk ends
+	dirs           chan *walkedDir      // walk order; closed when the walk ends
 	ents           entryBudget        // entries of the listings handed over and not done with
 	jobs           chan *prefetchItem // to the workers
 	slots          chan struct{}      // one per item running or prepared and not released
@@ -57,8 +57,8 @@ type lookahead struct {
 	held int   // its entries, counted in ents
 }
 
-// listing is one host directory as the walk read it.
-type listing struct {
+// walkedDir is one host directory as the walk read it.
+type walkedDir struct {
 	host  string
 	seq   int64
 	size  int // entries counted in lookahead.ents
@@ -121,7 +121,7 @@ func (b *entryBudget) stop() {
 func startLookahead(ctx context.Context, objs *cas.Store, root, store string, skip map[string]bool,
 	cache map[string]map[string]journal.StatCache) *lookahead {
 	la := &lookahead{ctx: ctx, objs: objs, root: root, skip: skip, cache: cache,
-		dirs: make(chan *listing, lookaheadDirs), jobs: make(chan *prefetchItem),
+		dirs: make(chan *walkedDir, lookaheadDirs), jobs: make(chan *prefetchItem),
 		slots: make(chan struct{}, prefetchAhead), stop: make(chan struct{}),
 		items: map[string]*prefetchItem{}}
 	la.ents.cond.L = &la.ents.mu
@@ -152,7 +152,7 @@ func startLookahead(ctx context.Context, objs *cas.Store, root, store string, sk
 // importer then stops with that error).
 func (la *lookahead) walk(hostPath, store string, seq *int64) bool {
 	*seq++
-	l := &listing{host: hostPath, seq: *seq}
+	l := &walkedDir{host: hostPath, seq: *seq}
 	l.ents, l.err = readHostDir(hostPath)
 	l.size = max(len(l.ents), 1)
 	if !la.ents.acquire(l.size) {
@@ -242,7 +242,7 @@ func (la *lookahead) walk(hostPath, store string, seq *int64) bool {
 // next returns the listing of hostPath, or nil if the walk has none (it
 // stopped early); the importer then reads the directory itself. Items of
 // the directories before it are released.
-func (la *lookahead) next(hostPath string) *listing {
+func (la *lookahead) next(hostPath string) *walkedDir {
 	if la == nil {
 		return nil
 	}

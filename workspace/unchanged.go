@@ -1,0 +1,220 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
+	"golang.org/x/sys/unix"
+)
+
+// errChanged ends Unchanged's walk at the first thing an Import would
+// have to write.
+var errChanged = errors.New("workspace changed")
+
+// Unchanged reports whether a push -m (an Import without Capture) of
+// opts.Dir into opts.Branch would change nothing, deciding it without
+// writing to the store: db may be opened ReadOnly, and a push that finds
+// nothing changed then leaves the store file untouched (no op, no
+// snapshot, no commit). If so it returns the stats that Import would
+// have returned, with Snapshot the branch's head snapshot (the state the
+// workspace still has) and NothingChanged set; warnings of skipped
+// special files go to opts.Warn only then. If not, or when it cannot
+// tell (options that need the full import: Capture, Entries, Message; a
+// store in a state it does not read without writing), it returns false
+// and the caller runs Import, which decides everything again.
+//
+// It proves "unchanged" exactly where Import's skip does (allKept: the
+// mark of the last push -m, see pushMark), for every directory of the
+// workspace, and adds what Import would otherwise write even then: every
+// directory's attributes (its ctime is from before the mark, as a file's
+// must be), the workspace directory's own (its ctime, and its node in the
+// branch compared with the host's attributes and xattrs, since the mark
+// covers only the tree below it), and the snapshot that ends an import
+// (the branch's head must be a snapshot). The racy window is the mark's:
+// an entry whose ctime is within it of that push's start is read by
+// Import, never taken as unchanged here.
+func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStats, bool, error) {
+	if opts.Capture || opts.Entries != nil || opts.Message != "" {
+		return ImportStats{}, false, nil
+	}
+	if opts.Branch == "" {
+		opts.Branch = journal.DefaultBranch
+	}
+	name, err := Name(opts.Dir)
+	if err != nil {
+		return ImportStats{}, false, err
+	}
+	abs, _ := filepath.Abs(opts.Dir)
+	var warn bytes.Buffer
+	// A host entry changed since the mark's racy window ends the check
+	// as soon as any goroutine lists it, also while the import records
+	// are still being read (the query is interrupted): a push that
+	// changes something then pays little for having checked first.
+	var settled atomic.Int64
+	var recent atomic.Bool
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	im := &importer{ctx: vctx, db: db, opts: opts, name: name, start: now(), out: io.Discard, warn: &warn}
+	im.skipStore()
+	seen := func(dir string, host []hostEntry) {
+		s := settled.Load()
+		if s == 0 {
+			return // not known yet: the walker's allKept checks these
+		}
+		for i := range host {
+			e := &host[i]
+			if e.kind == 0 || (dir == abs && strings.HasPrefix(string(e.name), stagingPrefix)) || im.skipped(dir, e.name) {
+				continue // never imported (as ignored says)
+			}
+			if nsOf(e.st.Ctim) >= s {
+				recent.Store(true)
+				cancel()
+				return
+			}
+		}
+	}
+	// The host tree is listed on other goroutines from now on, while
+	// the store is read.
+	r, top := startTreeReader(abs, im.skip, seen)
+	defer r.Close()
+	err = db.View(vctx, opts.Branch, func(tx *journal.Tx) error {
+		snap, ok, err := tx.HeadSnapshot()
+		if err != nil || !ok {
+			return orChanged(err)
+		}
+		im.stats.Snapshot = snap
+		n, err := tx.Lookup(journal.RootIno, []byte(name))
+		if errors.Is(err, os.ErrNotExist) || (err == nil && !n.IsDir()) {
+			return errChanged
+		}
+		if err != nil {
+			return err
+		}
+		if im.settled, err = pushSettled(tx, "/"+name, n.Ino); err != nil || im.settled == 0 {
+			return orChanged(err)
+		}
+		settled.Store(im.settled)
+		// The workspace directory: Import takes its host attributes at
+		// the end and rewrites its record if its inode or mode moved.
+		var st unix.Stat_t
+		if err := unix.Lstat(abs, &st); err != nil {
+			return &os.PathError{Op: "lstat", Path: abs, Err: err}
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || nsOf(st.Ctim) >= im.settled {
+			return errChanged
+		}
+		c, ok, err := tx.ImportRecord("/" + name)
+		if err != nil || !ok {
+			return orChanged(err)
+		}
+		if rec := im.record(cas.EntryDir, &st, cas.ID{}); rec != unmark(c) {
+			return errChanged
+		}
+		a, err := hostAttr(abs, &st)
+		if err != nil {
+			return err
+		}
+		if !sameAttr(&n, a) {
+			return errChanged
+		}
+		var whole bool
+		if im.cache, whole, err = tx.StatCacheStats("/"+name, cacheLimit); err != nil {
+			return err
+		}
+		if !whole {
+			im.cache = nil
+		}
+		return im.unchangedDir(tx, r, top, &place{host: abs, store: "/" + name, ino: n.Ino})
+	})
+	if recent.Load() && ctx.Err() == nil {
+		return ImportStats{}, false, nil // whatever the interrupted View returned
+	}
+	if errors.Is(err, errChanged) {
+		return ImportStats{}, false, nil
+	}
+	if err != nil {
+		return ImportStats{}, false, fmt.Errorf("push %s: %w", abs, err)
+	}
+	io.Copy(orDiscard(opts.Warn), &warn)
+	im.stats.NothingChanged = true
+	return im.stats, true, nil
+}
+
+func orChanged(err error) error {
+	if err != nil {
+		return err
+	}
+	return errChanged
+}
+
+// sameAttr reports whether branch node n has attributes a (what syncNode
+// would leave as it is).
+func sameAttr(n *journal.Node, a journal.Attr) bool {
+	return (n.Mode == a.Mode || n.Kind == cas.EntrySymlink) && n.UID == a.UID && n.GID == a.GID &&
+		n.MTime == a.MTime && sameXattrs(n.Xattrs, a.Xattrs)
+}
+
+// unchangedDir is Import's dir for a directory that allKept keeps, and
+// fails with errChanged where Import would write: a directory not kept
+// whole, a directory record without a mode (rewritten), a subdirectory
+// whose attributes Import would take again (ctime since the mark).
+func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *place) error {
+	if err := im.ctx.Err(); err != nil {
+		return err
+	}
+	host, err := r.take(l)
+	if err != nil {
+		return err
+	}
+	var cache map[string]journal.StatCache
+	if im.cache != nil {
+		cache = im.cache[pl.store]
+		delete(im.cache, pl.store)
+	} else if cache, err = tx.StatCacheDir(pl.store); err != nil {
+		return err
+	}
+	if !im.allKept(pl, pl.host, host, cache) {
+		return errChanged
+	}
+	var subs []*place
+	var lists []*listing
+	for i := range host {
+		e := &host[i]
+		if im.ignored(pl, e, "") {
+			continue
+		}
+		switch e.kind {
+		case cas.EntryFile:
+			im.stats.Files++
+			im.stats.Unchanged++
+		case cas.EntrySymlink:
+			im.stats.Symlinks++
+		case cas.EntryDir:
+			if cache[string(e.name)].Mode == journal.ModeUnknown || nsOf(e.st.Ctim) >= im.settled {
+				return errChanged
+			}
+			im.stats.Dirs++
+			subs = append(subs, &place{parent: pl, name: e.name, host: filepath.Join(pl.host, string(e.name)),
+				store: pl.store + "/" + string(e.name), st: e.st})
+			lists = append(lists, r.kid(l, e.name))
+		}
+	}
+	if im.opts.Progress != nil {
+		im.opts.Progress(im.stats)
+	}
+	for i, s := range subs {
+		if err := im.unchangedDir(tx, r, lists[i], s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
