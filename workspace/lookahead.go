@@ -41,7 +41,7 @@ type lookahead struct {
 	skip  map[string]bool // importer.skip: read-only
 	cache map[string]map[string]journal.StatCache
 
-	dirs           chan *walkedDir      // walk order; closed when the walk ends
+	dirs           chan *walkedDir    // walk order; closed when the walk ends
 	ents           entryBudget        // entries of the listings handed over and not done with
 	jobs           chan *prefetchItem // to the workers
 	slots          chan struct{}      // one per item running or prepared and not released
