@@ -49,7 +49,19 @@ type packWriter struct {
 	num   int64
 	next  int64       // the next free offset; guarded by Packs.mu
 	dirty atomic.Bool // bytes written since the last fdatasync
+
+	// kicked is the end of the last range handed to the disk early
+	// (startWriteback); guarded by kickMu.
+	kickMu sync.Mutex
+	kicked int64
 }
+
+// kickBytes is how much a pack's writer appends before it asks the kernel
+// to start writing those bytes to disk. The fdatasync before the commit
+// then waits for the tail only: storing a 64 MiB file spent a third of its
+// close in that fdatasync, with the disk idle while the chunks were cut,
+// hashed and compressed.
+const kickBytes = 1 << 20
 
 // PacksDir is the pack directory of the store file at path.
 func PacksDir(path string) string { return path + ".packs" }
@@ -136,7 +148,24 @@ func (p *Packs) append(data []byte) (num, off int64, err error) {
 		return 0, 0, fmt.Errorf("append to pack %s: %w", packName(w.num), err)
 	}
 	w.dirty.Store(true)
+	w.kick(off + int64(len(data)))
 	return w.num, off, nil
+}
+
+// kick starts writeback of what was appended below end since the last
+// kick, once that is kickBytes or more. It only starts I/O, never waits
+// for it and never replaces Sync: bytes a concurrent append has not
+// written yet are simply not dirty at this point and go with the Sync.
+func (w *packWriter) kick(end int64) {
+	w.kickMu.Lock()
+	from := w.kicked
+	if end-from < kickBytes {
+		w.kickMu.Unlock()
+		return
+	}
+	w.kicked = end
+	w.kickMu.Unlock()
+	startWriteback(w.f, from, end-from) // best effort: Sync reports errors
 }
 
 // create makes a new pack, locked, under a name no other pack has. It is
