@@ -101,6 +101,7 @@ type FS struct {
 	recordOwner *Owner
 	quota       atomic.Int64 // bytes writable through the mount; 0 = no cap
 	used        atomic.Int64 // bytes written, against quota
+	tailBytes   atomic.Int64 // buffer bytes of all nodes' tails (tail.go), at most tailBudget
 	ownOp       bool         // Mount began the op; Unmount ends it
 
 	changed atomic.Bool   // some transaction appended events
