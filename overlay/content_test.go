@@ -2,12 +2,15 @@ package overlay_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/artrt/art/journal"
 	"golang.org/x/sys/unix"
 )
 
@@ -238,4 +241,136 @@ func TestListingAfterForget(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(e, "f")); !os.IsNotExist(err) {
 		t.Errorf("e/f after its rename: %v, want ENOENT", err)
 	}
+}
+
+// TestGatheredWrites covers small writes to a file past the in-memory
+// limit, which the daemon gathers before writing its private copy
+// (tail.go): a stat, a read through another descriptor, an fsync, an
+// overwrite behind the gathered bytes, a write past the end (a hole) and
+// a truncation each see or keep exactly what was written, the journal
+// holds it at fsync and close, and so does the store after a remount.
+func TestGatheredWrites(t *testing.T) {
+	s := newStore(t)
+	p := filepath.Join(s.mnt, "g")
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
+	var want []byte // what the file must hold
+	seq := 0
+	pwrite := func(off, n int) {
+		t.Helper()
+		b := make([]byte, n)
+		for i := range b {
+			seq++
+			b[i] = byte(seq*131 + seq>>8)
+		}
+		if w, err := unix.Pwrite(fd, b, int64(off)); err != nil || w != n {
+			t.Fatalf("pwrite %d at %d: %d, %v", n, off, w, err)
+		}
+		if end := off + n; end > len(want) {
+			want = append(want, make([]byte, end-len(want))...)
+		}
+		copy(want[off:], b)
+	}
+	appendTo := func(size int) {
+		t.Helper()
+		for len(want) < size {
+			pwrite(len(want), min(4096, size-len(want)))
+		}
+	}
+	checkSize := func(when string) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Size != int64(len(want)) {
+			t.Fatalf("%s: size %d, want %d", when, st.Size, len(want))
+		}
+	}
+	// O_DIRECT: the kernel asks the daemon rather than its page cache.
+	readBack := func(when string, off, n int) {
+		t.Helper()
+		rfd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(rfd)
+		buf := make([]byte, n+8192)
+		a := buf[4096-int(uintptr(unsafe.Pointer(&buf[0]))%4096):][:n] // aligned
+		r, err := unix.Pread(rfd, a, int64(off))
+		if err != nil {
+			t.Fatalf("%s: read at %d: %v", when, off, err)
+		}
+		if !bytes.Equal(a[:r], want[off:min(off+n, len(want))]) {
+			t.Fatalf("%s: read %d bytes at %d differ from what was written", when, r, off)
+		}
+	}
+	journaled := func(when string) {
+		t.Helper()
+		ctx := context.Background()
+		st, err := s.db.Head(ctx, journal.DefaultBranch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree, err := s.db.Objects().GetTree(ctx, st.Root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range tree.Entries {
+			if string(e.Name) != "g" {
+				continue
+			}
+			var b bytes.Buffer
+			if _, err := s.db.Objects().ReadFile(ctx, e.Target, &b); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b.Bytes(), want) {
+				t.Fatalf("%s: journal holds %d bytes, want the %d written", when, b.Len(), len(want))
+			}
+			return
+		}
+		t.Fatalf("%s: g not in the journal", when)
+	}
+
+	appendTo(600 << 10) // in memory, then a private copy and a tail
+	checkSize("after 600 KiB")
+	readBack("after 600 KiB", 600<<10-8192, 8192)
+	appendTo(1500 << 10)  // past a full tail
+	pwrite(200<<10, 4096) // behind the tail: written through
+	appendTo(1600 << 10)
+	pwrite(len(want)+10000, 4096) // a hole, then more at its end
+	appendTo(1700 << 10)
+	checkSize("after a hole")
+	if err := unix.Fsync(fd); err != nil {
+		t.Fatal(err)
+	}
+	journaled("fsync")
+	appendTo(1800 << 10)
+	if err := unix.Ftruncate(fd, int64(len(want)-5000)); err != nil { // cuts gathered bytes
+		t.Fatal(err)
+	}
+	want = want[:len(want)-5000]
+	checkSize("after truncate")
+	appendTo(1900 << 10)
+	readBack("after truncate", len(want)-20000, 20000)
+	appendTo(2000 << 10)
+	checkSize("before close")
+	if err := unix.Close(fd); err != nil {
+		t.Fatal(err)
+	}
+	fd = -1
+	journaled("close")
+	s.remount()
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after remount: %d bytes (%v), want the %d written", len(got), err, len(want))
+	}
+	s.unmount()
+	s.verify()
 }

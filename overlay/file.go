@@ -71,6 +71,7 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 func (n *node) emptyLocked() error {
 	n.dropStreamLocked()
 	if n.upper != "" {
+		n.dropTailLocked() // gathered bytes the truncation voids
 		if err := os.Truncate(n.upper, 0); err != nil {
 			return err
 		}
@@ -224,6 +225,11 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		return n.fsys.commit()
 	}
 	n.mu.Lock()
+	if err := n.flushTailLocked(false); err != nil {
+		n.mu.Unlock()
+		n.dirty.Store(true)
+		return err
+	}
 	upper, mtime, inMem := n.upper, n.attr.MTime, n.inMem
 	if n.ptTimes {
 		if t, ok := n.upperMTimeLocked(); ok {
@@ -363,8 +369,10 @@ var (
 
 // lockContent locks n.mu and returns the handle's file on the private
 // copy, or nil when the content is in n.mem; disk, when set, spills
-// in-memory content to a private copy first. On error n.mu is not held.
-func (h *handle) lockContent(ctx context.Context, disk bool) (fs.FileHandle, syscall.Errno) {
+// in-memory content to a private copy first. The private copy then holds
+// every byte written, unless gather is set (Write: the node's tail may
+// stay in memory, tail.go). On error n.mu is not held.
+func (h *handle) lockContent(ctx context.Context, disk, gather bool) (fs.FileHandle, syscall.Errno) {
 	n := h.n
 	n.mu.Lock()
 	if !disk && n.upper == "" && !n.inMem && n.attr.Size == 0 {
@@ -374,6 +382,12 @@ func (h *handle) lockContent(ctx context.Context, disk bool) (fs.FileHandle, sys
 	}
 	if n.inMem && !disk {
 		return nil, 0
+	}
+	if !gather {
+		if err := n.flushTailLocked(false); err != nil {
+			n.mu.Unlock()
+			return nil, toErrno(err)
+		}
 	}
 	if h.lf != nil {
 		return h.lf, 0
@@ -396,7 +410,7 @@ func (h *handle) lockContent(ctx context.Context, disk bool) (fs.FileHandle, sys
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	ctx = uninterruptible(ctx)
-	lf, errno := h.lockContent(ctx, false)
+	lf, errno := h.lockContent(ctx, false, false)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -420,7 +434,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		}
 		data = data[:fit] // a short write; the next one gets ENOSPC
 	}
-	lf, errno := h.lockContent(ctx, false)
+	lf, errno := h.lockContent(ctx, false, true)
 	if errno != 0 {
 		return 0, errno
 	}
@@ -441,11 +455,22 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 			return uint32(len(data)), toErrno(h.wrote(ctx, data, off))
 		}
 		n.mu.Unlock()
-		if lf, errno = h.lockContent(ctx, true); errno != 0 {
+		if lf, errno = h.lockContent(ctx, true, true); errno != 0 {
 			return 0, errno
 		}
 	}
-	h.n.mu.Unlock()
+	n := h.n
+	gathered, err := n.gatherLocked(h, data, off)
+	if gathered {
+		n.appendedLocked(off, len(data))
+	}
+	n.mu.Unlock()
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	if gathered {
+		return uint32(len(data)), toErrno(h.wrote(ctx, data, off))
+	}
 	w, errno := lf.(fs.FileWriter).Write(ctx, data, off)
 	if w > 0 {
 		h.n.mu.Lock()
@@ -524,7 +549,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	if h.n.fsys.quota.Load() > 0 && mode&unix.FALLOC_FL_PUNCH_HOLE == 0 && h.n.fsys.reserve(int64(size)) < int64(size) {
 		return syscall.ENOSPC
 	}
-	lf, errno := h.lockContent(ctx, true)
+	lf, errno := h.lockContent(ctx, true, false)
 	if errno != 0 {
 		return errno
 	}
@@ -541,7 +566,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 // from the private copy, whose holes are the file's.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
 	ctx = uninterruptible(ctx)
-	lf, errno := h.lockContent(ctx, true)
+	lf, errno := h.lockContent(ctx, true, false)
 	if errno != 0 {
 		return 0, errno
 	}

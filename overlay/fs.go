@@ -101,6 +101,7 @@ type FS struct {
 	recordOwner *Owner
 	quota       atomic.Int64 // bytes writable through the mount; 0 = no cap
 	used        atomic.Int64 // bytes written, against quota
+	tailBytes   atomic.Int64 // buffer bytes of all nodes' tails (tail.go), at most tailBudget
 	ownOp       bool         // Mount began the op; Unmount ends it
 
 	changed atomic.Bool   // some transaction appended events
@@ -306,7 +307,8 @@ func (f *FS) FastPaths() []string {
 	flags := in.Flags64()
 	var out []string
 	out = append(out, "max_write=1MiB", "max_background=64", "entry/attr timeout=1h", "negative entries cached",
-		"directory listings cached by the kernel (cache_dir)", "small new files in memory until close")
+		"directory listings cached by the kernel (cache_dir)", "small new files in memory until close",
+		"small writes gathered (1 MiB per file) before the private copy")
 	if flags&fuse.CAP_NO_OPENDIR_SUPPORT != 0 {
 		out = append(out, "directories opened by the kernel (no_opendir)")
 	}

@@ -44,6 +44,10 @@ type node struct {
 	lowerStat *lowerStat
 	inMem     bool   // else the current content is mem (no private copy yet)
 	mem       []byte // contiguous from offset 0, at most memMax bytes
+	// tail holds written bytes at tailOff that upper does not have yet
+	// (tail.go); only with upper set, nil when not gathering.
+	tail    []byte
+	tailOff int64
 	// Neither upper nor inMem: the content is attr.Content.
 	opens int
 	// Of opens, how many are served by FUSE passthrough (passthrough.go):
@@ -211,7 +215,7 @@ func (n *node) OnForget() {
 // it (a 1 GiB download deleted after use wrote 1 GiB more to the disk in
 // the background). The caller holds n.jmu and n.mu.
 func (n *node) dropUpperLocked() {
-	if n.opens == 0 && n.upper != "" && !n.dirty.Load() && !n.mapped {
+	if n.opens == 0 && n.upper != "" && !n.dirty.Load() && !n.mapped && n.tail == nil {
 		if n.ptWritten || n.ptWriters > 0 || n.nlink <= 0 {
 			os.Remove(n.upper)
 		} else {
@@ -259,6 +263,11 @@ func (n *node) fillLocked(out *fuse.Attr) {
 		var st unix.Stat_t
 		if unix.Stat(n.upper, &st) == nil {
 			out.Size, out.Blocks = uint64(st.Size), uint64(st.Blocks)
+			if end := n.tailOff + int64(len(n.tail)); len(n.tail) > 0 && end > st.Size {
+				// Gathered bytes past the private copy's end (tail.go),
+				// counted as ext4 would once written.
+				out.Size, out.Blocks = uint64(end), out.Blocks+uint64((end-st.Size+4095)/4096*8)
+			}
 		}
 	case n.inMem: // as ext4 would count it: 4 KiB blocks
 		out.Size, out.Blocks = uint64(len(n.mem)), uint64((len(n.mem)+4095)/4096*8)
@@ -915,6 +924,9 @@ func (n *node) dropMemLocked() {
 // needed. The caller holds n.mu.
 func (n *node) truncateUpperLocked(ctx context.Context, size int64) error {
 	if err := n.ensureUpperLocked(ctx); err != nil {
+		return err
+	}
+	if err := n.flushTailLocked(false); err != nil {
 		return err
 	}
 	if n.fsys.quota.Load() > 0 {

@@ -104,6 +104,11 @@ func (n *node) openPassthroughLocked(ctx context.Context, flags uint32, modifies
 		}
 		n.attr.MTime = now()
 	}
+	// The backing file must hold every byte written so far: the kernel
+	// reads and writes it directly from now on.
+	if err := n.flushTailLocked(false); err != nil {
+		return nil, err
+	}
 	// Read-only whatever the open's mode: the kernel opens the backing
 	// file anew with the open's own flags, and a descriptor of ours open
 	// for writing would hide a mapping's from openForWrite.

@@ -107,7 +107,7 @@ func (n *node) startStreamLocked() {
 	f.streams.mu.Unlock()
 	n.stream = s
 	f.stats.streamStarts.Add(1)
-	s.wrote(n.seqEnd)
+	s.wrote(n.writtenLocked())
 	go s.run()
 }
 
@@ -223,8 +223,17 @@ func (n *node) appendedLocked(off int64, w int) {
 		return
 	}
 	if n.stream != nil {
-		n.stream.wrote(n.seqEnd)
+		n.stream.wrote(n.writtenLocked())
 	}
+}
+
+// writtenLocked is how far the private copy holds the appended bytes: a
+// gathered tail (tail.go) is not in it yet. The caller holds n.mu.
+func (n *node) writtenLocked() int64 {
+	if len(n.tail) > 0 {
+		return min(n.seqEnd, n.tailOff)
+	}
+	return n.seqEnd
 }
 
 // haltStreams stops every stream of the mount (unmount).

@@ -93,6 +93,31 @@ func TestStreamWhileWriting(t *testing.T) {
 	s.checkStreamed("big", data2)
 }
 
+// A big file written in small writes - gathered in the node's tail
+// before they reach the private copy (tail.go) - streams too: the stream
+// reads only what the copy holds, and the journaled content is exact.
+func TestStreamSmallWrites(t *testing.T) {
+	s := newStore(t)
+	data := streamData(5, 24<<20+777)
+	f, err := os.Create(filepath.Join(s.mnt, "small-writes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(data); off += 32 << 10 {
+		if _, err := f.Write(data[off:min(off+32<<10, len(data))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let the stream catch up
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.fs.Stats(); st.StreamStarts != 1 || st.Streamed != 1 || st.StreamedBytes < 8<<20 {
+		t.Fatalf("stats %+v: want the file streamed", st)
+	}
+	s.checkStreamed("small-writes", data)
+}
+
 // Any change but an append at the end - an overwrite below what the
 // stream stored, a truncate, a write past the end - drops the stream: the
 // file is stored from its private copy at close, with the change.
