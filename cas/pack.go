@@ -60,6 +60,7 @@ type packWriter struct {
 	num   int64
 	dirty atomic.Bool // bytes appended since the last fdatasync
 
+	syncMu sync.Mutex // serializes Sync
 	mu     sync.Mutex
 	next   int64  // the next free offset
 	direct int    // the pack opened O_DIRECT|O_WRONLY, or -1: write-outs go through f
@@ -325,8 +326,13 @@ func (w *packWriter) closeLocked() error {
 		<-w.flight // failed above: the goroutine may still hold the spare
 		w.flight = nil
 	}
-	if err == nil && w.direct >= 0 {
-		err = w.f.Truncate(w.next)
+	if err == nil {
+		// A padded block may lie past the end (also when a direct write
+		// was refused later and the writer went on through the page
+		// cache).
+		if st, serr := w.f.Stat(); serr == nil && st.Size() > w.next {
+			err = w.f.Truncate(w.next)
+		}
 	}
 	if w.direct >= 0 {
 		syscall.Close(w.direct)
@@ -435,8 +441,18 @@ func (p *Packs) Sync() error {
 	p.mu.Lock()
 	w := p.w
 	p.mu.Unlock()
-	if w == nil || !w.dirty.Swap(false) {
+	if w == nil {
 		return nil
+	}
+	// One Sync at a time: a second must not find dirty cleared and
+	// return while the first is still writing the bytes out.
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	if !w.dirty.Swap(false) {
+		w.mu.Lock()
+		err := w.failed
+		w.mu.Unlock()
+		return err
 	}
 	w.mu.Lock()
 	err := w.writeOutLocked()
@@ -446,6 +462,14 @@ func (p *Packs) Sync() error {
 		return fmt.Errorf("sync pack %s: %w", packName(w.num), err)
 	}
 	if err := fdatasync(w.f); err != nil {
+		// The kernel may have dropped the pages that failed: bytes
+		// offsets were handed out for may be gone, so nothing may
+		// commit a row naming this pack's bytes any more.
+		w.mu.Lock()
+		if w.failed == nil {
+			w.failed = fmt.Errorf("sync pack %s: %w", packName(w.num), err)
+		}
+		w.mu.Unlock()
 		w.dirty.Store(true)
 		return fmt.Errorf("sync pack %s: %w", packName(w.num), err)
 	}

@@ -202,7 +202,9 @@ func (n *node) takeStreamLocked() (*fileStream, bool) {
 	ok := s != nil && n.appending && s.upper == n.upper && !n.inMem &&
 		n.ptWriters == 0 && !n.ptWritten && !n.mapped
 	n.stream = nil
-	n.appending = false
+	// An empty file journaled (a truncation to zero, a flush of another
+	// descriptor before the first write) is still a start for appends.
+	n.appending = n.appending && n.seqEnd == 0
 	return s, ok
 }
 

@@ -118,6 +118,33 @@ func TestStreamSmallWrites(t *testing.T) {
 	s.checkStreamed("small-writes", data)
 }
 
+// A file emptied by ftruncate (journaled at once, empty) and written
+// again from its start streams: the empty content is a start for appends.
+func TestStreamAfterTruncateToZero(t *testing.T) {
+	s := newStore(t)
+	f, err := os.Create(filepath.Join(s.mnt, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSeq(t, f, streamData(6, 3<<20))
+	if err := f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	data := streamData(7, 20<<20)
+	writeSeq(t, f, data)
+	time.Sleep(200 * time.Millisecond) // let the stream catch up
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.fs.Stats(); st.StreamStarts != 1 || st.Streamed != 1 {
+		t.Fatalf("stats %+v: want the rewrite after ftruncate(0) streamed", st)
+	}
+	s.checkStreamed("t", data)
+}
+
 // Any change but an append at the end - an overwrite below what the
 // stream stored, a truncate, a write past the end - drops the stream: the
 // file is stored from its private copy at close, with the change.
