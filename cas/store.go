@@ -317,7 +317,8 @@ func (s *Store) insertStored(ctx context.Context, id ID, k Kind, codec, size int
 		if aerr != nil {
 			return 0, aerr
 		}
-		return s.insertPackedRow(ctx, id, k, codec, size, num, off, int64(len(stored)))
+		_, n, err := s.insertPackedRows(ctx, k, []packedRow{{id: id, codec: codec, size: size, pack: num, off: off, n: int64(len(stored))}})
+		return n, err
 	} else {
 		res, err = s.db.ExecContext(ctx,
 			`INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?)`,
@@ -336,21 +337,51 @@ func (s *Store) insertStored(ctx context.Context, id ID, k Kind, codec, size int
 	return int64(len(stored)), nil
 }
 
-// insertPackedRow inserts the row of an object whose n stored bytes were
-// appended to pack num at off, unless a row with id exists. It returns n,
-// or 0 if the row was there (the appended bytes are then garbage for gc).
-func (s *Store) insertPackedRow(ctx context.Context, id ID, k Kind, codec, size, num, off, n int64) (int64, error) {
-	res, err := s.db.ExecContext(ctx,
-		`INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES (?, ?, ?, ?, x'', ?, ?, ?)`,
-		id[:], int64(k), codec, size, num, off, n)
-	if err != nil {
-		return 0, err
-	}
-	if rows, err := res.RowsAffected(); err != nil || rows == 0 {
-		return 0, err
-	}
-	return n, nil
+// packedRow is the row of an object whose stored bytes are in a pack.
+type packedRow struct {
+	id                     ID
+	codec, size, pack, off int64
+	n                      int64 // stored length
 }
+
+// insertPackedRows inserts the rows of objects of kind k whose stored
+// bytes were appended to packs, unless a row with the same id exists,
+// insertBatch rows to a statement. It returns how many rows were new and
+// their stored bytes (exact when all or none of a statement's rows were
+// new; else the rows' count only). Bytes of rows that existed are
+// garbage for gc.
+func (s *Store) insertPackedRows(ctx context.Context, k Kind, rows []packedRow) (int, int64, error) {
+	added, bytes := 0, int64(0)
+	for len(rows) > 0 {
+		batch := rows[:min(len(rows), insertBatch)]
+		rows = rows[len(batch):]
+		q := `INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES ` +
+			strings.Repeat(`(?, ?, ?, ?, x'', ?, ?, ?), `, len(batch)-1) + `(?, ?, ?, ?, x'', ?, ?, ?)`
+		args := make([]any, 0, 7*len(batch))
+		var n int64
+		for _, r := range batch {
+			args = append(args, r.id[:], int64(k), r.codec, r.size, r.pack, r.off, r.n)
+			n += r.n
+		}
+		res, err := s.db.ExecContext(ctx, q, args...)
+		if err != nil {
+			return added, bytes, err
+		}
+		affected, err := res.RowsAffected()
+		if err != nil {
+			return added, bytes, err
+		}
+		added += int(affected)
+		if int(affected) == len(batch) {
+			bytes += n
+		}
+	}
+	return added, bytes, nil
+}
+
+// insertBatch is the rows of one multi-row INSERT (7 parameters each,
+// well under SQLite's limit of 32,766).
+const insertBatch = 128
 
 // Has reports whether an object with id is stored. It does not verify it.
 func (s *Store) Has(ctx context.Context, id ID) (bool, error) {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 )
 
@@ -52,11 +51,8 @@ type Stream struct {
 // streamRow is a chunk's row to be inserted: its stored bytes inline, or
 // where Advance appended them to the pack.
 type streamRow struct {
-	id          ID
-	codec, size int64
-	stored      []byte // inline; nil when packed
-	pack, off   int64
-	n           int64 // packed length
+	packedRow        // pack fields unset when inline
+	stored    []byte // inline; nil when packed
 }
 
 // After rawRunSkip new chunks in a row that zstd could not shrink, a
@@ -204,7 +200,7 @@ func (st *Stream) chunk(id ID, present bool, chunk []byte) error {
 			st.rawRun = 0
 		}
 	}
-	r := streamRow{id: id, codec: int64(codec), size: int64(len(chunk))}
+	r := streamRow{packedRow: packedRow{id: id, codec: int64(codec), size: int64(len(chunk))}}
 	// As putData decides: past the first packFrom bytes of the file,
 	// this chunk included.
 	if st.st.Bytes+int64(len(chunk)) > packFrom && st.s.packs != nil && len(stored) >= minPackStored {
@@ -227,10 +223,10 @@ func (st *Stream) chunk(id ID, present bool, chunk []byte) error {
 // store of the same database (and pack directory) as the stream's:
 // packed rows many to a statement.
 func (st *Stream) Flush(ctx context.Context, s *Store) error {
-	var packed []streamRow
+	var packed []packedRow
 	for _, r := range st.rows {
 		if r.stored == nil {
-			packed = append(packed, r)
+			packed = append(packed, r.packedRow)
 			continue
 		}
 		n, err := s.insertStored(ctx, r.id, KindChunk, r.codec, r.size, r.stored, false)
@@ -242,37 +238,16 @@ func (st *Stream) Flush(ctx context.Context, s *Store) error {
 			st.st.NewBytes += n
 		}
 	}
-	for len(packed) > 0 {
-		batch := packed[:min(len(packed), insertBatch)]
-		packed = packed[len(batch):]
-		// kind 1: KindChunk.
-		q := `INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES ` +
-			strings.Repeat(`(?, 1, ?, ?, x'', ?, ?, ?), `, len(batch)-1) + `(?, 1, ?, ?, x'', ?, ?, ?)`
-		args := make([]any, 0, 6*len(batch))
-		var bytes int64
-		for _, r := range batch {
-			args = append(args, r.id[:], r.codec, r.size, r.pack, r.off, r.n)
-			bytes += r.n
-		}
-		res, err := s.db.ExecContext(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("stream: put %d chunks: %w", len(batch), err)
-		}
-		if n, err := res.RowsAffected(); err == nil {
-			st.st.NewChunks += int(n)
-			if int(n) == len(batch) {
-				st.st.NewBytes += bytes
-			}
-		}
+	added, bytes, err := s.insertPackedRows(ctx, KindChunk, packed)
+	st.st.NewChunks += added
+	st.st.NewBytes += bytes
+	if err != nil {
+		return fmt.Errorf("stream: put %d chunks: %w", len(packed), err)
 	}
 	st.rows, st.rowMem = st.rows[:0], 0
 	clear(st.pending)
 	return nil
 }
-
-// insertBatch is the rows of one multi-row INSERT (6 parameters each,
-// well under SQLite's limit of 32,766).
-const insertBatch = 128
 
 // Finish stores the file through s, a transaction's store: the rows not
 // yet flushed, the chunks of the file from Pos to its current size (as
