@@ -260,23 +260,15 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		defer f.Close()
 	}
 	var jn journal.Node
-	gone, streamed := false, false
+	gone := false
 	var id cas.ID // what upper (or mem) was read to hold
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var st cas.FileStats
 		var err error
+		streamed := false
 		if streamOK {
-			// Valid only if no gc collected what the stream saw present
-			// and no rollback took rows it inserted.
-			if g, gerr := tx.GCGeneration(); gerr == nil && g == stream.gen && n.fsys.batch.Rollbacks() == stream.lost {
-				ahead := stream.st.Pos()
-				id, st, err = stream.st.Finish(ctx, tx.Objects())
-				if err != nil {
-					return err
-				}
-				streamed = true
-				n.fsys.stats.streamed.Add(1)
-				n.fsys.stats.streamBytes.Add(ahead)
+			if id, st, streamed, err = stream.finish(ctx, tx); err != nil {
+				return err
 			}
 		}
 		switch {

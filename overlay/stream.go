@@ -54,12 +54,11 @@ const (
 
 // fileStream is one file being stored while it is written.
 type fileStream struct {
-	fsys  *FS
-	st    *cas.Stream
-	f     *os.File // the private copy, read-only
-	upper string
-	gen   int64 // gc generation when it began
-	lost  int64 // the batch's Rollbacks when it began
+	fsys *FS
+	st   *cas.Stream
+	f    *os.File // the private copy (its path is f.Name()), read-only
+	gen  int64    // gc generation when it began
+	lost int64    // the batch's Rollbacks when it began
 
 	end    atomic.Int64 // written so far, as published by handle.Write
 	kicked int64        // end at the last wake-up; guarded by the node's mu
@@ -82,12 +81,6 @@ type streams struct {
 // or the copy cannot be opened. The caller holds n.mu.
 func (n *node) startStreamLocked() {
 	f := n.fsys
-	f.streams.mu.Lock()
-	full := len(f.streams.set) >= maxStreams
-	f.streams.mu.Unlock()
-	if full {
-		return
-	}
 	gen, err := f.db.GCGeneration(context.Background())
 	if err != nil {
 		return
@@ -97,9 +90,15 @@ func (n *node) startStreamLocked() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &fileStream{fsys: f, st: f.db.Objects().NewStream(up), f: up, upper: n.upper, gen: gen, lost: f.batch.Rollbacks(),
+	s := &fileStream{fsys: f, st: f.db.Objects().NewStream(up), f: up, gen: gen, lost: f.batch.Rollbacks(),
 		kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	f.streams.mu.Lock()
+	if len(f.streams.set) >= maxStreams {
+		f.streams.mu.Unlock()
+		cancel()
+		up.Close()
+		return
+	}
 	if f.streams.set == nil {
 		f.streams.set = map[*fileStream]struct{}{}
 	}
@@ -171,10 +170,28 @@ func (s *fileStream) halt() bool {
 	s.cancel()
 	<-s.done
 	if s.err != nil {
-		log.Printf("art overlay: storing %s while written: %v (stored at close instead)", s.upper, s.err)
+		log.Printf("art overlay: storing %s while written: %v (stored at close instead)", s.f.Name(), s.err)
 		return false
 	}
 	return true
+}
+
+// finish stores the file through tx from where the stream got to, if
+// nothing the stream did outside tx can have been undone since: no gc
+// completed (it may have collected an object the stream found present)
+// and the batch rolled nothing back (rows the stream inserted). ok is
+// false when the caller must store the file whole instead.
+func (s *fileStream) finish(ctx context.Context, tx *journal.Tx) (id cas.ID, st cas.FileStats, ok bool, err error) {
+	if g, err := tx.GCGeneration(); err != nil || g != s.gen || s.fsys.batch.Rollbacks() != s.lost {
+		return cas.ID{}, cas.FileStats{}, false, nil
+	}
+	ahead := s.st.Pos()
+	if id, st, err = s.st.Finish(ctx, tx.Objects()); err != nil {
+		return cas.ID{}, st, false, err
+	}
+	s.fsys.stats.streamed.Add(1)
+	s.fsys.stats.streamBytes.Add(ahead)
+	return id, st, true, nil
 }
 
 // dropStreamLocked ends streaming for n: a change the stream cannot
@@ -199,7 +216,7 @@ func (n *node) dropStreamLocked() {
 // either way. The caller holds n.mu.
 func (n *node) takeStreamLocked() (*fileStream, bool) {
 	s := n.stream
-	ok := s != nil && n.appending && s.upper == n.upper && !n.inMem &&
+	ok := s != nil && n.appending && s.f.Name() == n.upper && !n.inMem &&
 		n.ptWriters == 0 && !n.ptWritten && !n.mapped
 	n.stream = nil
 	// An empty file journaled (a truncation to zero, a flush of another

@@ -3,6 +3,7 @@ package overlay_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,14 +16,10 @@ import (
 
 // streamData is n pseudo-random (incompressible) bytes.
 func streamData(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
 	b := make([]byte, n)
-	for i := 0; i < n; i += 8 {
-		v := r.Uint64()
-		for j := 0; j < 8 && i+j < n; j++ {
-			b[i+j] = byte(v >> (8 * j))
-		}
-	}
+	rand.NewChaCha8(key).Read(b)
 	return b
 }
 
