@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,15 +19,7 @@ import (
 // than prefetchAhead are skipped), nor runs on after finish.
 func TestLookaheadSubsequence(t *testing.T) {
 	ctx := context.Background()
-	sdb, err := sql.Open("sqlite3", filepath.Join(t.TempDir(), "p.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdb.Close()
-	if _, err := sdb.Exec(cas.ObjectsSchema); err != nil {
-		t.Fatal(err)
-	}
-	objs := cas.NewStore(sdb)
+	objs := tempObjects(t)
 	root := filepath.Join(t.TempDir(), "ws")
 	// root/dNN/eMM/fKK: 6 x 5 directories of 7 files, and 3 files at
 	// each level above.

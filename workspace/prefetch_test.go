@@ -20,15 +20,7 @@ import (
 // directly gives, and finish returns with nothing left running.
 func TestPrefetchTakeAnyOrder(t *testing.T) {
 	ctx := context.Background()
-	sdb, err := sql.Open("sqlite3", filepath.Join(t.TempDir(), "p.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdb.Close()
-	if _, err := sdb.Exec(cas.ObjectsSchema); err != nil {
-		t.Fatal(err)
-	}
-	objs := cas.NewStore(sdb)
+	objs := tempObjects(t)
 	dir := t.TempDir()
 	var paths []string
 	for i := range 200 {
@@ -103,17 +95,13 @@ func TestPrefetchTakeAnyOrder(t *testing.T) {
 // is never handed over; the importer reads the file itself.
 func TestPrefetchChangedAfterRead(t *testing.T) {
 	ctx := context.Background()
-	sdb, err := sql.Open("sqlite3", filepath.Join(t.TempDir(), "p.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdb.Close()
+	objs := tempObjects(t)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
 	if err := os.WriteFile(p, []byte("before\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pf := startPrefetch(ctx, cas.NewStore(sdb), []string{p, p + "-absent"})
+	pf := startPrefetch(ctx, objs, []string{p, p + "-absent"})
 	defer pf.finish()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if pf.order[0].state.Load() == itemRunning {
@@ -134,4 +122,19 @@ func TestPrefetchChangedAfterRead(t *testing.T) {
 	if prep, _ := pf.take(p, &st); prep != nil {
 		t.Fatalf("handed over %d bytes prepared before the file changed", prep.Size())
 	}
+}
+
+// tempObjects is an object store in a fresh SQLite file, closed at the
+// end of the test.
+func tempObjects(t *testing.T) *cas.Store {
+	t.Helper()
+	sdb, err := sql.Open("sqlite3", filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sdb.Close() })
+	if _, err := sdb.Exec(cas.ObjectsSchema); err != nil {
+		t.Fatal(err)
+	}
+	return cas.NewStore(sdb)
 }
