@@ -1,0 +1,84 @@
+package termtext
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// hostile holds the names issue 29 was shown with, and the bytes a terminal
+// acts on.
+var hostile = []string{
+	"evil\x1b]0;pwned\a", "red\x1b[31mX", "new\nline", "bad\xff\xfe", "csi\xc2\x9b2J", "raw\x9b2J",
+	"del\x7f", "tab\there", "cr\rover", "bidi\u202eexe.txt", "nul\x00x",
+}
+
+// terminalSafe: no C0 byte, no DEL, no C1 (as a byte or a rune), one line.
+func terminalSafe(t *testing.T, what, out string) {
+	t.Helper()
+	for i := 0; i < len(out); i++ {
+		if c := out[i]; c < 0x20 || c == 0x7f || c == 0x9b {
+			t.Errorf("%s: %q holds byte %#x", what, out, c)
+		}
+	}
+	for _, r := range out {
+		if r >= 0x80 && r <= 0x9f || r == 0x202e {
+			t.Errorf("%s: %q holds rune %U", what, out, r)
+		}
+	}
+}
+
+func TestHostileTextEscaped(t *testing.T) {
+	for _, s := range hostile {
+		terminalSafe(t, "Quote", Quote(s))
+		terminalSafe(t, "Text", Text(s))
+		terminalSafe(t, "Argv", Argv([]string{"sh", "-c", s}))
+		if Safe(s) {
+			t.Errorf("Safe(%q) = true", s)
+		}
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"plain/path.go", "plain/path.go"},
+		{"with space", "with space"},
+		{"héllo", "héllo"},
+		{`back\slash`, `back\slash`},
+		{"evil\x1b]0;pwned\a", `"evil\033]0;pwned\a"`},
+		{"new\nline", `"new\nline"`},
+		{"bad\xff\xfe", `"bad\xff\xfe"`},
+		{"q\"\\\n", `"q\"\\\n"`},
+		{"csi\xc2\x9b", `"csi\302\233"`},
+	} {
+		if got := Quote(c.in); got != c.want {
+			t.Errorf("Quote(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	if got, want := Text("msg\nsecond"), `msg\nsecond`; got != want {
+		t.Errorf("Text = %s, want %s", got, want)
+	}
+}
+
+// TestArgvRoundTrip: what Argv prints, bash reads back as the same words.
+func TestArgvRoundTrip(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	words := append([]string{"echo", "it's", "", "a b", `x\y`, "ok-1.go"}, hostile[:len(hostile)-1]...) // bash cannot hold NUL
+	line := Argv(words)
+	out, err := exec.Command(bash, "-c", `for w in `+line+`; do printf '%s\0' "$w"; done`).Output()
+	if err != nil {
+		t.Fatalf("bash -c %s: %v", line, err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if len(got) != len(words) {
+		t.Fatalf("bash read %d words from %s, want %d", len(got), line, len(words))
+	}
+	for i := range words {
+		if got[i] != words[i] {
+			t.Errorf("word %d: bash read %q from %s, want %q", i, got[i], line, words[i])
+		}
+	}
+}
