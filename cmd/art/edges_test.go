@@ -1,0 +1,68 @@
+package main
+
+// The CLI's edges (issue 29): usage errors, unknown verbs, what a verb
+// leaves behind, and small promises of the sandbox's environment.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A prune that frees nothing because of gc's grace period says so, and
+// how to override it.
+func TestForgetPruneNamesTheGracePeriod(t *testing.T) {
+	ws, db := newWorkspace(t)
+	writeFile(t, filepath.Join(ws, "big"), strings.Repeat("forget me ", 100000))
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	if err := os.Remove(filepath.Join(ws, "big")); err != nil {
+		t.Fatal(err)
+	}
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	out := mustArt(t, "forget", "-d", db, "--all", "--keep-last", "1", "--prune")
+	if !strings.Contains(out, "written within the grace period (1h); --grace 0 frees them now") {
+		t.Fatalf("forget --prune kept objects for the grace period without saying so:\n%s", out)
+	}
+	out = mustArt(t, "forget", "-d", db, "--all", "--keep-last", "1", "--prune", "--grace", "0")
+	if strings.Contains(out, "grace period") {
+		t.Fatalf("forget --prune --grace 0 still names a grace period:\n%s", out)
+	}
+}
+
+// A direct-mode run leaves no .art behind in the workspace (it is made
+// only to be covered read-only inside), and the agent still cannot
+// write one; a user's own .art stays.
+func TestRunDirectLeavesNoArtDir(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	if os.Geteuid() == 0 {
+		filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, 65534, 65534) })
+	}
+	r := mustRun(t, "-m", ws, "-i=false", "-q", "--", "sh", "-c", "test -d .art && echo covered; mkdir .art/config 2>/dev/null && echo planted; true")
+	if r.stdout != "covered\n" {
+		t.Fatalf("inside, .art: %q, want it present and unwritable", r.stdout)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".art")); !os.IsNotExist(err) {
+		t.Fatalf("direct-mode run left %s/.art behind (%v)", ws, err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, ".art"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "-m", ws, "-i=false", "-q", "--", "true")
+	if _, err := os.Lstat(filepath.Join(ws, ".art")); err != nil {
+		t.Fatalf("the user's own .art is gone: %v", err)
+	}
+}
+
+// SHELL is set inside: tools that spawn $SHELL get a shell, not nologin.
+func TestRunShellIsSet(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	r := mustRun(t, "-m", ws, "-i=false", "-q", "--", "sh", "-c", `$SHELL -c 'echo "ok $0"'`)
+	if r.stdout != "ok "+loginShell()+"\n" {
+		t.Fatalf("$SHELL -c inside: %q, want it to run %s", r.stdout, loginShell())
+	}
+	r = mustRun(t, "-m", ws, "-i=false", "-q", "--env", "SHELL=/bin/dash", "--", "sh", "-c", `echo $SHELL`)
+	if r.stdout != "/bin/dash\n" {
+		t.Fatalf("--env SHELL=/bin/dash: SHELL inside %q", r.stdout)
+	}
+}
