@@ -66,3 +66,18 @@ func TestRunShellIsSet(t *testing.T) {
 		t.Fatalf("--env SHELL=/bin/dash: SHELL inside %q", r.stdout)
 	}
 }
+
+// blame of a path that never existed is not found (rc 3, like cat);
+// a change no process made names the operation (a push).
+func TestBlameUnknownPathAndPushOp(t *testing.T) {
+	ws, db := newWorkspace(t)
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	out, errs, code := art(t, "blame", "-d", db, "ws/nope")
+	if code != exitNotFound || out != "" || !strings.Contains(errs, "blame ws/nope: no change recorded") {
+		t.Fatalf("blame of a path that never existed: exit %d, stdout %q, stderr %q; want exit %d and a not-found line", code, out, errs, exitNotFound)
+	}
+	out = mustArt(t, "blame", "-d", db, "ws/main.py")
+	if !strings.Contains(out, "(op 2: import push "+ws+")") || strings.Contains(out, "unknown process") {
+		t.Fatalf("blame of a pushed file does not name the push:\n%s", out)
+	}
+}
