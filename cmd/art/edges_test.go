@@ -4,6 +4,8 @@ package main
 // leaves behind, and small promises of the sandbox's environment.
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +81,90 @@ func TestBlameUnknownPathAndPushOp(t *testing.T) {
 	out = mustArt(t, "blame", "-d", db, "ws/main.py")
 	if !strings.Contains(out, "(op 2: import push "+ws+")") || strings.Contains(out, "unknown process") {
 		t.Fatalf("blame of a pushed file does not name the push:\n%s", out)
+	}
+}
+
+// art mcp never dies on input: garbage between valid requests is
+// answered -32700 (not JSON) or -32600 (not a JSON-RPC request, a batch,
+// too long) and the server serves on; every reply owed is written, also
+// at the end of input, and an error reply only after the replies owed to
+// the requests before it. The real server process, fed through a pipe.
+func TestMCPGarbageBetweenRequests(t *testing.T) {
+	_, db := newWorkspace(t)
+	ws := filepath.Join(filepath.Dir(db), "ws")
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`not json at all`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"id":7}`,
+		`[{"jsonrpc":"2.0","id":8,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`,
+		strings.Repeat("x", 17<<20),
+		`{"jsonrpc":"2.0","id":3,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"log","arguments":{}}}`,
+		`{"truncated": `, // the input ends mid-message
+	}
+	cmd := artCmd(t, "mcp", "-d", db, "-m", ws)
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n"))
+	r := exe(t, cmd)
+	if r.code != 0 {
+		t.Fatalf("art mcp exit %d on bad input\nstderr: %s", r.code, r.stderr)
+	}
+	type reply struct {
+		ID    json.RawMessage
+		Error *struct{ Code int }
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		var m reply
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("a reply that is not JSON: %q", l)
+		}
+		s := string(m.ID)
+		if m.Error != nil {
+			s += fmt.Sprintf(":%d", m.Error.Code)
+		}
+		got = append(got, s)
+	}
+	// Replies to requests may come in any order among themselves, but an
+	// error reply follows the replies to every request before its line.
+	want := []string{"1", "null:-32700", "2", "7:-32600", "null:-32600", "null:-32600", "null:-32600", "3", "4", "null:-32700"}
+	if len(got) != len(want) {
+		t.Fatalf("replies %v, want %v (requests among themselves in any order)\nstderr: %s", got, want, r.stderr)
+	}
+	at := map[string]int{}
+	for i, s := range got {
+		if _, ok := at[s]; !ok && !strings.Contains(s, ":") {
+			at[s] = i
+		}
+	}
+	for i, s := range got {
+		if !strings.Contains(s, ":") {
+			continue
+		}
+		// The error replies, in input order, each with the requests read before it.
+		before := map[int][]string{1: {"1"}, 2: {"1", "2"}, 3: {"1", "2"}, 4: {"1", "2"}, 5: {"1", "2"}, 6: {"1", "2", "3", "4"}}
+		n := 0
+		for _, p := range got[:i] {
+			if strings.Contains(p, ":") {
+				n++
+			}
+		}
+		for _, req := range before[n+1] {
+			if j, ok := at[req]; !ok || j > i {
+				t.Fatalf("error reply %s written before the reply owed to request %s: %v", s, req, got)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range got {
+		seen[s] = true
+	}
+	for _, w := range want {
+		if !seen[w] {
+			t.Fatalf("no reply %s in %v", w, got)
+		}
 	}
 }
