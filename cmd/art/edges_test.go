@@ -168,3 +168,90 @@ func TestMCPGarbageBetweenRequests(t *testing.T) {
 		}
 	}
 }
+
+// Usage errors are git's: one line on stderr naming the help to read,
+// nothing on stdout, exit 2 - a missing flag value and a missing store
+// included; an unknown first word gets the verbs it may have meant.
+func TestUsageErrors(t *testing.T) {
+	ws, db := newWorkspace(t)
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	t.Setenv("ART_DB", "")
+	for _, c := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"log", "-d", db, "--bogus"}, "art: log: unknown flag --bogus (see art log --help)\n"},
+		{[]string{"log", "-d", db, "-x"}, "art: log: unknown flag -x (see art log --help)\n"},
+		{[]string{"run", "-d", db, "-m"}, "art: run: flag -m needs a value (see art run --help)\n"},
+		{[]string{"log", "-d", db, "-n", "x"}, "art: log: invalid value \"x\" for flag -n: parse error (see art log --help)\n"},
+		{[]string{"status"}, "art: status needs a store: -d FILE (or ART_DB) (see art status --help)\n"},
+		{[]string{"policy", "suggest"}, "art: policy suggest needs a store: -d FILE (or ART_DB) (see art policy suggest --help)\n"},
+		{[]string{"policy", "bogus"}, "art: policy: unknown subcommand 'bogus' (see art policy --help)\n"},
+		{[]string{"checkout", "-d", db}, "art: checkout takes exactly one REV (see art checkout --help)\n"},
+		{[]string{"-d", db, "-m", ws, "log"}, "art: log: unknown flag -m (see art log --help)\n"},
+		{[]string{"stauts"}, "art: 'stauts' is not an art command. See 'art help'.\n\nThe most similar command is\n\tstatus\n"},
+		{[]string{"help", "lgo"}, "art: 'lgo' is not an art command. See 'art help'.\n\nThe most similar command is\n\tlog\n"},
+		{[]string{"-d", db, "brnch"}, "art: 'brnch' is not an art command. See 'art help'.\n\nThe most similar command is\n\tbranch\n"},
+		{[]string{"zzzqqq"}, "art: 'zzzqqq' is not an art command. See 'art help'.\n"},
+	} {
+		out, errs, code := art(t, c.args...)
+		if code != exitUsage || out != "" || errs != c.stderr {
+			t.Errorf("art %s: exit %d, stdout %d bytes, stderr %q\nwant exit %d, no stdout, stderr %q", strings.Join(c.args, " "), code, len(out), errs, exitUsage, c.stderr)
+		}
+	}
+	// Every verb's unknown flag: one line, no help text.
+	app := newApp(&env{})
+	for _, cmd := range app.Commands {
+		if cmd.Hidden || cmd.Name == "help" {
+			continue
+		}
+		out, errs, code := art(t, cmd.Name, "--no-such-flag")
+		if want := "art: " + cmd.Name + ": unknown flag --no-such-flag (see art " + cmd.Name + " --help)\n"; code != exitUsage || out != "" || errs != want {
+			t.Errorf("art %s --no-such-flag: exit %d, stdout %q, stderr %q; want exit 2 and %q", cmd.Name, code, out, errs, want)
+		}
+	}
+}
+
+// Global flags before the verb (art -d FILE log) mean the verb, as
+// ART_DB does; the original form still runs a program, also one named
+// like a verb; the first word is looked up on PATH.
+func TestGlobalFlagsAndOriginalForm(t *testing.T) {
+	ws, db := newWorkspace(t)
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	if a, b := mustArt(t, "-d", db, "log", "--json"), mustArt(t, "log", "-d", db, "--json"); a != b || !strings.Contains(a, `"kind": "import"`) {
+		t.Fatalf("art -d DB log --json:\n%s\nart log -d DB --json:\n%s", a, b)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-d", "x.db", "status", "--json"}, []string{"art", "status", "-d", "x.db", "--json"}},
+		{[]string{"-d", "x.db", "-m", "ws", "--", "log"}, []string{"art", "run", "-d", "x.db", "-m", "ws", "--", "log"}},
+		{[]string{"-m", "ws", "-i=false", "sh", "-c", "x"}, []string{"art", "run", "-m", "ws", "-i=false", "--", "sh", "-c", "x"}},
+		{[]string{"-m", "ws", "ls", "-la"}, []string{"art", "run", "-m", "ws", "--", "ls", "-la"}},
+		{[]string{"sh", "-c", "x"}, []string{"art", "run", "--", "sh", "-c", "x"}},
+		{[]string{"./script"}, []string{"art", "run", "--", "./script"}},
+		{[]string{}, []string{"art", "run"}},
+		{[]string{"-m", "ws"}, []string{"art", "run", "-m", "ws"}},
+	} {
+		got, err := originalForm(newApp(&env{}), append([]string{"art"}, c.args...))
+		if err != nil || strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("art %s read as %q (%v), want %q", strings.Join(c.args, " "), got, err, c.want)
+		}
+	}
+}
+
+// The binary, as a user types it: an unknown verb starts no sandbox and
+// leaves nothing behind in the current directory.
+func TestUnknownVerbBinary(t *testing.T) {
+	dir := t.TempDir()
+	cmd := artCmd(t, "stauts")
+	cmd.Dir = dir
+	r := exe(t, cmd)
+	if r.code != exitUsage || r.stdout != "" || !strings.HasPrefix(r.stderr, "art: 'stauts' is not an art command.") {
+		t.Fatalf("art stauts: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("art stauts left %v in the current directory", ents)
+	}
+}
