@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]+$`)
@@ -270,7 +271,7 @@ func (db *DB) materializeTx(ctx context.Context, tx *sql.Tx, branch, seq int64, 
 			return cas.ID{}, fmt.Errorf("event %d: %w", r.seq, err)
 		}
 		if err := p.replay(ev); err != nil {
-			return cas.ID{}, fmt.Errorf("%w: replay of event %d (%s %q) failed: %v", ErrCorrupt, r.seq, ev.Kind, ev.Path, err)
+			return cas.ID{}, fmt.Errorf("%w: replay of event %d (%s %s) failed: %v", ErrCorrupt, r.seq, ev.Kind, termtext.QuotePath(ev.Path), err)
 		}
 	}
 	return p.computeRoot()

@@ -82,3 +82,29 @@ func TestArgvRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestQuotedAndContent(t *testing.T) {
+	for _, c := range []struct{ in, quoted, content string }{
+		{"fix the parser", `"fix the parser"`, "fix the parser"},
+		{`say "hi" \o/`, `"say \"hi\" \\o/"`, `say "hi" \o/`},
+		{"a\tb\x1b]0;x\a", `"a\tb\033]0;x\a"`, "a\tb\\033]0;x\\a"},
+		{"crlf\r", `"crlf\r"`, `crlf\r`},
+		{"bad\xff", `"bad\xff"`, `bad\xff`},
+	} {
+		if got := Quoted(c.in); got != c.quoted {
+			t.Errorf("Quoted(%q) = %s, want %s", c.in, got, c.quoted)
+		}
+		if got := Content(c.in); got != c.content {
+			t.Errorf("Content(%q) = %s, want %s", c.in, got, c.content)
+		}
+	}
+	for _, s := range hostile {
+		terminalSafe(t, "Quoted", Quoted(s))
+		got := Content(s)
+		for i := 0; i < len(got); i++ {
+			if c := got[i]; c < 0x20 && c != '\t' || c == 0x7f || c == 0x9b {
+				t.Errorf("Content(%q) = %q holds byte %#x", s, got, c)
+			}
+		}
+	}
+}
