@@ -164,7 +164,9 @@ func formatEvent(ev *journal.Event, branch string) string {
 		fmt.Fprintf(&b, " %s -> %s", agentPath(ev.Path), termtext.Quoted(string(ev.Attr.Link)))
 	case journal.EvSetxattr, journal.EvRemovexattr:
 		fmt.Fprintf(&b, " %s %s", agentPath(ev.Path), termtext.Quote(ev.Name))
-	case journal.EvBegin, journal.EvEnd, journal.EvExec, journal.EvSyscall:
+	case journal.EvExec: // Text is the argv, NUL-separated
+		fmt.Fprintf(&b, " %s", termtext.Argv(strings.Split(ev.Text, "\x00")))
+	case journal.EvBegin, journal.EvEnd, journal.EvSyscall:
 		fmt.Fprintf(&b, " %s", termtext.Text(ev.Text))
 	default:
 		fmt.Fprintf(&b, " %s", agentPath(ev.Path))
