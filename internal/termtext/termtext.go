@@ -17,6 +17,11 @@
 // Escapes are \a \b \t \n \v \f \r \" \\, \ooo (octal, as git) for other
 // controls and escaped runes, and \xHH for an invalid UTF-8 byte, so the
 // escaped form tells the two apart and can be decoded back.
+//
+// Which function: Quote (QuotePath) for a name or path, Quoted for a
+// message shown in quotes, Text for free text inside a line (a description,
+// an error's detail), Content for a line of a file (art diff --patch), Argv
+// (Word) for a command line.
 package termtext
 
 import (
@@ -85,12 +90,16 @@ func Content(s string) string {
 }
 
 func safeContent(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 && c != '\t' || c >= 0x7f {
-			return Safe(strings.ReplaceAll(s, "\t", " "))
+	for {
+		i := strings.IndexByte(s, '\t')
+		if i < 0 {
+			return Safe(s)
 		}
+		if !Safe(s[:i]) {
+			return false
+		}
+		s = s[i+1:]
 	}
-	return true
 }
 
 // Argv renders a command line so that a shell would run it: words that need
