@@ -48,6 +48,7 @@ fuzz:
 	$(GO) test ./cas -run '^$$' -fuzz '^FuzzChunker$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/termtext -run '^$$' -fuzz '^FuzzSafeOutput$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzCheckSpecial$$' -fuzztime $(FUZZTIME)
 
 ## bench: measure art against native tools; writes docs/benchmarks.md

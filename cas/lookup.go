@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+
+	"github.com/artrt/art/internal/termtext"
 )
 
 // LookupPath walks path (slash-separated, relative) from the tree root,
@@ -23,12 +25,12 @@ func (s *Store) LookupPath(ctx context.Context, root ID, path string) (*Entry, e
 		}
 		e, ok := t.Lookup([]byte(comp))
 		if !ok {
-			return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+			return nil, fmt.Errorf("%s: %w", termtext.Quote(path), fs.ErrNotExist)
 		}
 		ent = e
 		if i < strings.Count(path, "/") {
 			if e.Kind != EntryDir {
-				return nil, fmt.Errorf("%s: not a directory", path)
+				return nil, fmt.Errorf("%s: not a directory", termtext.Quote(path))
 			}
 			cur = e.Target
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/artrt/art/internal/termtext"
 )
 
 // Batch shares one write transaction among many small updates of an op's
@@ -358,7 +360,7 @@ func (b *Batch) SetOp(op *Op) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if op.BranchID != b.op.BranchID {
-		return fmt.Errorf("batch of branch %s cannot take an op of branch %s", b.op.Branch, op.Branch)
+		return fmt.Errorf("batch of branch %s cannot take an op of branch %s", termtext.Quote(b.op.Branch), termtext.Quote(op.Branch))
 	}
 	if err := b.err; err != nil {
 		b.err = nil

@@ -3,6 +3,8 @@ package journal
 import (
 	"errors"
 	"syscall"
+
+	"github.com/artrt/art/internal/termtext"
 )
 
 // Sentinels callers branch on. Namespace errors from Tx methods are wrapped
@@ -42,9 +44,8 @@ func (e *errno) Error() string                         { return e.op + " " + quo
 func (e *errno) Unwrap() error                         { return e.err }
 func pathErr(op, path string, err syscall.Errno) error { return &errno{op: op, path: path, err: err} }
 
+// quotePath shows a journal path as the agent sees it below /home/agent
+// (/ws/f), quoted for a terminal when it needs to be.
 func quotePath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	return "/" + p
+	return termtext.Quote("/" + p)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 // ErrForgotten reports a revision that names history art forget removed.
@@ -169,7 +170,7 @@ func (db *DB) Forget(ctx context.Context, opts ForgetOptions) (*ForgetReport, er
 			}
 			bf, err := db.forgetBranch(ctx, tx, b, opts)
 			if err != nil {
-				return fmt.Errorf("forget on %s: %w", name, err)
+				return fmt.Errorf("forget on %s: %w", termtext.Quote(name), err)
 			}
 			rep.Branches = append(rep.Branches, bf)
 		}

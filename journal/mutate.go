@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 // The state transitions of a projection. Each validates like the kernel
@@ -46,7 +47,7 @@ func (p *proj) mknode(parent int64, name []byte, a Attr) (*Node, error) {
 	}
 	xs, err := normXattrs(a.Xattrs)
 	if err == nil && a.Kind == cas.EntryFile && a.Content.IsZero() {
-		err = fmt.Errorf("create %q: file without content manifest: %w", name, syscall.EINVAL)
+		err = fmt.Errorf("create %s: file without content manifest: %w", termtext.QuotePath(name), syscall.EINVAL)
 	}
 	if err != nil {
 		if ino, lerr := p.lookup(parent, name); lerr != nil {
@@ -231,7 +232,7 @@ func (p *proj) lookupNode(parent int64, name []byte) (*Node, error) {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("look up %q in inode %d: %w", name, parent, err)
+		return nil, fmt.Errorf("look up %s in inode %d: %w", termtext.QuotePath(name), parent, err)
 	}
 	if n.IsDir() {
 		p.dirs[n.Ino] = n.state

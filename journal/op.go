@@ -8,6 +8,7 @@ import (
 	"regexp"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 // State names one state of the store: a point of a branch's chain and the
@@ -62,10 +63,10 @@ var branchNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}$`)
 // (a '~' or '@', all-hex names of 4+ characters) or paths.
 func ValidBranchName(name string) error {
 	if !branchNameRE.MatchString(name) || regexp.MustCompile(`\.\.|//|/$|\.lock$`).MatchString(name) {
-		return fmt.Errorf("invalid branch name %q: use letters, digits and . _ - /", name)
+		return fmt.Errorf("invalid branch name %s: use letters, digits and . _ - /", termtext.Quoted(name))
 	}
 	if hexRE.MatchString(name) && len(name) >= 4 {
-		return fmt.Errorf("invalid branch name %q: it would read as a snapshot id", name)
+		return fmt.Errorf("invalid branch name %s: it would read as a snapshot id", termtext.Quoted(name))
 	}
 	return nil
 }
@@ -92,7 +93,7 @@ type queryer interface {
 func branchByName(ctx context.Context, q queryer, name string) (Branch, error) {
 	b, err := scanBranch(q.QueryRowContext(ctx, `SELECT `+branchCols+` FROM branches WHERE name = ? AND deleted_ns IS NULL`, name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return b, fmt.Errorf("%w: %s", ErrBranchNotFound, name)
+		return b, fmt.Errorf("%w: %s", ErrBranchNotFound, termtext.Quote(name))
 	}
 	return b, err
 }
@@ -176,10 +177,10 @@ func (op *Op) openTx(ctx context.Context, tx cas.DBTX) (*Tx, error) {
 		FROM branches WHERE id = ?`, op.BranchID).
 		Scan(&headSeq, &head, &count, &nextIno, &deleted, &next)
 	if err != nil {
-		return nil, fmt.Errorf("branch %s: %w", op.Branch, err)
+		return nil, fmt.Errorf("branch %s: %w", termtext.Quote(op.Branch), err)
 	}
 	if deleted.Valid {
-		return nil, fmt.Errorf("%w: %s was deleted", ErrBranchNotFound, op.Branch)
+		return nil, fmt.Errorf("%w: %s was deleted", ErrBranchNotFound, termtext.Quote(op.Branch))
 	}
 	p := newProj(ctx, tx, op.db.objs, op.BranchID, nextIno, op.db.now())
 	t := &Tx{db: op.db, p: p, op: op, headSeq: headSeq, count: count, next: next, nextIno: nextIno}
@@ -252,7 +253,7 @@ func describeState(s State) string {
 	if !s.Snapshot.IsZero() {
 		return s.Snapshot.Short()
 	}
-	return fmt.Sprintf("%s@%d", s.Branch, s.Seq)
+	return fmt.Sprintf("%s@%d", termtext.Quote(s.Branch), s.Seq)
 }
 
 func (db *DB) createBranchTx(ctx context.Context, tx *sql.Tx, name string, from State, desc string) (Branch, error) {
@@ -261,11 +262,11 @@ func (db *DB) createBranchTx(ctx context.Context, tx *sql.Tx, name string, from 
 		return Branch{}, err
 	}
 	if n > 0 {
-		return Branch{}, fmt.Errorf("%w: %s", ErrBranchExists, name)
+		return Branch{}, fmt.Errorf("%w: %s", ErrBranchExists, termtext.Quote(name))
 	}
 	var zero cas.ID
 	if _, err := tx.ExecContext(ctx, `INSERT INTO branches (name, head_hash, created_ns) VALUES (?,?,?)`, name, zero[:], db.now()); err != nil {
-		return Branch{}, fmt.Errorf("create branch %s: %w", name, err)
+		return Branch{}, fmt.Errorf("create branch %s: %w", termtext.Quote(name), err)
 	}
 	op, err := db.beginOpTx(ctx, tx, name, "branch", desc)
 	if err != nil {
@@ -325,13 +326,13 @@ func (db *DB) Undo(ctx context.Context, branch string) (undone OpInfo, err error
 			AND NOT EXISTS (SELECT 1 FROM ops u WHERE u.undoes = o.id) ORDER BY o.id DESC LIMIT 1`, b.ID)
 		undone, err = scanOp(row)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w on branch %s", ErrNothingToUndo, branch)
+			return fmt.Errorf("%w on branch %s", ErrNothingToUndo, termtext.Quote(branch))
 		}
 		if err != nil {
 			return err
 		}
 		if undone.Kind == "branch" || undone.BeforeSeq == 0 {
-			return fmt.Errorf("%w on branch %s: its last operation created it", ErrNothingToUndo, branch)
+			return fmt.Errorf("%w on branch %s: its last operation created it", ErrNothingToUndo, termtext.Quote(branch))
 		}
 		root, err := db.materializeTx(ctx, tx, b.ID, undone.BeforeSeq, false)
 		if err != nil {
@@ -375,7 +376,7 @@ func (db *DB) InheritImportCache(ctx context.Context, to, from string) error {
 		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO import_cache (branch, path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy)
 			SELECT ?, path, size, mtime_ns, ctime_ns, host_ino, manifest, kind, mode, racy FROM import_cache WHERE branch = ?`, t.ID, f.ID)
 		if err != nil {
-			return fmt.Errorf("inherit import cache of %s: %w", from, err)
+			return fmt.Errorf("inherit import cache of %s: %w", termtext.Quote(from), err)
 		}
 		return nil
 	})

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 // RootIno is the art inode number of /home/agent on every branch.
@@ -332,7 +333,7 @@ func (p *proj) expand(d *Node) error {
 		switch e.Kind {
 		case cas.EntryDir:
 			if e.Target.IsZero() {
-				return fmt.Errorf("%w: directory entry %q of tree %s has no tree", cas.ErrCorrupt, e.Name, d.Content.Short())
+				return fmt.Errorf("%w: directory entry %s of tree %s has no tree", cas.ErrCorrupt, termtext.QuotePath(e.Name), d.Content.Short())
 			}
 			n.Content, n.Nlink, n.Parent, n.state, n.LinkGroup = e.Target, 2, d.Ino, dirCollapsed, 0
 			subdirs++
@@ -744,9 +745,9 @@ func (p *proj) reset(root cas.ID) error {
 				// have as a directory path (through a symlink, a file):
 				// the state is inconsistent, whoever made it.
 				if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOENT) {
-					return fmt.Errorf("%w: reset to %s: hard link group %d at %q: %v", ErrCorrupt, root.Short(), hl.Group, path, err)
+					return fmt.Errorf("%w: reset to %s: hard link group %d at %s: %v", ErrCorrupt, root.Short(), hl.Group, termtext.QuotePath(path), err)
 				}
-				return fmt.Errorf("reset to %s: hard link group %d at %q: %w", root.Short(), hl.Group, path, err)
+				return fmt.Errorf("reset to %s: hard link group %d at %s: %w", root.Short(), hl.Group, termtext.QuotePath(path), err)
 			}
 		}
 	}

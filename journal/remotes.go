@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 // RemoteInfo is a remote known to the store (art remote add).
@@ -20,7 +21,7 @@ type RemoteInfo struct {
 // ErrRemoteExists.
 func (db *DB) AddRemote(ctx context.Context, name, url string) error {
 	if name == "" || strings.ContainsAny(name, "/:") || strings.TrimSpace(name) != name {
-		return fmt.Errorf("invalid remote name %q: use letters, digits, . _ -", name)
+		return fmt.Errorf("invalid remote name %s: use letters, digits, . _ -", termtext.Quoted(name))
 	}
 	return db.writeTx(ctx, func(tx *sql.Tx) error {
 		var n int
@@ -28,7 +29,7 @@ func (db *DB) AddRemote(ctx context.Context, name, url string) error {
 			return err
 		}
 		if n > 0 {
-			return fmt.Errorf("%w: %s", ErrRemoteExists, name)
+			return fmt.Errorf("%w: %s", ErrRemoteExists, termtext.Quote(name))
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO remotes (name, url) VALUES (?, ?)`, name, url)
 		return err
@@ -59,7 +60,7 @@ func (db *DB) RemoteURL(ctx context.Context, name string) (string, error) {
 	var url string
 	err := db.r.QueryRowContext(ctx, `SELECT url FROM remotes WHERE name = ?`, name).Scan(&url)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("%w: %s", ErrRemoteNotFound, name)
+		return "", fmt.Errorf("%w: %s", ErrRemoteNotFound, termtext.Quote(name))
 	}
 	return url, err
 }
@@ -73,7 +74,7 @@ func (db *DB) RemoveRemote(ctx context.Context, name string) error {
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			if err == nil {
-				err = fmt.Errorf("%w: %s", ErrRemoteNotFound, name)
+				err = fmt.Errorf("%w: %s", ErrRemoteNotFound, termtext.Quote(name))
 			}
 			return err
 		}
@@ -123,20 +124,20 @@ func (db *DB) MoveBranch(ctx context.Context, name string, expect, root cas.ID, 
 		if g, err := gcGeneration(ctx, tx); err != nil {
 			return err
 		} else if g != gcGen {
-			return fmt.Errorf("%w: move branch %s", ErrGCRaced, name)
+			return fmt.Errorf("%w: move branch %s", ErrGCRaced, termtext.Quote(name))
 		}
 		cur, err := branchByName(ctx, tx, name)
 		switch {
 		case errors.Is(err, ErrBranchNotFound):
 			if !expect.IsZero() {
-				return fmt.Errorf("%w: branch %s was deleted", ErrHeadMoved, name)
+				return fmt.Errorf("%w: branch %s was deleted", ErrHeadMoved, termtext.Quote(name))
 			}
 			b, err = db.createBranchTx(ctx, tx, name, State{Root: root}, desc)
 			return err
 		case err != nil:
 			return err
 		case cur.HeadHash != expect:
-			return fmt.Errorf("%w: branch %s is at %s, expected %s", ErrHeadMoved, name, cur.HeadHash.Short(), expect.Short())
+			return fmt.Errorf("%w: branch %s is at %s, expected %s", ErrHeadMoved, termtext.Quote(name), cur.HeadHash.Short(), expect.Short())
 		}
 		op, err := db.beginOpTx(ctx, tx, name, kind, desc)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]+$`)
@@ -33,7 +34,7 @@ func (db *DB) Resolve(ctx context.Context, rev, defaultBranch string) (State, er
 		if s := rev[i+1:]; s != "" {
 			v, err := strconv.Atoi(s)
 			if err != nil || v < 0 {
-				return State{}, fmt.Errorf("%w: %q: want REV~N with N >= 0", ErrBadRev, rev)
+				return State{}, fmt.Errorf("%w: %s: want REV~N with N >= 0", ErrBadRev, termtext.Quoted(rev))
 			}
 			n = v
 		}
@@ -46,7 +47,7 @@ func (db *DB) Resolve(ctx context.Context, rev, defaultBranch string) (State, er
 	if strings.HasPrefix(rev, "@") {
 		seq, err := strconv.ParseInt(rev[1:], 10, 64)
 		if err != nil || seq <= 0 {
-			return State{}, fmt.Errorf("%w: %q: want @SEQ with SEQ a positive event number", ErrBadRev, rev)
+			return State{}, fmt.Errorf("%w: %s: want @SEQ with SEQ a positive event number", ErrBadRev, termtext.Quoted(rev))
 		}
 		return db.stateAt(ctx, seq)
 	}
@@ -73,10 +74,10 @@ func (db *DB) Resolve(ctx context.Context, rev, defaultBranch string) (State, er
 			for _, s := range snaps {
 				ids = append(ids, s.ID.Short())
 			}
-			return State{}, fmt.Errorf("%w: %q matches snapshots %s", ErrAmbiguous, rev, strings.Join(ids, ", "))
+			return State{}, fmt.Errorf("%w: %s matches snapshots %s", ErrAmbiguous, termtext.Quoted(rev), strings.Join(ids, ", "))
 		}
 	}
-	return State{}, fmt.Errorf("%w: %q is not a branch, snapshot id or @seq", ErrRevNotFound, rev)
+	return State{}, fmt.Errorf("%w: %s is not a branch, snapshot id or @seq", ErrRevNotFound, termtext.Quoted(rev))
 }
 
 // Head returns the state at the head of branch, encoding its dirty
@@ -92,10 +93,10 @@ func (db *DB) Head(ctx context.Context, branch string) (State, error) {
 		defer p.close()
 		root, err := p.computeRoot()
 		if err != nil && db.readOnly && readOnlyRefused(err) {
-			return fmt.Errorf("head of %s: the branch has changes not yet snapshotted (is a session running on it?), which a read-only open cannot encode: run art snapshot on that store, or pull when the session ends", branch)
+			return fmt.Errorf("head of %s: the branch has changes not yet snapshotted (is a session running on it?), which a read-only open cannot encode: run art snapshot on that store, or pull when the session ends", termtext.Quote(branch))
 		}
 		if err != nil {
-			return fmt.Errorf("head of %s: %w", branch, err)
+			return fmt.Errorf("head of %s: %w", termtext.Quote(branch), err)
 		}
 		st = State{BranchID: b.ID, Branch: b.Name, Seq: b.HeadSeq, Root: root}
 		return nil
@@ -166,10 +167,10 @@ func (db *DB) back(ctx context.Context, st State, n int, rev string) (State, err
 		var forgot int
 		db.r.QueryRowContext(ctx, `SELECT count(*) FROM forgotten_snapshots WHERE branch = ? AND seq <= ?`, st.BranchID, st.Seq).Scan(&forgot)
 		if forgot > 0 {
-			return State{}, fmt.Errorf("%w: %w: %q: only %d snapshots at or before %s; %d older ones were forgotten (art forget; see art log)",
-				ErrRevNotFound, ErrForgotten, rev, len(list), describeState(st), forgot)
+			return State{}, fmt.Errorf("%w: %w: %s: only %d snapshots at or before %s; %d older ones were forgotten (art forget; see art log)",
+				ErrRevNotFound, ErrForgotten, termtext.Quoted(rev), len(list), describeState(st), forgot)
 		}
-		return State{}, fmt.Errorf("%w: %q: only %d snapshots at or before %s", ErrRevNotFound, rev, len(list), describeState(st))
+		return State{}, fmt.Errorf("%w: %s: only %d snapshots at or before %s", ErrRevNotFound, termtext.Quoted(rev), len(list), describeState(st))
 	}
 	s := list[n]
 	return State{BranchID: s.BranchID, Branch: s.Branch, Seq: s.Seq, Root: s.Root, Snapshot: s.ID}, nil
@@ -270,7 +271,7 @@ func (db *DB) materializeTx(ctx context.Context, tx *sql.Tx, branch, seq int64, 
 			return cas.ID{}, fmt.Errorf("event %d: %w", r.seq, err)
 		}
 		if err := p.replay(ev); err != nil {
-			return cas.ID{}, fmt.Errorf("%w: replay of event %d (%s %q) failed: %v", ErrCorrupt, r.seq, ev.Kind, ev.Path, err)
+			return cas.ID{}, fmt.Errorf("%w: replay of event %d (%s %s) failed: %v", ErrCorrupt, r.seq, ev.Kind, termtext.QuotePath(ev.Path), err)
 		}
 	}
 	return p.computeRoot()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 // View runs fn on a Tx at the head of branch inside one read transaction:
@@ -42,7 +43,7 @@ func (db *DB) View(ctx context.Context, branch string, fn func(*Tx) error) error
 func (t *Tx) HeadSnapshot() (Snapshot, bool, error) {
 	ss, err := t.db.snapshotsQ(t.p.ctx, t.p.tx, `WHERE s.branch = ? AND s.seq = ?`, t.op.BranchID, t.headSeq)
 	if err != nil {
-		return Snapshot{}, false, fmt.Errorf("head snapshot of %s: %w", t.op.Branch, err)
+		return Snapshot{}, false, fmt.Errorf("head snapshot of %s: %w", termtext.Quote(t.op.Branch), err)
 	}
 	if len(ss) != 1 || ss[0].ID != t.head {
 		return Snapshot{}, false, nil

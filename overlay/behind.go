@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 )
 
@@ -111,7 +112,7 @@ func (b *behind) run() {
 		b.busy = false
 		if err != nil && b.err == nil {
 			b.err = fmt.Errorf("journal %d unlinks already answered: %w (the mount refuses further changes)", len(ops), err)
-			fmt.Fprintf(os.Stderr, "art overlay: %v\n", b.err)
+			fmt.Fprintf(os.Stderr, "art overlay: %s\n", termtext.Text(b.err.Error()))
 		}
 		b.cond.Broadcast()
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 // ErrNoFUSE reports a mount that failed because this user cannot use FUSE
@@ -50,6 +51,6 @@ func toErrno(err error) syscall.Errno {
 	case errors.Is(err, cas.ErrTooLarge):
 		return syscall.EFBIG
 	}
-	log.Printf("art overlay: %v", err)
+	log.Printf("art overlay: %s", termtext.Text(err.Error())) // an error may name a path
 	return syscall.EIO
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/artrt/art/internal/termtext"
 )
 
 // FUSE passthrough of file contents.
@@ -375,7 +377,7 @@ func (f *FS) watch() {
 			if gone || moved {
 				n.dirty.Store(true)
 				if err := n.journal(context.Background(), false); err != nil {
-					log.Printf("art overlay: journal mapped inode %d: %v", n.ino, err)
+					log.Printf("art overlay: journal mapped inode %d: %s", n.ino, termtext.Text(err.Error()))
 				}
 			}
 			if gone {

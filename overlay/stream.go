@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 )
 
@@ -170,7 +171,7 @@ func (s *fileStream) halt() bool {
 	s.cancel()
 	<-s.done
 	if s.err != nil {
-		log.Printf("art overlay: storing %s while written: %v (stored at close instead)", s.f.Name(), s.err)
+		log.Printf("art overlay: storing %s while written: %s (stored at close instead)", termtext.Quote(s.f.Name()), termtext.Text(s.err.Error()))
 		return false
 	}
 	return true

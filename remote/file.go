@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 )
 
@@ -57,15 +58,15 @@ func (f *FileRemote) Ref(ctx context.Context, branch string) (Ref, error) {
 		return Ref{Branch: branch}, nil
 	}
 	if err != nil {
-		return Ref{}, fmt.Errorf("read remote branch %s: %w", branch, err)
+		return Ref{}, fmt.Errorf("read remote branch %s: %w", termtext.Quote(branch), err)
 	}
 	st, err := f.db.Head(ctx, branch)
 	if err != nil {
-		return Ref{}, fmt.Errorf("read remote branch %s: %w", branch, err)
+		return Ref{}, fmt.Errorf("read remote branch %s: %w", termtext.Quote(branch), err)
 	}
 	hist, err := f.db.BranchRoots(ctx, branch, maxHistory)
 	if err != nil {
-		return Ref{}, fmt.Errorf("read remote branch %s: %w", branch, err)
+		return Ref{}, fmt.Errorf("read remote branch %s: %w", termtext.Quote(branch), err)
 	}
 	earlier := hist[:0]
 	for _, h := range hist {
@@ -153,15 +154,15 @@ func (f *FileRemote) SetRef(ctx context.Context, old Ref, root cas.ID) error {
 	if old.Exists() {
 		var err error
 		if expect, err = cas.ParseID(old.Version); err != nil {
-			return fmt.Errorf("set remote branch %s: %w", old.Branch, err)
+			return fmt.Errorf("set remote branch %s: %w", termtext.Quote(old.Branch), err)
 		}
 	}
 	_, err := f.db.MoveBranch(ctx, old.Branch, expect, root, "receive", "receive push of "+root.Short(), f.gcGen)
 	if errors.Is(err, journal.ErrHeadMoved) {
-		return fmt.Errorf("set remote branch %s: %w: %v", old.Branch, ErrRefChanged, err)
+		return fmt.Errorf("set remote branch %s: %w: %v", termtext.Quote(old.Branch), ErrRefChanged, err)
 	}
 	if err != nil {
-		return fmt.Errorf("set remote branch %s: %w", old.Branch, err)
+		return fmt.Errorf("set remote branch %s: %w", termtext.Quote(old.Branch), err)
 	}
 	return nil
 }

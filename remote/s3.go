@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -195,7 +196,9 @@ func (s *S3Remote) key(parts ...string) string {
 	return s.prefix + "/" + k
 }
 
-func (s *S3Remote) where(key string) string { return "s3://" + s.bucket + "/" + key }
+// where names an object for a message; a key listed from a bucket is
+// anyone's text.
+func (s *S3Remote) where(key string) string { return termtext.Quote("s3://" + s.bucket + "/" + key) }
 
 func isNotFound(err error) bool {
 	code := minio.ToErrorResponse(err).Code

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 )
 
@@ -107,7 +108,7 @@ func Push(ctx context.Context, db *journal.DB, r Remote, branches []string, opts
 			}
 		}
 		if err != nil {
-			return st, fmt.Errorf("push %s: %w", name, err)
+			return st, fmt.Errorf("push %s: %w", termtext.Quote(name), err)
 		}
 		st.Branches = append(st.Branches, res)
 	}
@@ -155,7 +156,7 @@ func pushBranch(ctx context.Context, db *journal.DB, r Remote, name string, opts
 		if !ok {
 			if !opts.Force {
 				return res, fmt.Errorf("%w: the remote's %s is at %s, which local %s never had (pull it first, or push --force to replace it)",
-					ErrNonFastForward, name, ref.Root.Short(), name)
+					ErrNonFastForward, termtext.Quote(name), ref.Root.Short(), termtext.Quote(name))
 			}
 			res.Status = "forced"
 		}
@@ -415,7 +416,7 @@ func Pull(ctx context.Context, db *journal.DB, r Remote, branches []string, opts
 				return st, err
 			}
 			if !ref.Exists() {
-				return st, fmt.Errorf("pull %s: %w", name, ErrNoBranch)
+				return st, fmt.Errorf("pull %s: %w", termtext.Quote(name), ErrNoBranch)
 			}
 			refs = append(refs, ref)
 		}
@@ -423,7 +424,7 @@ func Pull(ctx context.Context, db *journal.DB, r Remote, branches []string, opts
 	for _, ref := range refs {
 		res, err := pullBranch(ctx, db, r, ref, opts, &st)
 		if err != nil {
-			return st, fmt.Errorf("pull %s: %w", ref.Branch, err)
+			return st, fmt.Errorf("pull %s: %w", termtext.Quote(ref.Branch), err)
 		}
 		st.Branches = append(st.Branches, res)
 	}
@@ -464,7 +465,7 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 		}
 		if res.Status == "forced" && !opts.Force {
 			return res, fmt.Errorf("%w: local %s is at %s, which the remote's %s never had (push it first, or pull --force to replace it)",
-				ErrNonFastForward, ref.Branch, head.Root.Short(), ref.Branch)
+				ErrNonFastForward, termtext.Quote(ref.Branch), head.Root.Short(), termtext.Quote(ref.Branch))
 		}
 	}
 	// The objects are received in one transaction and the branch moved in

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/execapi"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
 	"github.com/artrt/art/netproxy"
@@ -182,7 +183,7 @@ func supervise(ctx context.Context, o Options, c Command, cfg *sandbox.Config,
 	// A missing command is the shell's 127 (126: not executable), not
 	// bwrap's 1, with art's own message.
 	if le := lookCommand(cfg); le != nil {
-		fmt.Fprintf(warn, "art: %s\n", le.Message)
+		fmt.Fprintf(warn, "art: %s\n", termtext.Text(le.Message))
 		code := 127
 		if le.Code == execapi.CodeNoExec {
 			code = 126

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
@@ -213,7 +214,7 @@ func prepareBranch(ctx context.Context, db *journal.DB, o Options) (string, erro
 		if err := db.InheritImportCache(ctx, name, st.Branch); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(o.warn(), "art: new branch %s from %s\n", name, o.At)
+		fmt.Fprintf(o.warn(), "art: new branch %s from %s\n", termtext.Quote(name), termtext.Quote(o.At))
 		return name, nil
 	}
 	if _, err := db.Branch(ctx, branch); errors.Is(err, journal.ErrBranchNotFound) {
@@ -230,7 +231,7 @@ func prepareBranch(ctx context.Context, db *journal.DB, o Options) (string, erro
 		if err := db.InheritImportCache(ctx, branch, journal.DefaultBranch); err != nil {
 			return "", err
 		}
-		fmt.Fprintf(o.warn(), "art: new branch %s from %s\n", branch, journal.DefaultBranch)
+		fmt.Fprintf(o.warn(), "art: new branch %s from %s\n", termtext.Quote(branch), journal.DefaultBranch)
 	} else if err != nil {
 		return "", err
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/artrt/art/internal/termtext"
 )
 
 // Kind says what a Record describes.
@@ -137,7 +139,7 @@ func (r Record) String() string {
 	fmt.Fprintf(&b, "<%d> ", r.PPID)
 	switch r.Kind {
 	case KindExec:
-		fmt.Fprintf(&b, "exec %s %s cwd=%s", r.Path, quoteArgv(r.Argv), r.Cwd)
+		fmt.Fprintf(&b, "exec %s %s cwd=%s", termtext.Quote(r.Path), quoteArgv(r.Argv), termtext.Quote(r.Cwd))
 		return b.String()
 	case KindExit:
 		b.WriteString("exit " + ExitString(r.Status))
@@ -146,7 +148,7 @@ func (r Record) String() string {
 	b.WriteString(r.Syscall)
 	for _, s := range []string{r.Path, r.Flags, r.Addr} {
 		if s != "" {
-			b.WriteString(" " + s)
+			b.WriteString(" " + termtext.Quote(s)) // paths and addresses are the traced program's
 		}
 	}
 	if r.Argv != nil {
@@ -163,10 +165,12 @@ func (r Record) String() string {
 	return b.String()
 }
 
+// quoteArgv shows argv as ["sh" "-c" "echo x"], each word escaped for a
+// terminal (termtext.Quoted).
 func quoteArgv(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		q[i] = strconv.Quote(a)
+		q[i] = termtext.Quoted(a)
 	}
 	return "[" + strings.Join(q, " ") + "]"
 }

@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"golang.org/x/sys/unix"
 )
@@ -118,20 +117,13 @@ func (im *importer) conflict(path, kept, why string) {
 		return // counted; the summary says how many more
 	}
 	im.stats.ConflictList = append(im.stats.ConflictList, Conflict{Path: path, Kept: kept, Why: why})
-	fmt.Fprintf(im.warn, "warning: %s: %s; the branch now has the %s's version (the other stays in history or on the host)\n", Printable(path), why, kept)
+	fmt.Fprintf(im.warn, "warning: %s: %s; the branch now has the %s's version (the other stays in history or on the host)\n", termtext.Quote(path), why, kept)
 }
 
 // Printable returns a path as it may be printed on a terminal: as it is
-// if every character is graphic, else quoted with escapes (a file name
-// must not be able to move the cursor or rewrite the screen).
-func Printable(p string) string {
-	for _, r := range p {
-		if !unicode.IsGraphic(r) {
-			return strconv.Quote(p)
-		}
-	}
-	return p
-}
+// when safe, else quoted with escapes (termtext.Quote: a file name must not
+// be able to move the cursor or rewrite the screen).
+func Printable(p string) string { return termtext.Quote(p) }
 
 // racy reports whether a stat taken during this import is within the
 // timestamp granularity of the last write of the entry's content: a later
@@ -236,7 +228,7 @@ func (im *importer) read(tx *journal.Tx, e *hostEntry, hp string) (*hostRead, er
 		// after the lstat of e, as the read below would be.
 		id, fs, err := tx.Objects().PutPrepared(im.ctx, p)
 		if err != nil {
-			return nil, fmt.Errorf("import %s: %w", hp, err)
+			return nil, fmt.Errorf("import %s: %w", termtext.Quote(hp), err)
 		}
 		im.stats.BytesRead += fs.Bytes
 		im.stats.BytesStored += fs.NewBytes
@@ -254,11 +246,11 @@ func (im *importer) read(tx *journal.Tx, e *hostEntry, hp string) (*hostRead, er
 		return nil, err
 	}
 	if kindOf(r.st.Mode) != cas.EntryFile {
-		return nil, fmt.Errorf("%s: changed type while importing", hp)
+		return nil, fmt.Errorf("%s: changed type while importing", termtext.Quote(hp))
 	}
 	id, fs, err := tx.Objects().PutSparseFile(im.ctx, f)
 	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", hp, err)
+		return nil, fmt.Errorf("import %s: %w", termtext.Quote(hp), err)
 	}
 	im.stats.BytesRead += fs.Bytes
 	im.stats.BytesStored += fs.NewBytes
@@ -376,7 +368,7 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 			sub.ino = old.Ino
 		}
 		sub.sync = !im.opts.Capture && sub.ino != 0
-		im.entryLine("DIR  %s (ino %d)\n", sp, sub.ino)
+		im.entryLine("DIR  %s (ino %d)\n", termtext.Quote(sp), sub.ino)
 		if c.Mode == journal.ModeUnknown { // a record from before modes were kept
 			if err := tx.SetStatCache(sp, im.record(cas.EntryDir, &e.st, cas.ID{})); err != nil {
 				return nil, err
@@ -386,7 +378,7 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 	case cas.EntryFile:
 		im.stats.Files++
 		im.stats.Unchanged++
-		im.entryLine("FILE %s (%d bytes, ino %d)\n", sp, e.st.Size, old.Ino)
+		im.entryLine("FILE %s (%d bytes, ino %d)\n", termtext.Quote(sp), e.st.Size, old.Ino)
 	case cas.EntrySymlink:
 		im.stats.Symlinks++
 	}
@@ -457,7 +449,7 @@ func (im *importer) hostDir(tx *journal.Tx, pl *place, e *hostEntry, hp, sp stri
 		im.conflict(sp, "branch", "changed on the host, below a directory the branch replaced")
 		return sub, nil
 	}
-	im.entryLine("DIR  %s (ino %d)\n", sp, sub.ino)
+	im.entryLine("DIR  %s (ino %d)\n", termtext.Quote(sp), sub.ino)
 	return sub, tx.SetStatCache(sp, im.record(cas.EntryDir, &e.st, cas.ID{}))
 }
 
@@ -489,7 +481,7 @@ func (im *importer) symlink(tx *journal.Tx, dir int64, e *hostEntry, hp, sp stri
 	} else if err := im.syncNode(tx, &n, a); err != nil {
 		return journal.StatCache{}, err
 	}
-	im.entryLine("LINK %s -> %s (ino %d)\n", sp, r.target, n.Ino)
+	im.entryLine("LINK %s -> %s (ino %d)\n", termtext.Quote(sp), termtext.QuotePath(r.target), n.Ino)
 	return im.record(cas.EntrySymlink, &r.st, r.id), nil
 }
 
@@ -560,7 +552,7 @@ func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string,
 	if e.st.Nlink > 1 {
 		im.links[key] = linked{ino: n.Ino, st: r.st}
 	}
-	im.entryLine("FILE %s (%d bytes, ino %d)\n", sp, a.Size, n.Ino)
+	im.entryLine("FILE %s (%d bytes, ino %d)\n", termtext.Quote(sp), a.Size, n.Ino)
 	return im.record(cas.EntryFile, &r.st, r.id), nil
 }
 

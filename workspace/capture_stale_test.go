@@ -169,7 +169,7 @@ func TestCaptureOnNewBranchInheritsRecords(t *testing.T) {
 }
 
 func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{"/ws/a b.go": "/ws/a b.go", "/ws/é": "/ws/é", "/ws/\x1b[2J": `"/ws/\x1b[2J"`, "/ws/a\nb": `"/ws/a\nb"`} {
+	for in, want := range map[string]string{"/ws/a b.go": "/ws/a b.go", "/ws/é": "/ws/é", "/ws/\x1b[2J": `"/ws/\033[2J"`, "/ws/a\nb": `"/ws/a\nb"`} {
 		if got := workspace.Printable(in); got != want {
 			t.Errorf("Printable(%q) = %s, want %s", in, got, want)
 		}

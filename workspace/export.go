@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"golang.org/x/sys/unix"
 )
@@ -154,7 +155,7 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 	}
 	ws, ok := top.Lookup([]byte(name))
 	if !ok || ws.Kind != cas.EntryDir {
-		return ExportStats{}, fmt.Errorf("state %s has no workspace /%s/ (push it first, or pull into a directory named like the workspace)", opts.State.Root.Short(), name)
+		return ExportStats{}, fmt.Errorf("state %s has no workspace %s (push it first, or pull into a directory named like the workspace)", opts.State.Root.Short(), termtext.Quote("/"+name+"/"))
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return ExportStats{}, err
@@ -174,7 +175,7 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 		return ExportStats{}, err
 	}
 	ex.removeStaleStaging()
-	fmt.Fprintf(ex.out, "Workspace name: %s\nExporting from: /%s/\n", name, name)
+	fmt.Fprintf(ex.out, "Workspace name: %s\nExporting from: %s\n", termtext.Quote(name), termtext.Quote("/"+name+"/"))
 	// 1. Plan: reads and validates every tree before anything is written.
 	if err := ex.walk("", ws.Target, true); err != nil {
 		return ex.stats, err
@@ -300,7 +301,7 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 	}
 	t, err := ex.objs.GetTree(ex.ctx, id)
 	if err != nil {
-		return fmt.Errorf("read %s/%s: %w", ex.name, rel, err)
+		return fmt.Errorf("read %s: %w", termtext.Quote(ex.name+"/"+rel), err)
 	}
 	if hostDir {
 		names, err := hostNames(ex.root, relOrDot(rel))
@@ -319,7 +320,7 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 		t.Entries[i] = ex.sanitize(t.Entries[i]) // t is this walk's own decoded copy
 		e := &t.Entries[i]
 		if err := cas.ValidName(e.Name); err != nil { // defence in depth: the decoder checks too
-			return fmt.Errorf("read %s/%s: %w", ex.name, rel, err)
+			return fmt.Errorf("read %s: %w", termtext.Quote(ex.name+"/"+rel), err)
 		}
 		child := path.Join(rel, string(e.Name))
 		if isPolicy(child) {
@@ -331,11 +332,11 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 			// holding one was not made by art, and writing it would let
 			// the store name what a later pull removes.
 			ex.stats.Skipped++
-			fmt.Fprintf(ex.warn, "warning: not writing %s from the store: %s* names are art's staging directories\n", child, stagingPrefix)
+			fmt.Fprintf(ex.warn, "warning: not writing %s from the store: %s* names are art's staging directories\n", termtext.Quote(child), stagingPrefix)
 			continue
 		}
 		if ex.keep[child] {
-			fmt.Fprintf(ex.warn, "warning: not replacing %s: it is the store being read\n", child)
+			fmt.Fprintf(ex.warn, "warning: not replacing %s: it is the store being read\n", termtext.Quote(child))
 			ex.stats.Skipped++
 			continue
 		}
@@ -367,7 +368,7 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 			ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
 			st = nil
 		}
-		label := ex.name + "/" + child
+		label := termtext.Quote(ex.name + "/" + child)
 		switch e.Kind {
 		case cas.EntryDir:
 			ex.stats.Dirs++
@@ -388,7 +389,7 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 			ex.files = append(ex.files, pulledFile{child, e.Target})
 		case cas.EntrySymlink:
 			ex.stats.Symlinks++
-			fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, e.Link)
+			fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, termtext.QuotePath(e.Link))
 			if st != nil {
 				target, err := ex.root.Readlink(child)
 				if err != nil {
@@ -428,14 +429,14 @@ func (ex *exporter) measure(id cas.ID) error {
 	z.MaxDepth = MaxDepth
 	x, err := z.Tree(ex.ctx, id)
 	if errors.Is(err, cas.ErrTooDeep) {
-		return fmt.Errorf("%w: %s nests directories more than %d deep", ErrTooLarge, ex.name, MaxDepth)
+		return fmt.Errorf("%w: %s nests directories more than %d deep", ErrTooLarge, termtext.Quote(ex.name), MaxDepth)
 	}
 	if err != nil {
-		return fmt.Errorf("read %s: %w", ex.name, err)
+		return fmt.Errorf("read %s: %w", termtext.Quote(ex.name), err)
 	}
 	if x.Entries > maxE || x.Bytes > maxB {
 		return fmt.Errorf("%w: %s expands to %d entries and %d bytes (limits %d and %d; raise them with --max-entries / --max-bytes)",
-			ErrTooLarge, ex.name, x.Entries, x.Bytes, maxE, maxB)
+			ErrTooLarge, termtext.Quote(ex.name), x.Entries, x.Bytes, maxE, maxB)
 	}
 	return nil
 }
@@ -512,7 +513,7 @@ func (ex *exporter) sameContent(rel string, e *cas.Entry) (bool, error) {
 	defer f.Close()
 	cw := &compareWriter{r: f}
 	if _, err := ex.objs.ReadFile(ex.ctx, e.Target, cw); err != nil && !errors.Is(err, errDiffers) {
-		return false, fmt.Errorf("read %s/%s from store: %w", ex.name, rel, err)
+		return false, fmt.Errorf("read %s from store: %w", termtext.Quote(ex.name+"/"+rel), err)
 	}
 	if cw.differs {
 		return false, nil
@@ -583,7 +584,7 @@ func (ex *exporter) stage() (string, error) {
 		a.staged = fmt.Sprint(i)
 		if err := ex.stageOne(path.Join(staging, a.staged), a); err != nil {
 			abort()
-			return "", fmt.Errorf("write %s/%s: %w (nothing was changed in %s)", ex.name, a.rel, err, ex.opts.Dir)
+			return "", fmt.Errorf("write %s: %w (nothing was changed in %s)", termtext.Quote(ex.name+"/"+a.rel), err, termtext.Quote(ex.opts.Dir))
 		}
 		done += a.e.Size
 		ex.stats.BytesWritten += a.e.Size
@@ -669,7 +670,7 @@ func syncXattrs(fd int, want []cas.Xattr) error {
 	for _, x := range want {
 		delete(have, x.Name)
 		if err := unix.Fsetxattr(fd, x.Name, x.Value, 0); err != nil {
-			return fmt.Errorf("set xattr %s: %w", x.Name, err)
+			return fmt.Errorf("set xattr %s: %w", termtext.Quote(x.Name), err)
 		}
 	}
 	for name := range have {
@@ -691,7 +692,7 @@ func (ex *exporter) parent(rel string) (*os.File, string, error) {
 }
 
 func (ex *exporter) apply(a *action, staging string) error {
-	label := ex.name + "/" + a.rel
+	label := termtext.Quote(ex.name + "/" + a.rel)
 	switch a.kind {
 	case actRemove:
 		if !a.replace {
@@ -707,7 +708,7 @@ func (ex *exporter) apply(a *action, staging string) error {
 	case actPlace:
 		ex.stats.Written++
 		if a.staged == "" {
-			return fmt.Errorf("internal error: %s was not staged", a.rel)
+			return fmt.Errorf("internal error: %s was not staged", termtext.Quote(a.rel))
 		}
 		if err := ex.root.Rename(path.Join(staging, a.staged), a.rel); err != nil {
 			return err
@@ -783,7 +784,7 @@ func (ex *exporter) meta(a *action) error {
 	if !same && e.Kind != cas.EntryDir && st.Nlink > 1 {
 		// Planned as unchanged, now with another name that may be
 		// outside the destination: never change a shared inode.
-		return fmt.Errorf("%s/%s: changed while pulling (it gained a hard link); run the pull again", ex.name, a.rel)
+		return fmt.Errorf("%s: changed while pulling (it gained a hard link); run the pull again", termtext.Quote(ex.name+"/"+a.rel))
 	}
 	if e.Kind == cas.EntryFile || e.Kind == cas.EntryDir {
 		f, err := ex.root.OpenFile(a.rel, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
@@ -796,7 +797,7 @@ func (ex *exporter) meta(a *action) error {
 		if !same {
 			if err := ex.fileMeta(f, e, false); err != nil {
 				f.Close()
-				return fmt.Errorf("%s/%s: %w", ex.name, a.rel, err)
+				return fmt.Errorf("%s: %w", termtext.Quote(ex.name+"/"+a.rel), err)
 			}
 		}
 		f.Close()

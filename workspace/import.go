@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"golang.org/x/sys/unix"
 )
@@ -82,7 +83,7 @@ func Name(dir string) (string, error) {
 	}
 	name := filepath.Base(abs)
 	if name == "/" || name == "." || name == "" {
-		return "", fmt.Errorf("workspace %s: the root directory cannot be a workspace", dir)
+		return "", fmt.Errorf("workspace %s: the root directory cannot be a workspace", termtext.Quote(dir))
 	}
 	return name, nil
 }
@@ -146,7 +147,7 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		return ImportStats{}, fmt.Errorf("workspace: %w", err)
 	}
 	if !st.IsDir() {
-		return ImportStats{}, fmt.Errorf("workspace %s: not a directory", opts.Dir)
+		return ImportStats{}, fmt.Errorf("workspace %s: not a directory", termtext.Quote(opts.Dir))
 	}
 	abs, _ := filepath.Abs(opts.Dir)
 	op, err := db.BeginOp(ctx, opts.Branch, "import", "push "+abs)
@@ -243,7 +244,7 @@ func (im *importer) run(abs string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(im.out, "Workspace name: %s\nFiles will be stored under: /%s/\n", im.name, im.name)
+	fmt.Fprintf(im.out, "Workspace name: %s\nFiles will be stored under: %s\n", termtext.Quote(im.name), termtext.Quote("/"+im.name+"/"))
 	if im.cache != nil && len(im.cache) == 0 {
 		// The first import of the workspace (no records: every file is
 		// read) walks the host tree ahead (lookahead.go). Later ones read
@@ -347,7 +348,7 @@ func readHostDir(path string) ([]hostEntry, error) {
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, fmt.Errorf("read directory %s: %w", path, err)
+		return nil, fmt.Errorf("read directory %s: %w", termtext.Quote(path), err)
 	}
 	slices.Sort(names)
 	// The names share one buffer: one allocation per directory, not one
@@ -629,7 +630,7 @@ func (im *importer) ignored(pl *place, e *hostEntry, hp string) bool {
 		if hp == "" {
 			hp = filepath.Join(pl.host, string(e.name))
 		}
-		fmt.Fprintf(im.warn, "warning: skipping %s: %s (only files, directories and symlinks are captured)\n", hp, fileType(e.st.Mode))
+		fmt.Fprintf(im.warn, "warning: skipping %s: %s (only files, directories and symlinks are captured)\n", termtext.Quote(hp), fileType(e.st.Mode))
 		im.stats.Skipped++
 		return true
 	}

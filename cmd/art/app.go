@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/migrations"
 	"github.com/artrt/art/overlay"
@@ -162,7 +163,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if errors.As(err, &h) {
 		hint = h.hint
 	}
-	line := "art: " + strings.ReplaceAll(msg, "\n", " ")
+	// Errors quote the names they carry (termtext); an error from below
+	// that did not is escaped here, so no message can drive the terminal.
+	line := "art: " + termtext.Text(strings.ReplaceAll(msg, "\n", " "))
 	if hint != "" {
 		line += " (hint: " + hint + ")"
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"strings"
 
 	"github.com/artrt/art/internal/termtext"
@@ -53,7 +52,7 @@ func newBlameCommand(e *env) *cli.Command {
 			if len(gone) > 0 {
 				newest := gone[len(gone)-1]
 				fmt.Fprintf(e.stderr, "art: %d stretch(es) of history were forgotten (art forget); changes there are not shown, the newest: %s on %s\n",
-					len(gone), newest, newest.Branch)
+					len(gone), newest, termtext.Quote(newest.Branch))
 			}
 			if c.Bool("json") {
 				if lines == nil {
@@ -105,7 +104,7 @@ type blameLine = session.BlameLine
 func blameString(l blameLine) string {
 	who := "(unknown process)"
 	if len(l.Argv) > 0 {
-		who = shellQuote(l.Argv)
+		who = termtext.Argv(l.Argv)
 	} else if l.PID != 0 {
 		who = fmt.Sprintf("(pid %d, not named)", l.PID)
 	} else if l.Op != 0 {
@@ -116,20 +115,5 @@ func blameString(l blameLine) string {
 	if l.Snapshot != "" {
 		snap = "snapshot " + l.Snapshot
 	}
-	return fmt.Sprintf("@%-6d %s  %-8s %-9s %s  pid %-7d %s", l.Seq, fmtTime(l.Time), l.Branch, l.Kind, snap, l.PID, who)
-}
-
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./=:,+@%^-]+$`)
-
-// shellQuote renders argv as a shell command line: sh -c 'echo x > f'.
-func shellQuote(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		if shellSafe.MatchString(a) {
-			q[i] = a
-		} else {
-			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(q, " ")
+	return fmt.Sprintf("@%-6d %s  %-8s %-9s %s  pid %-7d %s", l.Seq, fmtTime(l.Time), termtext.Quote(l.Branch), l.Kind, snap, l.PID, who)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
@@ -165,7 +166,7 @@ func TestGuestPath(t *testing.T) {
 }
 
 func TestShellQuote(t *testing.T) {
-	if got, want := shellQuote([]string{"sh", "-c", "echo x > f", "it's"}), `sh -c 'echo x > f' 'it'\''s'`; got != want {
+	if got, want := termtext.Argv([]string{"sh", "-c", "echo x > f", "it's"}), `sh -c 'echo x > f' 'it'\''s'`; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -33,7 +34,7 @@ func newBranchCommand(e *env) *cli.Command {
 				if err := db.DeleteBranch(c.Context, name); err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stderr, "deleted branch %s (its snapshots stay reachable by id)\n", name)
+				fmt.Fprintf(e.stderr, "deleted branch %s (its snapshots stay reachable by id)\n", termtext.Quote(name))
 				return nil
 			case c.NArg() == 1:
 				name := c.Args().First()
@@ -48,7 +49,7 @@ func newBranchCommand(e *env) *cli.Command {
 				if c.Bool("json") {
 					return writeJSON(e.stdout, b)
 				}
-				fmt.Fprintf(e.stdout, "created branch %s at %s\n", b.Name, describe(from))
+				fmt.Fprintf(e.stdout, "created branch %s at %s\n", termtext.Quote(b.Name), describe(from))
 				return nil
 			case c.NArg() > 1:
 				return usagef("branch takes one NAME")
@@ -82,7 +83,7 @@ func newBranchCommand(e *env) *cli.Command {
 				if r.Snapshot != "" {
 					at = "snapshot " + r.Snapshot[:12]
 				}
-				fmt.Fprintf(e.stdout, "%-20s @%-7d %s  created %s\n", r.Name, r.HeadSeq, at, fmtTime(r.Created))
+				fmt.Fprintf(e.stdout, "%-20s @%-7d %s  created %s\n", termtext.Quote(r.Name), r.HeadSeq, at, fmtTime(r.Created))
 			}
 			return nil
 		},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/urfave/cli/v2"
 )
 
@@ -42,7 +43,7 @@ func newCatCommand(e *env) *cli.Command {
 				_, err = fmt.Fprintln(e.stdout, string(ent.Link))
 				return err
 			}
-			return fmt.Errorf("%s is a %s, not a file", path, ent.Kind)
+			return fmt.Errorf("%s is a %s, not a file", termtext.Quote(path), ent.Kind)
 		},
 	}
 }

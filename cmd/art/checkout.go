@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/artrt/art/internal/termtext"
 )
 
 func newCheckoutCommand(e *env) *cli.Command {
@@ -34,8 +36,8 @@ art undo returns to it. To write the state to the host directory, follow with ar
 			if c.Bool("json") {
 				return writeJSON(e.stdout, to)
 			}
-			fmt.Fprintf(e.stdout, "%s is now at %s (root %s)\n", branch, describe(to), to.Root.Short())
-			fmt.Fprintf(e.stderr, "undo with: art undo -d %s --branch %s\n", c.String("db"), branch)
+			fmt.Fprintf(e.stdout, "%s is now at %s (root %s)\n", termtext.Quote(branch), describe(to), to.Root.Short())
+			fmt.Fprintf(e.stderr, "undo with: art undo -d %s --branch %s\n", termtext.Word(c.String("db")), termtext.Word(branch))
 			return nil
 		},
 	}

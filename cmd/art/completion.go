@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -92,7 +93,9 @@ func newCompleteCommand(e *env) *cli.Command {
 		UsageText:       "art __complete WORD...",
 		Action: func(c *cli.Context) error {
 			for _, s := range complete(c.Context, c.App, c.Args().Slice()) {
-				fmt.Fprintln(e.stdout, s)
+				if termtext.Safe(s) { // a store's branch name with control bytes is not offered
+					fmt.Fprintln(e.stdout, s)
+				}
 			}
 			return nil
 		},

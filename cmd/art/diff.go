@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -98,7 +99,7 @@ color off, --no-pager the pager.`,
 					if ch.Kind == journal.Modified && (ch.Old.Kind == cas.EntryDir) {
 						continue // a directory's own metadata; its contents are listed
 					}
-					fmt.Fprintf(e.stdout, "%c\t%s\n", ch.Kind, quote(ch.Path)[1:])
+					fmt.Fprintf(e.stdout, "%c\t%s\n", ch.Kind, termtext.QuotePath(ch.Path))
 				}
 			}
 			return nil
@@ -175,7 +176,7 @@ func printStat(e *env, changes []journal.Change) {
 		if ch.Kind == journal.Modified && !ch.ContentChanged() {
 			note = "metadata"
 		}
-		fmt.Fprintf(e.stdout, " %-50s | %c %s\n", quote(ch.Path)[1:], ch.Kind, note)
+		fmt.Fprintf(e.stdout, " %-50s | %c %s\n", termtext.QuotePath(ch.Path), ch.Kind, note)
 	}
 	fmt.Fprintf(e.stdout, " %d paths changed: %d added, %d modified, %d deleted (+%s, -%s)\n",
 		files, added, modified, deleted, fmtBytes(grow), fmtBytes(shrink))
@@ -206,8 +207,10 @@ func printPatch(ctx context.Context, e *env, objs *cas.Store, changes []journal.
 		if !isContent(ch.Old) && !isContent(ch.New) {
 			continue
 		}
-		p := quote(ch.Path)[1:]
-		fmt.Fprintf(e.stdout, "diff --art a/%s b/%s\n", p, p)
+		// As git: a name that needs quoting is quoted whole, prefix
+		// inside ("a/ws/bad\xff").
+		nameA, nameB := termtext.Quote("a/"+string(ch.Path)), termtext.Quote("b/"+string(ch.Path))
+		fmt.Fprintf(e.stdout, "diff --art %s %s\n", nameA, nameB)
 		if ch.Kind == journal.Modified && !ch.ContentChanged() {
 			fmt.Fprintf(e.stdout, "mode %04o -> %04o, mtime %s -> %s\n", ch.Old.Mode, ch.New.Mode, fmtTime(ch.Old.MTime), fmtTime(ch.New.MTime))
 			continue
@@ -220,7 +223,6 @@ func printPatch(ctx context.Context, e *env, objs *cas.Store, changes []journal.
 		if err != nil {
 			return err
 		}
-		nameA, nameB := "a/"+p, "b/"+p
 		if ch.Old == nil || !isContent(ch.Old) {
 			nameA = "/dev/null"
 		}

@@ -5,6 +5,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -81,7 +82,7 @@ func newDuCommand(e *env) *cli.Command {
 				if r.Total {
 					only = "-"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\t%s\n", fmtCount(r.Files), fmtBytes(r.Bytes), fmtBytes(r.Stored), only, r.Rev)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\t%s\n", fmtCount(r.Files), fmtBytes(r.Bytes), fmtBytes(r.Stored), only, termtext.Quote(r.Rev))
 			}
 			return w.Flush()
 		},

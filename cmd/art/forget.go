@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
@@ -70,10 +72,10 @@ duration (90m, 36h) or a number of days or weeks (7d, 2w).`,
 			for _, rev := range c.StringSlice("keep-snapshot") {
 				st, err := db.Resolve(c.Context, rev, "")
 				if err != nil {
-					return fmt.Errorf("--keep-snapshot %s: %w", rev, err)
+					return fmt.Errorf("--keep-snapshot %s: %w", termtext.Quote(rev), err)
 				}
 				if st.Snapshot.IsZero() {
-					return usagef("--keep-snapshot %s: names %s, not a snapshot", rev, describe(st))
+					return usagef("--keep-snapshot %s: names %s, not a snapshot", termtext.Quote(rev), describe(st))
 				}
 				pol.Snapshots = append(pol.Snapshots, st.Snapshot)
 			}
@@ -126,13 +128,13 @@ func printForget(e *env, rep *journal.ForgetReport) {
 		verb = "would forget"
 	}
 	for _, b := range rep.Branches {
-		fmt.Fprintf(e.stdout, "%s: keep %d, %s %d snapshots and %d events", b.Branch, len(b.Keep), verb, len(b.Forget), b.Events)
+		fmt.Fprintf(e.stdout, "%s: keep %d, %s %d snapshots and %d events", termtext.Quote(b.Branch), len(b.Keep), verb, len(b.Forget), b.Events)
 		if b.Op != 0 {
 			fmt.Fprintf(e.stdout, " (op %d)", b.Op)
 		}
 		fmt.Fprintln(e.stdout)
 		if b.Protected != "" {
-			fmt.Fprintf(e.stdout, "  %s\n", b.Protected)
+			fmt.Fprintf(e.stdout, "  %s\n", termtext.Text(b.Protected))
 		}
 		for _, s := range b.Keep {
 			fmt.Fprintf(e.stdout, "  keep   %s  %s  %-30s (%s)\n", s.ID.Short(), fmtTime(s.Time), quoteMsg(s.Message), strings.Join(s.Reasons, ", "))
@@ -143,11 +145,17 @@ func printForget(e *env, rep *journal.ForgetReport) {
 	}
 }
 
+// quoteMsg shows a snapshot message in quotes, escaped for the terminal,
+// cut to about 60 bytes at a character boundary.
 func quoteMsg(m string) string {
 	if len(m) > 60 {
-		m = m[:57] + "..."
+		cut := 57
+		for cut > 0 && !utf8.RuneStart(m[cut]) {
+			cut--
+		}
+		return termtext.Quoted(m[:cut]) + "..."
 	}
-	return strconv.Quote(m)
+	return termtext.Quoted(m)
 }
 
 // who names the user and process running a forget, for the op log.

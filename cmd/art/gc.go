@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/remote"
 	"github.com/urfave/cli/v2"
@@ -143,12 +144,12 @@ func gcRemote(c *cli.Context, e *env) error {
 		return writeJSON(e.stdout, rep)
 	}
 	if rep.File != nil {
-		fmt.Fprintf(e.stdout, "gc %s: ", name)
+		fmt.Fprintf(e.stdout, "gc %s: ", termtext.Quote(name))
 		printStoreGC(e.stdout, rep.File)
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "gc %s: %d live objects; before %d packs, %d objects, %s; after %d packs, %d objects, %s\n",
-		name, rep.Live, rep.PacksBefore, rep.ObjectsBefore, fmtBytes(rep.BytesBefore), rep.PacksAfter, rep.ObjectsAfter, fmtBytes(rep.BytesAfter))
+		termtext.Quote(name), rep.Live, rep.PacksBefore, rep.ObjectsBefore, fmtBytes(rep.BytesBefore), rep.PacksAfter, rep.ObjectsAfter, fmtBytes(rep.BytesAfter))
 	verb := "condemned"
 	if rep.DryRun {
 		verb = "would condemn"
@@ -157,7 +158,7 @@ func gcRemote(c *cli.Context, e *env) error {
 		verb, rep.Condemned, fmtBytes(rep.CondemnedBytes), rep.RewrittenObjects, rep.Rewritten, rep.Deleted, fmtBytes(rep.DeletedBytes), rep.Rescued, rep.Seconds)
 	if rep.Pending {
 		fmt.Fprintf(e.stdout, "a round waits for its grace period: run art gc %s again in %s (or with --wait) to delete its packs\n",
-			name, (time.Duration(rep.PendingSeconds) * time.Second).Round(time.Second))
+			termtext.Word(name), (time.Duration(rep.PendingSeconds) * time.Second).Round(time.Second))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
@@ -83,7 +84,7 @@ func newLogCommand(e *env) *cli.Command {
 				// Where events were forgotten, say so in their place.
 				mark := func(upTo int64) {
 					for len(gone) > 0 && gone[0].FromSeq < upTo {
-						fmt.Fprintf(e.stdout, "%s\n", paint(color, sgrYellow, fmt.Sprintf("-- %s: %s --", gone[0].Branch, gone[0])))
+						fmt.Fprintf(e.stdout, "%s\n", paint(color, sgrYellow, fmt.Sprintf("-- %s: %s --", termtext.Quote(gone[0].Branch), gone[0])))
 						gone = gone[1:]
 					}
 				}
@@ -91,7 +92,7 @@ func newLogCommand(e *env) *cli.Command {
 					mark(evs[i].Seq)
 					line := formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch))
 					if v, ok := attr.Command(&evs[i]); ok && session.IsChange(evs[i].Kind) {
-						line += fmt.Sprintf("  <- pid %d %s", evs[i].PID, shellQuote(v.Argv))
+						line += fmt.Sprintf("  <- pid %d %s", evs[i].PID, termtext.Argv(v.Argv))
 					}
 					fmt.Fprintln(e.stdout, line)
 				}
@@ -121,9 +122,9 @@ func newLogCommand(e *env) *cli.Command {
 					status += "  " + paint(color, sgrYellow, "[events forgotten]")
 				}
 				fmt.Fprintf(e.stdout, "%s %s  %-8s %-9s %s%s\n", paint(color, sgrBold, fmt.Sprintf("op %-4d", o.ID)),
-					fmtTime(o.Start), o.Branch, o.Kind, o.Description, status)
+					fmtTime(o.Start), termtext.Quote(o.Branch), termtext.Text(o.Kind), termtext.Text(o.Description), status)
 				for _, s := range o.Snapshots {
-					fmt.Fprintf(e.stdout, "        snapshot %s  @%d  %s\n", paint(color, sgrYellow, s.ID.Short()), s.Seq, s.Message)
+					fmt.Fprintf(e.stdout, "        snapshot %s  @%d  %s\n", paint(color, sgrYellow, s.ID.Short()), s.Seq, termtext.Text(s.Message))
 				}
 			}
 			return nil
@@ -147,40 +148,36 @@ func toEventJSON(ev *journal.Event) eventJSON {
 
 func formatEvent(ev *journal.Event, branch string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "@%-6d %s  %-8s %-11s", ev.Seq, fmtTime(ev.Time), branch, ev.Kind)
+	fmt.Fprintf(&b, "@%-6d %s  %-8s %-11s", ev.Seq, fmtTime(ev.Time), termtext.Quote(branch), ev.Kind)
 	switch ev.Kind {
 	case journal.EvBranch, journal.EvCheckout:
-		fmt.Fprintf(&b, " root %s  %s", ev.Root.Short(), ev.Text)
+		fmt.Fprintf(&b, " root %s  %s", ev.Root.Short(), termtext.Text(ev.Text))
 	case journal.EvSnapshot:
-		fmt.Fprintf(&b, " %s  %s", ev.Hash.Short(), ev.Text)
+		fmt.Fprintf(&b, " %s  %s", ev.Hash.Short(), termtext.Text(ev.Text))
 	case journal.EvRename, journal.EvLink:
-		fmt.Fprintf(&b, " %s -> %s", quote(ev.Path), quote(ev.Path2))
+		fmt.Fprintf(&b, " %s -> %s", agentPath(ev.Path), agentPath(ev.Path2))
 	case journal.EvWrite:
-		fmt.Fprintf(&b, " %s (%d bytes)", quote(ev.Path), ev.Attr.Size)
+		fmt.Fprintf(&b, " %s (%d bytes)", agentPath(ev.Path), ev.Attr.Size)
 	case journal.EvCreate:
-		fmt.Fprintf(&b, " %s (%d bytes, mode %04o)", quote(ev.Path), ev.Attr.Size, ev.Attr.Mode)
+		fmt.Fprintf(&b, " %s (%d bytes, mode %04o)", agentPath(ev.Path), ev.Attr.Size, ev.Attr.Mode)
 	case journal.EvSymlink:
-		fmt.Fprintf(&b, " %s -> %q", quote(ev.Path), ev.Attr.Link)
+		fmt.Fprintf(&b, " %s -> %s", agentPath(ev.Path), termtext.Quoted(string(ev.Attr.Link)))
 	case journal.EvSetxattr, journal.EvRemovexattr:
-		fmt.Fprintf(&b, " %s %s", quote(ev.Path), ev.Name)
-	case journal.EvBegin, journal.EvEnd, journal.EvExec, journal.EvSyscall:
-		fmt.Fprintf(&b, " %s", ev.Text)
+		fmt.Fprintf(&b, " %s %s", agentPath(ev.Path), termtext.Quote(ev.Name))
+	case journal.EvExec: // Text is the argv, NUL-separated
+		fmt.Fprintf(&b, " %s", termtext.Argv(strings.Split(ev.Text, "\x00")))
+	case journal.EvBegin, journal.EvEnd, journal.EvSyscall:
+		fmt.Fprintf(&b, " %s", termtext.Text(ev.Text))
 	default:
-		fmt.Fprintf(&b, " %s", quote(ev.Path))
+		fmt.Fprintf(&b, " %s", agentPath(ev.Path))
 	}
 	return strings.TrimRight(b.String(), " ")
 }
 
-// quote shows a path as /home/agent-relative text, escaping what a
-// terminal should not receive raw (newlines, invalid UTF-8).
-func quote(p []byte) string {
-	s := "/" + string(p)
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
-			return fmt.Sprintf("%q", s)
-		}
-	}
-	return s
+// agentPath shows a journal path as /home/agent-relative text (/ws/f),
+// quoted for the terminal (termtext.Quote: "/ws/evil\033]0;x\a").
+func agentPath(p []byte) string {
+	return termtext.Quote("/" + string(p))
 }
 
 // logNet lists the network decisions recorded on branch ("" = all).

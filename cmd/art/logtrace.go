@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/session"
 	"github.com/artrt/art/tracer"
@@ -89,7 +90,7 @@ func logExecs(ctx context.Context, db *journal.DB, branch string, asJSON bool, w
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i] < ops[j] })
 	for _, op := range ops {
-		fmt.Fprintf(w, "op %d (%s)\n", op, byOp[op][0].Branch)
+		fmt.Fprintf(w, "op %d (%s)\n", op, termtext.Quote(byOp[op][0].Branch))
 		printExecTree(w, byOp[op], exits)
 	}
 	return nil
@@ -130,7 +131,7 @@ func printExecTree(w io.Writer, execs []traceEventJSON, exits map[[2]int64]trace
 		if x, ok := exits[[2]int64{r.Op, int64(r.PID)}]; ok && node[r.PID] == i {
 			status = "  [exit " + tracer.ExitString(x.Status) + "]"
 		}
-		fmt.Fprintf(w, "%s%d  %s%s\n", strings.Repeat("  ", depth+1), r.PID, shellQuote(r.Argv), status)
+		fmt.Fprintf(w, "%s%d  %s%s\n", strings.Repeat("  ", depth+1), r.PID, termtext.Argv(r.Argv), status)
 		for _, c := range children[i] {
 			walk(c, depth+1)
 		}

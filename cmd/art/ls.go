@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/urfave/cli/v2"
 )
 
@@ -89,12 +90,12 @@ func newLsCommand(e *env) *cli.Command {
 				}
 				out = append(out, le)
 				if !c.Bool("json") {
-					name := quote(p)[1:]
+					name := termtext.QuotePath(p)
 					if en.Kind == cas.EntryDir {
 						name += "/"
 					}
 					if en.Kind == cas.EntrySymlink {
-						name += " -> " + string(en.Link)
+						name += " -> " + termtext.QuotePath(en.Link)
 					}
 					fmt.Fprintf(e.stdout, "%s %5d %5d %10d %s  %s\n", modeString(en), en.UID, en.GID, en.Size, fmtTime(en.MTime), name)
 				}

@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -68,14 +69,14 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 				return err
 			}
 			if st := srv.Capture; st != nil {
-				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files%s\n", c.String("mount"), st.New, st.Changed, st.Deleted, conflictNote(*st))
+				fmt.Fprintf(e.stderr, "captured %s: %d new, %d changed, %d deleted files%s\n", termtext.Quote(c.String("mount")), st.New, st.Changed, st.Deleted, conflictNote(*st))
 			}
 			fsys := srv.FS
-			what := "branch " + c.String("branch")
+			what := "branch " + termtext.Quote(c.String("branch"))
 			if c.IsSet("at") {
-				what = "state " + c.String("at") + " (read-only)"
+				what = "state " + termtext.Quote(c.String("at")) + " (read-only)"
 			}
-			fmt.Fprintf(e.stderr, "serving %s at %s; fast paths: %s\n", what, mnt, strings.Join(fsys.FastPaths(), ", "))
+			fmt.Fprintf(e.stderr, "serving %s at %s; fast paths: %s\n", what, termtext.Quote(mnt), strings.Join(fsys.FastPaths(), ", "))
 			fmt.Fprintln(e.stderr, "press Ctrl-C (or send SIGTERM) to unmount")
 			done := make(chan struct{})
 			go func() { fsys.Wait(); close(done) }()
@@ -90,7 +91,7 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 				}
 				return fmt.Errorf("%s: %w", mnt, err)
 			}
-			fmt.Fprintf(e.stderr, "unmounted %s\n", mnt)
+			fmt.Fprintf(e.stderr, "unmounted %s\n", termtext.Quote(mnt))
 			return nil
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
 	"github.com/urfave/cli/v2"
@@ -60,16 +61,18 @@ func formatNet(ev *journal.Event, branch string, a netpolicy.Attempt) string {
 	if a.Allow {
 		decision = "allow"
 	}
-	fmt.Fprintf(&b, "@%-6d %s  %-8s %s  %-7s %s", ev.Seq, fmtTime(a.Time.UnixNano()), branch, decision, a.Proto, a.Target())
+	// The host is as the sandboxed client asked for it: anything.
+	fmt.Fprintf(&b, "@%-6d %s  %-8s %s  %-7s %s", ev.Seq, fmtTime(a.Time.UnixNano()), termtext.Quote(branch), decision,
+		termtext.Text(a.Proto), termtext.Quote(a.Target()))
 	switch {
 	case a.Allow && a.Error != "":
-		fmt.Fprintf(&b, "  rule %q  connect failed: %s", a.Rule, a.Error)
+		fmt.Fprintf(&b, "  rule %s  connect failed: %s", termtext.Quoted(a.Rule), termtext.Text(a.Error))
 	case a.Allow:
-		fmt.Fprintf(&b, "  rule %q", a.Rule)
+		fmt.Fprintf(&b, "  rule %s", termtext.Quoted(a.Rule))
 	case a.Rule != "":
-		fmt.Fprintf(&b, "  %s %q", a.Reason, a.Rule)
+		fmt.Fprintf(&b, "  %s %s", termtext.Text(a.Reason), termtext.Quoted(a.Rule))
 	default:
-		fmt.Fprintf(&b, "  %s", a.Reason)
+		fmt.Fprintf(&b, "  %s", termtext.Text(a.Reason))
 	}
 	if a.PID != 0 {
 		fmt.Fprintf(&b, "  pid %d", a.PID)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
 	"github.com/urfave/cli/v2"
@@ -77,24 +78,24 @@ func printSuggestion(e *env, s netpolicy.Suggestion, n int) {
 	for _, a := range s.Allow {
 		if a.Domain != domain {
 			domain = a.Domain
-			fmt.Fprintf(w, "# %s\n", domain)
+			fmt.Fprintf(w, "# %s\n", termtext.Text(domain))
 		}
 		note := fmt.Sprintf("%d allowed", a.Allowed)
 		if a.Denied > 0 {
-			note = fmt.Sprintf("%d denied: %s", a.Denied, a.Reason)
+			note = fmt.Sprintf("%d denied: %s", a.Denied, termtext.Text(a.Reason))
 			if a.Allowed > 0 {
 				note = fmt.Sprintf("%d allowed, %s", a.Allowed, note)
 			}
 		}
-		fmt.Fprintf(w, "--allow %-40s # %s\n", shellQuote([]string{a.Entry}), note)
+		fmt.Fprintf(w, "--allow %-40s # %s\n", termtext.Word(a.Entry), note)
 	}
 	for _, wc := range s.Wildcards {
-		fmt.Fprintf(w, "# or, for %s: --allow %s\n", strings.Join(wc.Names, ", "), shellQuote([]string{wc.Entry}))
+		fmt.Fprintf(w, "# or, for %s: --allow %s\n", termtext.Text(strings.Join(wc.Names, ", ")), termtext.Word(wc.Entry))
 	}
 	if len(s.KeptDenied) > 0 {
 		fmt.Fprintln(w, "# refused by a --deny rule, not proposed:")
 		for _, a := range s.KeptDenied {
-			fmt.Fprintf(w, "#   %s (%d attempts)\n", a.Entry, a.Attempts)
+			fmt.Fprintf(w, "#   %s (%d attempts)\n", termtext.Word(a.Entry), a.Attempts)
 		}
 	}
 	fmt.Fprintln(w, "\n# the same as ~/.config/art/config.json:")

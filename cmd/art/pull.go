@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
@@ -112,5 +113,5 @@ func describe(st journal.State) string {
 	if !st.Snapshot.IsZero() {
 		return "snapshot " + st.Snapshot.Short()
 	}
-	return fmt.Sprintf("%s@%d", st.Branch, st.Seq)
+	return fmt.Sprintf("%s@%d", termtext.Quote(st.Branch), st.Seq)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/remote"
 	"github.com/urfave/cli/v2"
@@ -58,7 +59,7 @@ Names are used as REMOTE by art push and art pull.`,
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			for _, r := range rs {
-				fmt.Fprintf(tw, "%s\t%s\n", r.Name, r.URL)
+				fmt.Fprintf(tw, "%s\t%s\n", termtext.Quote(r.Name), termtext.Quote(r.URL))
 			}
 			return tw.Flush()
 		},
@@ -143,7 +144,9 @@ func remoteTransfer(c *cli.Context, e *env, push bool) error {
 }
 
 func printTransfer(w io.Writer, verb, name string, st remote.Stats) {
+	name = termtext.Quote(name)
 	for _, b := range st.Branches {
+		b.Branch = termtext.Quote(b.Branch) // a remote's branch names are someone else's
 		switch {
 		case b.Status == "up to date":
 			fmt.Fprintf(w, "%s %s: %s %s\n", verb, name, b.Branch, b.Status)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
@@ -109,7 +110,7 @@ func runAction(c *cli.Context, e *env) error {
 			fmt.Fprintf(e.stderr, "art: %s in %s (direct mode: no history)\n", session.DescribeExit(res.Result), wall)
 		} else {
 			fmt.Fprintf(e.stderr, "art: %s in %s; %d paths changed%s; snapshot %s on branch %s\n",
-				session.DescribeExit(res.Result), wall, res.Changed, conflictNote(res.Capture), res.Snapshot.ID.Short(), res.Branch)
+				session.DescribeExit(res.Result), wall, res.Changed, conflictNote(res.Capture), res.Snapshot.ID.Short(), termtext.Quote(res.Branch))
 		}
 	}
 	if !res.Direct && o.retention.Enabled() {
@@ -156,9 +157,9 @@ func conflictNote(st workspace.ImportStats) string {
 	var host, branch []string
 	for _, c := range st.ConflictList {
 		if c.Kept == "host" {
-			host = append(host, workspace.Printable(c.Path))
+			host = append(host, termtext.Quote(c.Path))
 		} else {
-			branch = append(branch, workspace.Printable(c.Path))
+			branch = append(branch, termtext.Quote(c.Path))
 		}
 	}
 	list := func(ps []string) string {

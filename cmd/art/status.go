@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
@@ -118,16 +119,16 @@ func newStatusCommand(e *env) *cli.Command {
 func printStatus(e *env, rep *statusReport) {
 	w := e.stdout
 	b := rep.Branch
-	fmt.Fprintf(w, "branch %s: head @%d (root %s)", b.Branch, b.Seq, b.Root.Short())
+	fmt.Fprintf(w, "branch %s: head @%d (root %s)", termtext.Quote(b.Branch), b.Seq, b.Root.Short())
 	if rep.Branches > 1 {
 		fmt.Fprintf(w, "; %d branches in the store", rep.Branches)
 	}
 	fmt.Fprintln(w)
 	if rep.Last == nil {
-		fmt.Fprintf(w, "no snapshot on branch %s yet\n", b.Branch)
+		fmt.Fprintf(w, "no snapshot on branch %s yet\n", termtext.Quote(b.Branch))
 	} else {
 		s := rep.Last
-		fmt.Fprintf(w, "last snapshot %s %q, %s ago", s.ID.Short(), s.Message, s.Age)
+		fmt.Fprintf(w, "last snapshot %s %s, %s ago", s.ID.Short(), termtext.Quoted(s.Message), s.Age)
 		if n := rep.Changes["added"] + rep.Changes["modified"] + rep.Changes["deleted"]; n == 0 {
 			fmt.Fprintln(w, "; nothing changed since")
 		} else {
@@ -139,11 +140,11 @@ func printStatus(e *env, rep *statusReport) {
 		fmt.Fprintln(w, "no session running on this store")
 	}
 	for _, s := range rep.Sessions {
-		fmt.Fprintf(w, "session: pid %d on branch %s since %s (%s)\n", s.PID, s.Branch,
+		fmt.Fprintf(w, "session: pid %d on branch %s since %s (%s)\n", s.PID, termtext.Quote(s.Branch),
 			s.Since.Local().Format("2006-01-02 15:04:05"), fmtAge(time.Since(s.Since)))
 	}
 	u := &rep.Usage
-	fmt.Fprintf(w, "store %s: %s on disk", rep.Store, fmtBytes(u.FileBytes+u.WALBytes+u.PacksBytes))
+	fmt.Fprintf(w, "store %s: %s on disk", termtext.Quote(rep.Store), fmtBytes(u.FileBytes+u.WALBytes+u.PacksBytes))
 	if u.PacksBytes > 0 {
 		fmt.Fprintf(w, " (packs %s)", fmtBytes(u.PacksBytes))
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -108,7 +109,7 @@ func (p *progress) update(format string, a ...any) {
 		return
 	}
 	p.last = time.Now()
-	fmt.Fprintf(p.w, "\r\033[K"+format, a...)
+	fmt.Fprint(p.w, "\r\033[K"+termtext.Text(fmt.Sprintf(format, a...))) // a line may name a directory
 }
 
 func (p *progress) done() {

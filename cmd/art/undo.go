@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/artrt/art/internal/termtext"
 )
 
 func newUndoCommand(e *env) *cli.Command {
@@ -32,7 +34,7 @@ walks further back. Nothing is deleted: art log shows every step.`,
 			if c.Bool("json") {
 				return writeJSON(e.stdout, undone)
 			}
-			fmt.Fprintf(e.stdout, "undid op %d: %s; %s is back at @%d\n", undone.ID, undone.Description, branch, undone.BeforeSeq)
+			fmt.Fprintf(e.stdout, "undid op %d: %s; %s is back at @%d\n", undone.ID, termtext.Text(undone.Description), termtext.Quote(branch), undone.BeforeSeq)
 			return nil
 		},
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+
+	"github.com/artrt/art/internal/termtext"
 )
 
 // Line diff for art diff --patch: Myers' O(ND) algorithm over lines, printed
@@ -182,9 +184,15 @@ func writeUnified(w io.Writer, nameA, nameB string, a, b []byte) {
 		}
 		fmt.Fprintf(w, "@@ -%d,%d +%d,%d @@\n", aLine, aCount, bLine, bCount)
 		for _, e := range edits[start:stop] {
+			// The content is the agent's: a control byte in a line
+			// (an escape sequence, a carriage return) is shown, not
+			// acted on by the terminal.
+			line, nl := bytes.CutSuffix(e.line, []byte("\n"))
 			w.Write([]byte{e.op})
-			w.Write(e.line)
-			if !bytes.HasSuffix(e.line, []byte("\n")) {
+			io.WriteString(w, termtext.Content(string(line)))
+			if nl {
+				io.WriteString(w, "\n")
+			} else {
 				fmt.Fprint(w, "\n\\ No newline at end of file\n")
 			}
 		}

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -49,22 +49,22 @@ damaged.`,
 				for _, p := range rep.Problems {
 					where := p.Object
 					if where == "" {
-						where = p.Branch
+						where = termtext.Quote(p.Branch)
 						if p.Seq != 0 {
 							where += fmt.Sprintf("@%d", p.Seq)
 						}
 					}
-					fmt.Fprintf(e.stdout, "DAMAGED %s %s: %s\n", p.What, where, p.Detail)
+					fmt.Fprintf(e.stdout, "DAMAGED %s %s: %s\n", p.What, where, termtext.Text(p.Detail))
 					for _, path := range p.Paths {
-						fmt.Fprintf(e.stdout, "        affects %s\n", path)
+						fmt.Fprintf(e.stdout, "        affects %s\n", termtext.Quote(path))
 					}
 				}
 				for _, b := range rep.Rebuilt {
-					fmt.Fprintf(e.stdout, "rebuilt the live tree of branch %s from its journal\n", b)
+					fmt.Fprintf(e.stdout, "rebuilt the live tree of branch %s from its journal\n", termtext.Quote(b))
 				}
 			}
 			if !rep.OK() {
-				return &exitCoder{code: exitCorrupt, err: errors.New(fmt.Sprintf("store %s is damaged: %d problems", c.String("db"), len(rep.Problems)))}
+				return &exitCoder{code: exitCorrupt, err: fmt.Errorf("store %s is damaged: %d problems", termtext.Quote(c.String("db")), len(rep.Problems))}
 			}
 			if !c.Bool("json") {
 				fmt.Fprintln(e.stdout, "ok")

@@ -17,6 +17,11 @@
 // Escapes are \a \b \t \n \v \f \r \" \\, \ooo (octal, as git) for other
 // controls and escaped runes, and \xHH for an invalid UTF-8 byte, so the
 // escaped form tells the two apart and can be decoded back.
+//
+// Which function: Quote (QuotePath) for a name or path, Quoted for a
+// message shown in quotes, Text for free text inside a line (a description,
+// an error's detail), Content for a line of a file (art diff --patch), Argv
+// (Word) for a command line.
 package termtext
 
 import (
@@ -36,13 +41,25 @@ func Quote(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 8)
 	b.WriteByte('"')
-	escape(&b, s, true)
+	escape(&b, s, inQuotes)
 	b.WriteByte('"')
 	return b.String()
 }
 
 // QuotePath is Quote for a path given as bytes (as the journal stores them).
 func QuotePath(p []byte) string { return Quote(string(p)) }
+
+// Quoted returns s always in double quotes, with the escapes of Quote and
+// any double quote or backslash escaped too, so the end of the text is
+// unambiguous: for a message shown inside a line ("fix the parser").
+func Quoted(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	escape(&b, s, inQuotes)
+	b.WriteByte('"')
+	return b.String()
+}
 
 // Text returns s with its unsafe bytes escaped and no quotes added, for free
 // text inside a line: a message, a description, an error's detail. A
@@ -54,8 +71,35 @@ func Text(s string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 8)
-	escape(&b, s, false)
+	escape(&b, s, inText)
 	return b.String()
+}
+
+// Content returns a line of a file's content with its unsafe bytes
+// escaped, for a person reading it (art diff --patch): tabs and
+// backslashes stay as they are, so ordinary source reads as written; a
+// line's own newline is the caller's. Not reversible: for reading only.
+func Content(s string) string {
+	if safeContent(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	escape(&b, s, inContent)
+	return b.String()
+}
+
+func safeContent(s string) bool {
+	for {
+		i := strings.IndexByte(s, '\t')
+		if i < 0 {
+			return Safe(s)
+		}
+		if !Safe(s[:i]) {
+			return false
+		}
+		s = s[i+1:]
+	}
 }
 
 // Argv renders a command line so that a shell would run it: words that need
@@ -91,7 +135,7 @@ func Word(a string) string {
 			i++
 			continue
 		}
-		n := escapeOne(&b, a, i, true)
+		n := escapeOne(&b, a, i, inQuotes)
 		i += n
 	}
 	b.WriteByte('\'')
@@ -145,24 +189,32 @@ func unsafeRune(r rune) bool {
 	return false
 }
 
-func escape(b *strings.Builder, s string, quoted bool) {
+// mode says what else than unsafe bytes an escape must escape.
+type mode int
+
+const (
+	inText    mode = iota // free text: a backslash is doubled, so escapes read back
+	inQuotes              // inside double quotes or $'...': a backslash and a double quote
+	inContent             // a file's line: only unsafe bytes, and tabs stay
+)
+
+func escape(b *strings.Builder, s string, m mode) {
 	for i := 0; i < len(s); {
-		i += escapeOne(b, s, i, quoted)
+		i += escapeOne(b, s, i, m)
 	}
 }
 
 // escapeOne writes the character at s[i] (escaped when needed) and returns
-// how many bytes it took. quoted: inside double quotes or $'...', where a
-// backslash (and a double quote) must be escaped to be read back.
-func escapeOne(b *strings.Builder, s string, i int, quoted bool) int {
+// how many bytes it took.
+func escapeOne(b *strings.Builder, s string, i int, m mode) int {
 	c := s[i]
 	if c < utf8.RuneSelf {
 		switch {
-		case c == '\\':
+		case c == '\\' && m != inContent:
 			b.WriteString(`\\`)
-		case c == '"' && quoted:
+		case c == '"' && m == inQuotes:
 			b.WriteString(`\"`)
-		case c >= 0x20 && c != 0x7f:
+		case c >= 0x20 && c != 0x7f, c == '\t' && m == inContent:
 			b.WriteByte(c)
 		default:
 			writeControl(b, c)
