@@ -212,6 +212,9 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 			}
 		}
 	}
+	if err := checkCaptureDir(c, o.Workspace, o.Store); err != nil {
+		return o, err
+	}
 	if o.Branch == "" {
 		o.Branch = journal.DefaultBranch
 	}
