@@ -698,11 +698,19 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 	if err := tx.ResetStatCache("/" + name); err != nil {
 		return err
 	}
-	// The host is now what the pull wrote, not what the last push -m saw.
+	// The host is now what the pull wrote, not what the last push -m saw
+	// (no mark), and this directory is the one the records describe
+	// (its inode: a pull into another directory of the same name must
+	// not take what that one lacks for deletions).
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	rec := journal.StatCache{Kind: cas.EntryDir, Mode: st.Mode & 0o7777, Ino: st.Ino}
 	if c, ok, err := tx.ImportRecord("/" + name); err != nil {
 		return err
-	} else if ok && c != unmark(c) {
-		if err := tx.SetStatCache("/"+name, unmark(c)); err != nil {
+	} else if !ok || c != rec {
+		if err := tx.SetStatCache("/"+name, rec); err != nil {
 			return err
 		}
 	}

@@ -128,6 +128,14 @@ func (p *ExportPlan) HostChanges(ctx context.Context, db *journal.DB, branch str
 	var out []HostChange
 	err := db.View(ctx, branch, func(tx *journal.Tx) error {
 		c := &hostCheck{ex: p.ex, tx: tx}
+		// Only the directory the records were made of can have deleted
+		// anything since (a pull into a new or other directory of the
+		// same name is not a host's deletion).
+		if rec, ok, err := tx.ImportRecord("/" + p.ex.name); err != nil {
+			return err
+		} else if fi, err := p.ex.root.Lstat("."); err == nil && ok && rec.Kind == cas.EntryDir {
+			c.sameDir = rec.Ino == fi.Sys().(*syscall.Stat_t).Ino
+		}
 		fresh := map[string]bool{} // directories the plan creates or puts in place of something else
 		for _, t := range touches {
 			if err := ctx.Err(); err != nil {
@@ -167,9 +175,10 @@ func (p *ExportPlan) HostChanges(ctx context.Context, db *journal.DB, branch str
 }
 
 type hostCheck struct {
-	ex  *exporter
-	tx  *journal.Tx
-	out []HostChange
+	ex      *exporter
+	tx      *journal.Tx
+	out     []HostChange
+	sameDir bool // the host directory is the one the records were made of
 }
 
 func (c *hostCheck) add(rel, what string) { c.out = append(c.out, HostChange{Path: rel, What: what}) }
@@ -196,6 +205,9 @@ func (c *hostCheck) record(rel string, dir bool) (journal.StatCache, bool, error
 func (c *hostCheck) gone(rel string) error {
 	if _, err := c.ex.root.Lstat(rel); err == nil {
 		return c.check(rel, true, false) // appeared since the plan was made
+	}
+	if !c.sameDir {
+		return nil
 	}
 	_, ok, err := c.record(rel, true)
 	if err != nil || !ok {
