@@ -557,7 +557,7 @@ func (s *stress) cycle(i int) {
 			}
 		}
 	}
-	s.pause(2500 * time.Millisecond) // the push sees racy files or not
+	s.pause(2500 * time.Millisecond)                         // the push sees racy files or not
 	s.art("push", "-q", "--replace", "-m", s.ws, "-d", s.db) // the branch equal to the host, the last cycle's agent work dropped
 	d := s.mount("-d", s.db, "-m", s.ws, s.mnt)
 	s.checkStaleGone()
