@@ -557,8 +557,10 @@ func (s *stress) cycle(i int) {
 			}
 		}
 	}
-	s.pause(2500 * time.Millisecond)                         // the push sees racy files or not
-	s.art("push", "-q", "--replace", "-m", s.ws, "-d", s.db) // the branch equal to the host, the last cycle's agent work dropped
+	s.pause(2500 * time.Millisecond) // the push sees racy files or not
+	// --replace: the branch equal to the host (the last cycle's agent
+	// work dropped), which the check below expects.
+	s.art("push", "-q", "--replace", "-m", s.ws, "-d", s.db)
 	d := s.mount("-d", s.db, "-m", s.ws, s.mnt)
 	s.checkStaleGone()
 	wsm := filepath.Join(s.mnt, "ws")
