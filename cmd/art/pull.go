@@ -26,6 +26,13 @@ deleted. A store is treated as someone else's data: files are not made setuid or
 and new files belong to DIR's owner, unless --same-owner; a file with other hard links
 (that may be outside DIR) is replaced, never changed in place.
 
+A pull never writes over host work the store does not have: a path of DIR that the pull
+would change and that was changed, created or deleted on the host since art last captured,
+pushed or pulled DIR is named, and the pull refused (exit 1, nothing written): art push
+first (the host's changes go on top of the branch), or --force: the host's state is then
+first recorded in the store as an operation of its own (a snapshot, with the branch checked
+out back to its head), and art undo followed by art pull brings it back.
+
 With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), fetches
 BRANCHes (default: all) from there instead: every object is verified before a branch
 moves, and a branch moves only as a fast-forward unless --force.`,
@@ -37,7 +44,8 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			&cli.BoolFlag{Name: "checksum", Usage: "compare the bytes of files whose size and mtime match"},
 			&cli.BoolFlag{Name: "same-owner", Usage: "apply the stored owners and setuid/setgid bits (root restoring a store of its own)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
-			jsonFlag(), forceFlag(),
+			jsonFlag(),
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "remote form: move branches that are not fast-forwards; with -m: write over host changes, recorded in the store first"},
 			&cli.Int64Flag{Name: "max-entries", Usage: "refuse a state naming more than `N` paths once expanded (default 10000000)"},
 			&cli.Int64Flag{Name: "max-bytes", Usage: "refuse a state holding more than `N` bytes of files once expanded (default 1 TiB)"},
 		},
