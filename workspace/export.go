@@ -108,6 +108,21 @@ type action struct {
 	linkTo  string // actLink: first name of the group
 	content bool   // actMeta on a file: content already equal
 	replace bool   // actRemove that makes way for a new entry
+	// hostMode is, for an actMeta of an entry the host has, its
+	// permission bits when planned (hostHas set): Touches compares them
+	// with the state's without another lstat.
+	hostMode uint32
+	hostHas  bool
+}
+
+// hostMeta is an actMeta of entry e at rel whose host counterpart had
+// stat st (nil: none, the plan creates it).
+func hostMeta(rel string, e *cas.Entry, st *syscall.Stat_t) action {
+	a := action{kind: actMeta, rel: rel, e: e, content: true}
+	if st != nil {
+		a.hostMode, a.hostHas = st.Mode&0o7777, true
+	}
+	return a
 }
 
 type exporter struct {
@@ -443,7 +458,7 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 				return err
 			}
 			ex.files = append(ex.files, pulledFile{rel: child, kind: cas.EntryDir})
-			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+			ex.plan = append(ex.plan, hostMeta(child, e, st))
 		case cas.EntryFile:
 			ex.stats.Files++
 			fmt.Fprintf(ex.out, "FILE %s (%d bytes)\n", label, e.Size)
@@ -468,12 +483,12 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 				ex.plan = append(ex.plan, action{kind: actSymlink, rel: child, e: e})
 			}
 			ex.files = append(ex.files, pulledFile{child, cas.EntrySymlink, cas.Sum(e.Link)})
-			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+			ex.plan = append(ex.plan, hostMeta(child, e, st))
 		case cas.EntryFifo:
 			if st == nil {
 				ex.plan = append(ex.plan, action{kind: actFifo, rel: child, e: e})
 			}
-			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+			ex.plan = append(ex.plan, hostMeta(child, e, st))
 		}
 	}
 	return nil
@@ -538,7 +553,7 @@ func (ex *exporter) planFile(rel string, e *cas.Entry, st *syscall.Stat_t) error
 			same = false
 		}
 		if same {
-			ex.plan = append(ex.plan, action{kind: actMeta, rel: rel, e: e, content: true})
+			ex.plan = append(ex.plan, hostMeta(rel, e, st))
 			return nil
 		}
 	}

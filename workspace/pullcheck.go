@@ -100,14 +100,10 @@ func (p *ExportPlan) Touches() []Touch {
 			}
 			out = append(out, Touch{Path: a.rel, Op: op, Kind: kind})
 		case actMeta:
-			if a.rel == "." || replaced[a.rel] || a.e.Kind == cas.EntrySymlink {
-				continue
+			if a.rel == "." || !a.hostHas || a.e.Kind == cas.EntrySymlink {
+				continue // created (or replaced) by the plan: the mode comes with it
 			}
-			fi, err := ex.root.Lstat(a.rel)
-			if err != nil {
-				continue // created by the plan
-			}
-			if fi.Sys().(*syscall.Stat_t).Mode&0o7777 != a.e.Mode {
+			if a.hostMode != a.e.Mode {
 				out = append(out, Touch{Path: a.rel, Op: TouchMode, Kind: a.e.Kind})
 			}
 		}
