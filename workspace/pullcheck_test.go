@@ -241,3 +241,74 @@ func mustResolve(t *testing.T, tx *journal.Tx, p string) journal.Node {
 	}
 	return n
 }
+
+// TestCaptureNothingChangedRecordsNothing: a capture (or push -m) whose
+// host is unchanged since the last import changes nothing in the branch,
+// whatever the branch did since: the read-only check says so without the
+// push mark, and the full import with SkipUnchanged records no op and no
+// snapshot - also when a racy record makes it read a file again. A host
+// edit is still taken.
+func TestCaptureNothingChangedRecordsNothing(t *testing.T) {
+	ctx := context.Background()
+	db, ws := pulledWorkspace(t)
+	agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/a.txt", "agent") })
+	if _, err := db.TakeSnapshot(ctx, "main", "after the agent"); err != nil {
+		t.Fatal(err)
+	}
+	head, err := db.Resolve(ctx, "main", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := func() int {
+		o, err := db.Ops(ctx, journal.LogQuery{Branch: "main"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(o)
+	}
+	n := ops()
+	st, ok, err := workspace.Unchanged(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true})
+	if err != nil || !ok || !st.NothingChanged || st.Snapshot.ID != head.Snapshot {
+		t.Fatalf("Unchanged(capture) = %+v, %v, %v; want nothing changed at %s", st, ok, err, head.Snapshot.Short())
+	}
+	// A racy record: the file is read again, found equal, and nothing is
+	// recorded but the record itself.
+	workspace.SetRacyWindow(t, 2*time.Hour)
+	agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/b.txt", "agent b") })
+	if _, err := db.TakeSnapshot(ctx, "main", "after the agent"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"a.txt", "b.txt", "c.txt", "d/e.txt"} {
+		if err := os.Chmod(filepath.Join(ws, p), 0o644); err != nil { // a new ctime: read again
+			t.Fatal(err)
+		}
+	}
+	capture(t, db, ws) // without SkipUnchanged: an op, a snapshot; the records now racy
+	n = ops()
+	head, _ = db.Resolve(ctx, "main", "main")
+	if _, ok, _ := workspace.Unchanged(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true}); ok {
+		t.Fatal("Unchanged trusted racy records")
+	}
+	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true, SkipUnchanged: true})
+	if err != nil || !st.NothingChanged || st.Snapshot.ID != head.Snapshot || st.BytesRead == 0 {
+		t.Fatalf("capture of an unchanged host: %+v, %v; want nothing changed at %s, the racy files read", st, err, head.Snapshot.Short())
+	}
+	if got := ops(); got != n {
+		t.Fatalf("%d ops after an unchanged capture, want %d", got, n)
+	}
+	if after, _ := db.Resolve(ctx, "main", "main"); after.Seq != head.Seq {
+		t.Fatalf("the head moved: @%d, was @%d", after.Seq, head.Seq)
+	}
+	if got := readStore(t, db, "main", "ws/b.txt"); got != "agent b" {
+		t.Fatalf("ws/b.txt = %q, want the agent's", got)
+	}
+	n = ops() // (readStore reads through an op of its own)
+	write(t, filepath.Join(ws, "c.txt"), []byte("host edit"), 0o644)
+	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true, SkipUnchanged: true})
+	if err != nil || st.NothingChanged || ops() != n+1 {
+		t.Fatalf("capture of a host edit: %+v, %v, %d ops (want %d)", st, err, ops(), n+1)
+	}
+	if got := readStore(t, db, "main", "ws/c.txt"); got != "host edit" {
+		t.Fatalf("ws/c.txt = %q, want the host's edit", got)
+	}
+}
