@@ -445,7 +445,7 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 		im.stats.Files++
 		im.stats.Unchanged++
 		if exists { // a capture keeps the branch's deletion: no line for it
-			im.entryLine("FILE %s (%d bytes, ino %d)\n", sp, e.st.Size, old.Ino)
+			im.entryLine("FILE %s (%d bytes, ino %d)\n", sp, old.Size, old.Ino) // the branch's, which it keeps
 		}
 	case cas.EntrySymlink:
 		im.stats.Symlinks++
