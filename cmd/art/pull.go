@@ -153,6 +153,10 @@ func keepHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.Exp
 		return nil, withHint(fmt.Errorf("pull would overwrite %d %s changed on the host since art last captured or pulled %s, that the store does not have: %s",
 			len(changes), plural(len(changes), "path", "paths"), termtext.Quote(dir), list), "art push first, or --force")
 	}
+	// --force captures DIR: the same care as any capture of a defaulted -m.
+	if err := checkCaptureDir(c, dir, c.String("db")); err != nil {
+		return nil, err
+	}
 	head, err := db.Resolve(c.Context, branch, branch)
 	if err != nil {
 		return nil, err
