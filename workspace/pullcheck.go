@@ -149,9 +149,8 @@ func (p *ExportPlan) HostChanges(ctx context.Context, db *journal.DB, branch str
 			switch t.Op {
 			case TouchCreate:
 				err = c.gone(t.Path)
-			case TouchReplace:
-				err = c.check(t.Path, false, false)
-			case TouchDelete:
+			case TouchReplace, TouchDelete:
+				// A directory replaced goes with all below it.
 				err = c.check(t.Path, true, false)
 			case TouchMode:
 				err = c.check(t.Path, false, true)

@@ -44,6 +44,25 @@ func TestPullPlanHostChanges(t *testing.T) {
 			})
 		}
 	}
+	branchDirToFile := func(p string) side {
+		return func(t *testing.T, db *journal.DB, ws string) {
+			agent(t, db, "main", func(tx *journal.Tx) error {
+				dir, err := tx.Resolve([]byte("ws"))
+				if err != nil {
+					return err
+				}
+				if err := tx.RemoveAll(dir.Ino, []byte(p)); err != nil {
+					return err
+				}
+				m, _, err := tx.Objects().PutFile(ctx, strings.NewReader("now a file"))
+				if err != nil {
+					return err
+				}
+				_, err = tx.Create(dir.Ino, []byte(p), journal.Attr{Kind: cas.EntryFile, Mode: 0o644, Content: m, Size: 10})
+				return err
+			})
+		}
+	}
 	hostWrite := func(p, data string) side {
 		return func(t *testing.T, db *journal.DB, ws string) { write(t, filepath.Join(ws, p), []byte(data), 0o644) }
 	}
@@ -85,7 +104,9 @@ func TestPullPlanHostChanges(t *testing.T) {
 			touches: "mode a.txt", host: "a.txt changed"},
 		{name: "agent file, host file at the same name", changes: []side{branchCreate("n.txt", "agent"), hostWrite("n.txt", "host")},
 			touches: "replace n.txt", host: "n.txt new"},
-		{name: "the case-1 script", changes: []side{branchWrite("a.txt", "a\nagent\n"), hostWrite("b.txt", "b\nprecious\n"), hostWrite("hostnew", "x\n")},
+		{name: "host file in a directory the state replaces with a file", changes: []side{branchDirToFile("d"), hostWrite("d/new", "n")},
+			touches: "replace d", host: "d/new new"},
+				{name: "the case-1 script", changes: []side{branchWrite("a.txt", "a\nagent\n"), hostWrite("b.txt", "b\nprecious\n"), hostWrite("hostnew", "x\n")},
 			touches: "delete hostnew; replace a.txt; replace b.txt", host: "b.txt changed; hostnew new"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
