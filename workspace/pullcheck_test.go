@@ -106,7 +106,7 @@ func TestPullPlanHostChanges(t *testing.T) {
 			touches: "replace n.txt", host: "n.txt new"},
 		{name: "host file in a directory the state replaces with a file", changes: []side{branchDirToFile("d"), hostWrite("d/new", "n")},
 			touches: "replace d", host: "d/new new"},
-				{name: "the case-1 script", changes: []side{branchWrite("a.txt", "a\nagent\n"), hostWrite("b.txt", "b\nprecious\n"), hostWrite("hostnew", "x\n")},
+		{name: "the case-1 script", changes: []side{branchWrite("a.txt", "a\nagent\n"), hostWrite("b.txt", "b\nprecious\n"), hostWrite("hostnew", "x\n")},
 			touches: "delete hostnew; replace a.txt; replace b.txt", host: "b.txt changed; hostnew new"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
