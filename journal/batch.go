@@ -85,15 +85,17 @@ type txState struct {
 	next, nextIno  int64
 	appended       int
 	writes         int
+	lead           *Event
 }
 
 func (t *Tx) save() txState {
 	return txState{head: t.head, headSeq: t.headSeq, count: t.count, next: t.next, nextIno: t.p.nextIno, appended: t.appended,
-		writes: t.p.writes}
+		writes: t.p.writes, lead: t.op.lead}
 }
 
 func (t *Tx) restore(s txState) {
 	t.head, t.headSeq, t.count, t.next, t.p.nextIno, t.appended = s.head, s.headSeq, s.count, s.next, s.nextIno, s.appended
+	t.op.lead = s.lead
 	if t.p.writes != s.writes { // the rollback undid what the caches may know
 		t.p.forget()
 	}

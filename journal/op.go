@@ -55,6 +55,40 @@ type Op struct {
 	Kind        string
 	Description string
 	BeforeSeq   int64
+
+	// lead is appended before the op's first other event (SetLead).
+	lead *Event
+}
+
+// SetLead makes ev (an EvBegin) the op's first event, appended only once
+// the op appends another: an op that turns out to change nothing (an
+// import of an unchanged workspace) records no event at all and can be
+// dropped (Discard). Call before the op's first Update.
+func (op *Op) SetLead(ev Event) {
+	ev.Root = cas.ID{}
+	op.lead = &ev
+}
+
+// LeadPending reports whether the op's lead (SetLead) is still to be
+// appended: the op has recorded no event yet. Call from the goroutine that
+// updates the op (inside an Update, for a Batch).
+func (op *Op) LeadPending() bool { return op.lead != nil }
+
+// Discard removes the op if it recorded no event, and reports whether it
+// did: the op never happened (what it wrote outside the journal, such as
+// import records, stays). Call instead of End.
+func (op *Op) Discard(ctx context.Context) (bool, error) {
+	var gone bool
+	err := op.db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM ops WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE op = ?)`, op.ID, op.ID)
+		if err != nil {
+			return fmt.Errorf("discard op %d: %w", op.ID, err)
+		}
+		n, err := res.RowsAffected()
+		gone = n == 1
+		return err
+	})
+	return gone, err
 }
 
 var branchNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}$`)

@@ -384,8 +384,16 @@ func (t *Tx) reset(kind EventKind, st State, text string) error {
 	return t.append(&Event{Kind: kind, Root: st.Root, FromBranch: st.BranchID, FromSeq: st.Seq, Text: text})
 }
 
-// append fills in the chain fields of ev and inserts it.
+// append fills in the chain fields of ev and inserts it, after the op's
+// lead event if that is still to come (Op.SetLead).
 func (t *Tx) append(ev *Event) error {
+	if l := t.op.lead; l != nil {
+		t.op.lead = nil
+		if err := t.append(l); err != nil {
+			t.op.lead = l
+			return err
+		}
+	}
 	ev.Seq, ev.Branch, ev.Op, ev.Time = t.next, t.op.BranchID, t.op.ID, t.p.now
 	if ev.PID == 0 {
 		ev.PID = t.pid
@@ -492,6 +500,57 @@ func (t *Tx) ImportRecord(path string) (StatCache, bool, error) {
 		return StatCache{}, false, err
 	}
 	return c, true, rows.Close()
+}
+
+// OtherRecords returns the import records at store path of the other live
+// branches that hold any record below store directory ws ("/ws"), and how
+// many such branches there are: whether another branch's capture or pull
+// saw the host with path as it is (a pull checks the host against every
+// branch that knew it, not only its own).
+func (t *Tx) OtherRecords(ws, path string) ([]StatCache, int, error) {
+	rows, err := t.p.tx.QueryContext(t.p.ctx, `SELECT b.id FROM branches b WHERE b.deleted_ns IS NULL AND b.id != ?
+		AND EXISTS (SELECT 1 FROM import_cache c WHERE c.branch = b.id AND c.path >= ? AND c.path < ?)`,
+		t.op.BranchID, []byte(ws+"/"), []byte(ws+"0"))
+	if err != nil {
+		return nil, 0, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	s, err := t.p.stmt(`SELECT path, ` + recordCols + ` FROM import_cache WHERE branch = ? AND path = ?`)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []StatCache
+	for _, id := range ids {
+		r, err := s.QueryContext(t.p.ctx, id, []byte(path))
+		if err != nil {
+			return nil, 0, err
+		}
+		if r.Next() {
+			_, c, err := scanRecord(r)
+			if err != nil {
+				r.Close()
+				return nil, 0, err
+			}
+			out = append(out, c)
+		}
+		r.Close()
+		if err := r.Err(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, len(ids), nil
 }
 
 // recordCols are the import_cache columns scanRecord reads after path.

@@ -2,8 +2,10 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"io"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/workspace"
 )
@@ -14,14 +16,46 @@ type Progress func(st workspace.ImportStats, done bool)
 
 // Capture brings the host workspace dir into branch of db - an
 // incremental push of what changed on the host since the branch's last
-// capture - and ends with a snapshot named message. Every session starts
-// with one (Open), and art mount -m before it serves the branch. Skipped
-// special files are reported to warn.
+// capture - and ends with a snapshot named message, unless it changed
+// nothing in the branch and the branch's head is a snapshot already: then
+// it records no op and no snapshot (NothingChanged; Snapshot is the
+// head's), so that art log and main~1 keep meaning "before the previous
+// run". Every session starts with one (Open), and art mount -m before it
+// serves the branch. Skipped special files are reported to warn.
 func Capture(ctx context.Context, db *journal.DB, dir, branch, message string, warn io.Writer, progress Progress) (workspace.ImportStats, error) {
-	opts := workspace.ImportOptions{Dir: dir, Branch: branch, Warn: warn, Message: message, Capture: true}
+	opts := workspace.ImportOptions{Dir: dir, Branch: branch, Warn: warn, Message: message, Capture: true, SkipUnchanged: true}
 	if progress != nil {
 		opts.Progress = func(st workspace.ImportStats) { progress(st, false) }
-		defer progress(workspace.ImportStats{}, true)
 	}
-	return workspace.Import(ctx, db, opts)
+	st, err := workspace.Import(ctx, db, opts)
+	if progress != nil {
+		progress(workspace.ImportStats{}, true)
+	}
+	if err == nil && st.First && warn != nil {
+		// Say what was taken: -m defaults to the current directory.
+		fmt.Fprintf(warn, "art: first capture of %s: %s, %s\n", termtext.Quote(dir), FilesCount(st.Files), SizeString(st.BytesRead))
+	}
+	return st, err
+}
+
+// FilesCount is "1 file" or "N files".
+func FilesCount(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
+}
+
+// SizeString is n bytes for people: "512 B", "3.4 MiB".
+func SizeString(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -68,6 +67,7 @@ type place struct {
 	store   string // store path: "/ws/src"
 	st      unix.Stat_t
 	ino     int64
+	dropped bool // push --replace: the branch's own version of it is dropped (named once, not each path below)
 	blocked bool // the branch keeps a non-directory here
 	sync    bool // take the host directory's attributes after its children
 	lazy    bool // ino not looked up yet: see importer.resolve
@@ -291,6 +291,8 @@ func (im *importer) entry(tx *journal.Tx, pl *place, e *hostEntry, hp string, ol
 		}
 	}
 	same := cached && exists && branchSame(&old, c)
+	// The branch changed (or made) the path since the last import.
+	branchMade := (cached && !same) || (!cached && exists)
 	if hostSame && (im.opts.Capture || same) {
 		// The branch keeps whatever it did with the path (or, in push -m,
 		// is still what was imported).
@@ -299,8 +301,14 @@ func (im *importer) entry(tx *journal.Tx, pl *place, e *hostEntry, hp string, ol
 	// The host changed the path. In capture mode the branch may have too.
 	branchChanged := im.opts.Capture && ((cached && !same) || (!cached && exists))
 	if e.kind == cas.EntryDir {
-		return im.hostDir(tx, pl, e, hp, sp, old, exists, cached, branchChanged)
+		sub, err := im.hostDir(tx, pl, e, hp, sp, old, exists, cached, branchChanged)
+		if err == nil && !im.opts.Capture && branchMade && (!exists || !old.IsDir() || old.Mode != e.st.Mode&0o7777) {
+			im.drop(pl, sp)
+			sub.dropped = true
+		}
+		return sub, err
 	}
+	exists0, old0 := exists, old
 	switch e.kind {
 	case cas.EntryFile:
 		im.stats.Files++
@@ -353,7 +361,57 @@ func (im *importer) entry(tx *journal.Tx, pl *place, e *hostEntry, hp string, ol
 	if err != nil {
 		return nil, err
 	}
+	if !im.opts.Capture && branchMade && (!exists0 || old0.Kind != e.kind || nodeContent(&old0) != rec.Manifest ||
+		(e.kind != cas.EntrySymlink && old0.Mode != rec.Mode)) {
+		im.drop(pl, sp)
+	}
 	return nil, tx.SetStatCache(sp, rec)
+}
+
+// nodeContent is what an import record holds of branch node n's content:
+// a file's manifest, the cas.Sum of a symlink's target.
+func nodeContent(n *journal.Node) cas.ID {
+	if n.Kind == cas.EntrySymlink {
+		return cas.Sum(n.Link)
+	}
+	return n.Content
+}
+
+// drop counts and names a path whose branch version a push -m --replace
+// replaced or removed (once for a directory, not each path below it).
+func (im *importer) drop(pl *place, sp string) {
+	for p := pl; p != nil; p = p.parent {
+		if p.dropped {
+			return
+		}
+	}
+	im.stats.Dropped++
+	if len(im.stats.DroppedList) < maxConflicts {
+		im.stats.DroppedList = append(im.stats.DroppedList, sp)
+	}
+}
+
+// dropRemoved names, in push -m --replace, branch entry n at store path p
+// that the host does not have, if the branch made or changed it since the
+// last import (record c).
+func (im *importer) dropRemoved(tx *journal.Tx, pl *place, p string, n *journal.Node, c journal.StatCache, cached bool) error {
+	if n.IsDir() {
+		var err error
+		if c, cached, err = dirRecord(tx, p, c, cached); err != nil {
+			return err
+		}
+	}
+	changed := !cached || !branchSame(n, c)
+	if !changed && n.IsDir() {
+		var err error
+		if changed, err = changedBelow(tx, p, n); err != nil {
+			return err
+		}
+	}
+	if changed {
+		im.drop(pl, p)
+	}
+	return nil
 }
 
 // keep handles a host entry unchanged since the last import: the branch
@@ -378,7 +436,9 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 	case cas.EntryFile:
 		im.stats.Files++
 		im.stats.Unchanged++
-		im.entryLine("FILE %s (%d bytes, ino %d)\n", termtext.Quote(sp), e.st.Size, old.Ino)
+		if exists { // a capture keeps the branch's deletion: no line for it
+			im.entryLine("FILE %s (%d bytes, ino %d)\n", termtext.Quote(sp), old.Size, old.Ino) // the branch's, which it keeps
+		}
 	case cas.EntrySymlink:
 		im.stats.Symlinks++
 	}
@@ -630,32 +690,29 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 	if err := tx.ResetStatCache("/" + name); err != nil {
 		return err
 	}
-	// The host is now what the pull wrote, not what the last push -m saw.
+	// The host is now what the pull wrote, not what the last push -m saw
+	// (no mark), and this directory is the one the records describe
+	// (its inode: a pull into another directory of the same name must
+	// not take what that one lacks for deletions).
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	rec := journal.StatCache{Kind: cas.EntryDir, Mode: st.Mode & 0o7777, Ino: st.Ino}
 	if c, ok, err := tx.ImportRecord("/" + name); err != nil {
 		return err
-	} else if ok && c != unmark(c) {
-		if err := tx.SetStatCache("/"+name, unmark(c)); err != nil {
+	} else if !ok || c != rec {
+		if err := tx.SetStatCache("/"+name, rec); err != nil {
 			return err
 		}
 	}
-	root, err := os.OpenRoot(dir) // no symlink below dir is followed
-	if err != nil {
-		return err
-	}
-	defer root.Close()
 	for p, sc := range written {
-		rel, ok := strings.CutPrefix(p, "/"+name+"/")
-		if !ok {
+		if !strings.HasPrefix(p, "/"+name+"/") {
 			continue
 		}
-		// The mode the host file has now, if it is still the file written.
-		sc.Kind, sc.Mode = cas.EntryFile, journal.ModeUnknown
-		if fi, err := root.Lstat(rel); err == nil && fi.Mode().IsRegular() {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Ino == sc.Ino {
-				sc.Mode = st.Mode & 0o7777
-			}
-		}
-		sc.Racy = sc.MTime >= began.UnixNano()-racyWindow
+		// Written by the pull just now: racy if its mtime is since the
+		// pull began (compared by content next time).
+		sc.Racy = sc.Kind != cas.EntryDir && sc.MTime >= began.UnixNano()-racyWindow
 		if err := tx.SetStatCache(p, sc); err != nil {
 			return err
 		}

@@ -66,11 +66,13 @@ type ExportOptions struct {
 	// MaxEntries and MaxBytes bound the paths and file bytes the state
 	// may expand to; 0 means DefaultMaxEntries / DefaultMaxBytes.
 	MaxEntries, MaxBytes int64
-	// Written, if set, receives after a successful export every regular
-	// file of the state as the host now has it: its store path
-	// ("/ws/main.py") and host stat with the content's manifest - what
-	// the import stat cache records, so the next capture knows the host
-	// holds the pulled state, not edits.
+	// Written, if set, receives after a successful export every file,
+	// directory and symlink of the state as the host now has it: its
+	// store path ("/ws/main.py") and the record an import would have made
+	// of it (kind, host mode, host stat, a file's manifest, the cas.Sum of
+	// a symlink's target) - what the import records hold, so that the
+	// next capture knows the host holds the pulled state, not edits, and
+	// the next pull knows what the host had.
 	Written func(path string, c journal.StatCache)
 }
 
@@ -107,6 +109,21 @@ type action struct {
 	linkTo  string // actLink: first name of the group
 	content bool   // actMeta on a file: content already equal
 	replace bool   // actRemove that makes way for a new entry
+	// hostMode is, for an actMeta of an entry the host has, its
+	// permission bits when planned (hostHas set): Touches compares them
+	// with the state's without another lstat.
+	hostMode uint32
+	hostHas  bool
+}
+
+// hostMeta is an actMeta of entry e at rel whose host counterpart had
+// stat st (nil: none, the plan creates it).
+func hostMeta(rel string, e *cas.Entry, st *syscall.Stat_t) action {
+	a := action{kind: actMeta, rel: rel, e: e, content: true}
+	if st != nil {
+		a.hostMode, a.hostHas = st.Mode&0o7777, true
+	}
+	return a
 }
 
 type exporter struct {
@@ -134,36 +151,72 @@ type exporter struct {
 	relinked map[string]string
 }
 
+// pulledFile is an entry of the state as the host will have it (a file,
+// directory or symlink), for ExportOptions.Written.
 type pulledFile struct {
-	rel      string
-	manifest cas.ID
+	rel     string
+	kind    cas.EntryKind
+	content cas.ID // a file's manifest, cas.Sum of a symlink's target
 }
 
 // Export makes opts.Dir equal to /<name>/ of opts.State, writing only what
 // differs. Nothing is changed on the host unless every tree of the state is
 // valid and every new file's content was read back and verified.
 func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportStats, error) {
-	name, err := Name(opts.Dir)
+	p, err := PlanExport(ctx, objs, opts)
 	if err != nil {
 		return ExportStats{}, err
 	}
+	defer p.Close()
+	return p.Apply()
+}
+
+// ExportPlan is an export decided but not carried out (restic's prune:
+// plan, then execute): every tree of the state read and validated, the
+// host compared with it, the actions that make the host equal to it listed.
+// Nothing of the host has been changed yet (beyond creating opts.Dir when
+// missing and removing staging directories a killed pull left). Apply
+// carries it out; Close releases it either way.
+type ExportPlan struct {
+	ex      *exporter
+	entries *bytes.Buffer // entry lines, written to opts.Entries by Apply
+}
+
+// PlanExport plans Export of opts.State into opts.Dir.
+func PlanExport(ctx context.Context, objs *cas.Store, opts ExportOptions) (*ExportPlan, error) {
+	name, err := Name(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
 	ex := &exporter{ctx: ctx, objs: objs, opts: opts, name: name, groups: map[uint64]string{},
-		out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn), keep: keepSet(opts.Dir, opts.Keep)}
+		out: io.Discard, warn: orDiscard(opts.Warn), keep: keepSet(opts.Dir, opts.Keep)}
+	p := &ExportPlan{ex: ex}
+	if opts.Entries != nil {
+		// The lines are printed only once the plan is carried out: a
+		// refused pull prints none.
+		p.entries = &bytes.Buffer{}
+		ex.out = p.entries
+	}
 	top, err := objs.GetTree(ctx, opts.State.Root)
 	if err != nil {
-		return ExportStats{}, fmt.Errorf("read state %s: %w", opts.State.Root.Short(), err)
+		return nil, fmt.Errorf("read state %s: %w", opts.State.Root.Short(), err)
 	}
 	ws, ok := top.Lookup([]byte(name))
 	if !ok || ws.Kind != cas.EntryDir {
-		return ExportStats{}, fmt.Errorf("state %s has no workspace %s (push it first, or pull into a directory named like the workspace)", opts.State.Root.Short(), termtext.Quote("/"+name+"/"))
+		return nil, fmt.Errorf("state %s has no workspace %s (push it first, or pull into a directory named like the workspace)", opts.State.Root.Short(), termtext.Quote("/"+name+"/"))
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
-		return ExportStats{}, err
+		return nil, err
 	}
 	if ex.root, err = os.OpenRoot(opts.Dir); err != nil {
-		return ExportStats{}, err
+		return nil, err
 	}
-	defer ex.root.Close()
+	ok = false
+	defer func() {
+		if !ok {
+			ex.root.Close()
+		}
+	}()
 	ex.uid, ex.gid = -1, -1
 	if fi, err := ex.root.Stat("."); err == nil && os.Geteuid() == 0 {
 		st := fi.Sys().(*syscall.Stat_t)
@@ -172,13 +225,13 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 	// 0. Measure: a bomb of shared subtrees or a chain of nested
 	// directories is refused before it costs more than its size.
 	if err := ex.measure(ws.Target); err != nil {
-		return ExportStats{}, err
+		return nil, err
 	}
 	ex.removeStaleStaging()
 	fmt.Fprintf(ex.out, "Workspace name: %s\nExporting from: %s\n", termtext.Quote(name), termtext.Quote("/"+name+"/"))
 	// 1. Plan: reads and validates every tree before anything is written.
 	if err := ex.walk("", ws.Target, true); err != nil {
-		return ex.stats, err
+		return nil, err
 	}
 	// The destination directory itself is the user's: without SameOwner
 	// it keeps its mode (a state's 0777 would open it to everyone).
@@ -187,6 +240,23 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 		top0.Mode = fi.Sys().(*syscall.Stat_t).Mode & 0o7777
 	}
 	ex.plan = append(ex.plan, action{kind: actMeta, rel: ".", e: &top0})
+	ok = true
+	return p, nil
+}
+
+// Close releases the plan; the host is left as it is.
+func (p *ExportPlan) Close() error { return p.ex.root.Close() }
+
+// Apply carries the plan out: stages every new file's content, verified,
+// then moves entries into place. Call it once.
+func (p *ExportPlan) Apply() (ExportStats, error) {
+	ex, opts, name := p.ex, p.ex.opts, p.ex.name
+	if p.entries != nil {
+		if _, err := p.entries.WriteTo(opts.Entries); err != nil {
+			return ExportStats{}, err
+		}
+		ex.out = opts.Entries
+	}
 	// 2. Stage new contents, verified, in a private directory.
 	staging, err := ex.stage()
 	if err != nil {
@@ -206,11 +276,20 @@ func Export(ctx context.Context, objs *cas.Store, opts ExportOptions) (ExportSta
 				continue // a kept file (the store's own) or a race: no entry
 			}
 			st, ok := fi.Sys().(*syscall.Stat_t)
-			if !ok || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			if !ok || kindOf(st.Mode) != f.kind {
 				continue
 			}
-			opts.Written("/"+name+"/"+f.rel, journal.StatCache{Size: st.Size, MTime: st.Mtim.Sec*1e9 + st.Mtim.Nsec,
-				CTime: st.Ctim.Sec*1e9 + st.Ctim.Nsec, Ino: st.Ino, Manifest: f.manifest})
+			sc := journal.StatCache{Kind: f.kind, Mode: st.Mode & 0o7777, Ino: st.Ino, Manifest: f.content}
+			switch f.kind {
+			case cas.EntryDir:
+				// A directory's stat changes with its children: not kept.
+			case cas.EntrySymlink:
+				sc.Mode = 0o777
+				fallthrough
+			default:
+				sc.Size, sc.MTime, sc.CTime = st.Size, st.Mtim.Sec*1e9+st.Mtim.Nsec, st.Ctim.Sec*1e9+st.Ctim.Nsec
+			}
+			opts.Written("/"+name+"/"+f.rel, sc)
 		}
 	}
 	return ex.stats, nil
@@ -379,14 +458,15 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 			if err := ex.walk(child, e.Target, st != nil); err != nil {
 				return err
 			}
-			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+			ex.files = append(ex.files, pulledFile{rel: child, kind: cas.EntryDir})
+			ex.plan = append(ex.plan, hostMeta(child, e, st))
 		case cas.EntryFile:
 			ex.stats.Files++
 			fmt.Fprintf(ex.out, "FILE %s (%d bytes)\n", label, e.Size)
 			if err := ex.planFile(child, e, st); err != nil {
 				return err
 			}
-			ex.files = append(ex.files, pulledFile{child, e.Target})
+			ex.files = append(ex.files, pulledFile{child, cas.EntryFile, e.Target})
 		case cas.EntrySymlink:
 			ex.stats.Symlinks++
 			fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, termtext.QuotePath(e.Link))
@@ -403,12 +483,13 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 			if st == nil {
 				ex.plan = append(ex.plan, action{kind: actSymlink, rel: child, e: e})
 			}
-			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+			ex.files = append(ex.files, pulledFile{child, cas.EntrySymlink, cas.Sum(e.Link)})
+			ex.plan = append(ex.plan, hostMeta(child, e, st))
 		case cas.EntryFifo:
 			if st == nil {
 				ex.plan = append(ex.plan, action{kind: actFifo, rel: child, e: e})
 			}
-			ex.plan = append(ex.plan, action{kind: actMeta, rel: child, e: e, content: true})
+			ex.plan = append(ex.plan, hostMeta(child, e, st))
 		}
 	}
 	return nil
@@ -473,7 +554,7 @@ func (ex *exporter) planFile(rel string, e *cas.Entry, st *syscall.Stat_t) error
 			same = false
 		}
 		if same {
-			ex.plan = append(ex.plan, action{kind: actMeta, rel: rel, e: e, content: true})
+			ex.plan = append(ex.plan, hostMeta(rel, e, st))
 			return nil
 		}
 	}

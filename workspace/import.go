@@ -45,6 +45,13 @@ type ImportOptions struct {
 	// an edit beats a deletion on either side; each such path is counted
 	// and named in ImportStats (and warned about). See capture.go.
 	Capture bool
+	// SkipUnchanged: an import that changes nothing in the branch, on a
+	// branch whose head is a snapshot, records no op and no snapshot
+	// (ImportStats.NothingChanged, Snapshot the head's). The capture
+	// before a session, art push -q: an unchanged workspace leaves
+	// art log and main~1 as they were. It may still bring the import
+	// records up to date (a racy record read again).
+	SkipUnchanged bool
 }
 
 // ImportStats summarizes an import.
@@ -62,9 +69,18 @@ type ImportStats struct {
 	// Conflicts counts the paths both the host and the branch changed
 	// since the last capture; ConflictList names the first 100 and which
 	// side's version the branch kept.
-	Conflicts    int              `json:"conflicts"`
-	ConflictList []Conflict       `json:"conflict_paths,omitempty"`
-	Snapshot     journal.Snapshot `json:"snapshot"`
+	Conflicts    int        `json:"conflicts"`
+	ConflictList []Conflict `json:"conflict_paths,omitempty"`
+	// Dropped counts, in a push -m --replace (not a capture), the paths
+	// the branch had changed since the last import that the import
+	// replaced with the host's version or removed; DroppedList names the
+	// first 100 (store paths). They stay in the branch's history.
+	Dropped     int              `json:"dropped"`
+	DroppedList []string         `json:"dropped_paths,omitempty"`
+	Snapshot    journal.Snapshot `json:"snapshot"`
+	// First says the workspace had no import records on the branch: its
+	// first capture, which read every file (BytesRead is their size).
+	First bool `json:"first_capture,omitempty"`
 	// NothingChanged says the push found the branch already equal to the
 	// host (see Unchanged) and wrote nothing: no op, no new snapshot;
 	// Snapshot is the branch's head snapshot.
@@ -154,6 +170,9 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 	if err != nil {
 		return ImportStats{}, err
 	}
+	// Recorded with the first change: an import that changes nothing
+	// appends no event (SkipUnchanged).
+	op.SetLead(journal.Event{Kind: journal.EvBegin, Text: "push " + abs})
 	im := &importer{ctx: ctx, db: db, op: op, opts: opts, name: name, links: map[[2]uint64]linked{},
 		start: now(), out: orDiscard(opts.Entries), warn: orDiscard(opts.Warn),
 		// Directories share transactions: statements stay prepared and
@@ -170,6 +189,13 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 	err = im.run(abs)
 	if cerr := im.batch.Commit(); err == nil {
 		err = cerr
+	}
+	if err == nil && im.stats.NothingChanged {
+		gone, derr := op.Discard(ctx)
+		if derr != nil || gone {
+			return im.stats, derr
+		}
+		im.stats.NothingChanged = false // it recorded something after all: ended below
 	}
 	status := 0
 	if err != nil {
@@ -206,9 +232,6 @@ func orDiscard(w io.Writer) io.Writer {
 func (im *importer) run(abs string) error {
 	var wsIno int64
 	err := im.batch.Update(im.ctx, func(tx *journal.Tx) error {
-		if err := tx.Record(journal.Event{Kind: journal.EvBegin, Text: "push " + abs}); err != nil {
-			return err
-		}
 		a, err := hostAttr(abs, nil)
 		if err != nil {
 			return err
@@ -245,7 +268,8 @@ func (im *importer) run(abs string) error {
 		return err
 	}
 	fmt.Fprintf(im.out, "Workspace name: %s\nFiles will be stored under: %s\n", termtext.Quote(im.name), termtext.Quote("/"+im.name+"/"))
-	if im.cache != nil && len(im.cache) == 0 {
+	im.stats.First = im.cache != nil && len(im.cache) == 0
+	if im.stats.First {
 		// The first import of the workspace (no records: every file is
 		// read) walks the host tree ahead (lookahead.go). Later ones read
 		// each directory in turn: most directories are then unchanged,
@@ -283,6 +307,22 @@ func (im *importer) run(abs string) error {
 			}
 			if err := im.syncAttr(tx, wsIno, a); err != nil {
 				return err
+			}
+		}
+		if im.opts.SkipUnchanged && im.op.LeadPending() {
+			// Nothing changed in the branch: no end, no snapshot, if the
+			// head is one already (else the session needs one to start
+			// from).
+			snap, ok, err := tx.HeadSnapshot()
+			if err != nil {
+				return err
+			}
+			if ok {
+				im.stats.Snapshot, im.stats.NothingChanged = snap, true
+				if !cached || c != rec {
+					return tx.SetStatCache("/"+im.name, rec)
+				}
+				return nil
 			}
 		}
 		msg := im.opts.Message
@@ -566,6 +606,9 @@ func (im *importer) dir(hostPath string, pl *place) error {
 					return err
 				}
 				continue
+			}
+			if err := im.dropRemoved(tx, pl, p, &d.Node, c, cached); err != nil {
+				return err
 			}
 			if err := im.remove(tx, pl.ino, d.Name, &d.Node); err != nil {
 				return err

@@ -20,20 +20,25 @@ import (
 // have to write.
 var errChanged = errors.New("workspace changed")
 
-// Unchanged reports whether a push -m (an Import without Capture) of
-// opts.Dir into opts.Branch would change nothing, deciding it without
+// Unchanged reports whether an Import of opts.Dir into opts.Branch (a
+// capture, art push -m; or a push -m --replace, without Capture) would
+// change nothing, deciding it without
 // writing to the store: db may be opened ReadOnly, and a push that finds
 // nothing changed then leaves the store file untouched (no op, no
 // snapshot, no commit). If so it returns the stats that Import would
 // have returned, with Snapshot the branch's head snapshot (the state the
 // workspace still has) and NothingChanged set; warnings of skipped
 // special files go to opts.Warn only then. If not, or when it cannot
-// tell (options that need the full import: Capture, Entries, Message; a
+// tell (options that need the full import: Entries, Message; a
 // store in a state it does not read without writing), it returns false
 // and the caller runs Import, which decides everything again.
 //
-// It proves "unchanged" exactly where Import's skip does (allKept: the
-// mark of the last push -m, see pushMark), for every directory of the
+// A capture changes nothing where every host entry's import record proves
+// it unchanged (allKept: an equal stat that was not racy, same kind and
+// mode; no record of a path the host no longer has), the workspace
+// directory's mode is the recorded one, and the branch's head is a
+// snapshot. Without Capture it proves "unchanged" exactly where Import's
+// skip does (allKept: the mark of the last push -m, see pushMark), for every directory of the
 // workspace, and adds what Import would otherwise write even then: every
 // directory's attributes (its ctime is from before the mark, as a file's
 // must be), the workspace directory's own (its ctime, and its node in the
@@ -43,7 +48,7 @@ var errChanged = errors.New("workspace changed")
 // an entry whose ctime is within it of that push's start is read by
 // Import, never taken as unchanged here.
 func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStats, bool, error) {
-	if opts.Capture || opts.Entries != nil || opts.Message != "" {
+	if opts.Entries != nil || opts.Message != "" {
 		return ImportStats{}, false, nil
 	}
 	if opts.Branch == "" {
@@ -99,32 +104,34 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 		if err != nil {
 			return err
 		}
-		if im.settled, err = pushSettled(tx, "/"+name, n.Ino); err != nil || im.settled == 0 {
-			return orChanged(err)
-		}
-		settled.Store(im.settled)
-		// The workspace directory: Import takes its host attributes at
-		// the end and rewrites its record if its inode or mode moved.
 		var st unix.Stat_t
-		if err := unix.Lstat(abs, &st); err != nil {
-			return &os.PathError{Op: "lstat", Path: abs, Err: err}
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR || nsOf(st.Ctim) >= im.settled {
-			return errChanged
-		}
-		c, ok, err := tx.ImportRecord("/" + name)
-		if err != nil || !ok {
-			return orChanged(err)
-		}
-		if rec := im.record(cas.EntryDir, &st, cas.ID{}); rec != unmark(c) {
-			return errChanged
-		}
-		a, err := hostAttr(abs, &st)
-		if err != nil {
-			return err
-		}
-		if !sameAttr(&n, a) {
-			return errChanged
+		if opts.Capture {
+			// A capture keeps whatever the branch has wherever the host
+			// is unchanged (no mark needed), and takes the workspace
+			// directory's attributes only if its mode changed.
+			if err := unix.Lstat(abs, &st); err != nil {
+				return &os.PathError{Op: "lstat", Path: abs, Err: err}
+			}
+			c, ok, err := tx.ImportRecord("/" + name)
+			if err != nil || !ok {
+				return orChanged(err)
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR || c.Kind != cas.EntryDir || c.Mode != st.Mode&0o7777 {
+				return errChanged
+			}
+		} else {
+			if im.settled, err = pushSettled(tx, "/"+name, n.Ino); err != nil || im.settled == 0 {
+				return orChanged(err)
+			}
+			settled.Store(im.settled)
+			// The workspace directory: Import takes its host attributes at
+			// the end and rewrites its record if its inode or mode moved.
+			if err := unix.Lstat(abs, &st); err != nil {
+				return &os.PathError{Op: "lstat", Path: abs, Err: err}
+			}
+			if err := im.unchangedTop(tx, abs, name, &st, &n); err != nil {
+				return err
+			}
 		}
 		var whole bool
 		if im.cache, whole, err = tx.StatCacheStats("/"+name, cacheLimit); err != nil {
@@ -147,6 +154,29 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 	io.Copy(orDiscard(opts.Warn), &warn)
 	im.stats.NothingChanged = true
 	return im.stats, true, nil
+}
+
+// unchangedTop fails with errChanged where a push -m (not a capture)
+// would write to the workspace directory's own node or record.
+func (im *importer) unchangedTop(tx *journal.Tx, abs, name string, st *unix.Stat_t, n *journal.Node) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || nsOf(st.Ctim) >= im.settled {
+		return errChanged
+	}
+	c, ok, err := tx.ImportRecord("/" + name)
+	if err != nil || !ok {
+		return orChanged(err)
+	}
+	if rec := im.record(cas.EntryDir, st, cas.ID{}); rec != unmark(c) {
+		return errChanged
+	}
+	a, err := hostAttr(abs, st)
+	if err != nil {
+		return err
+	}
+	if !sameAttr(n, a) {
+		return errChanged
+	}
+	return nil
 }
 
 func orChanged(err error) error {
@@ -199,7 +229,7 @@ func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *
 		case cas.EntrySymlink:
 			im.stats.Symlinks++
 		case cas.EntryDir:
-			if cache[string(e.name)].Mode == journal.ModeUnknown || nsOf(e.st.Ctim) >= im.settled {
+			if cache[string(e.name)].Mode == journal.ModeUnknown || (!im.opts.Capture && nsOf(e.st.Ctim) >= im.settled) {
 				return errChanged
 			}
 			im.stats.Dirs++

@@ -302,7 +302,7 @@ func TestUnchangedSeesEveryChange(t *testing.T) {
 	t.Run("options that need the full import", func(t *testing.T) {
 		db, ws := setup(t)
 		for _, o := range []workspace.ImportOptions{
-			{Dir: ws, Capture: true}, {Dir: ws, Message: "m"}, {Dir: ws, Entries: &strings.Builder{}},
+			{Dir: ws, Message: "m"}, {Dir: ws, Entries: &strings.Builder{}},
 		} {
 			if _, ok, err := workspace.Unchanged(ctx, db, o); err != nil || ok {
 				t.Errorf("Unchanged(%+v) = %v, %v; want false", o, ok, err)

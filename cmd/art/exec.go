@@ -54,6 +54,11 @@ func newExecCommand(e *env) *cli.Command {
 			}
 			o := execOptions{DB: c.String("db"), Mount: c.String("mount"), Branch: c.String("branch"),
 				Durability: c.String("durability"), Mode: execapi.One}
+			if !c.Bool("unsandboxed-for-tests") {
+				if err := checkCaptureDir(c, o.Mount, o.DB); err != nil {
+					return err
+				}
+			}
 			if c.Bool("jsonl") {
 				o.Mode = execapi.JSONL
 			}

@@ -37,6 +37,9 @@ func newMCPCommand(e *env) *cli.Command {
 			}
 			o := execOptions{DB: c.String("db"), Mount: c.String("mount"), Branch: c.String("branch"),
 				Durability: c.String("durability")}
+			if err := checkCaptureDir(c, o.Mount, o.DB); err != nil {
+				return err
+			}
 			policy, err := execPolicy(o)
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/artrt/art/internal/termtext"
@@ -25,6 +26,13 @@ deleted. A store is treated as someone else's data: files are not made setuid or
 and new files belong to DIR's owner, unless --same-owner; a file with other hard links
 (that may be outside DIR) is replaced, never changed in place.
 
+A pull never writes over host work the store does not have: a path of DIR that the pull
+would change and that was changed, created or deleted on the host since art last captured,
+pushed or pulled DIR is named, and the pull refused (exit 1, nothing written): art push
+first (the host's changes go on top of the branch), or --force: the host's state is then
+first recorded in the store as an operation of its own (a snapshot, with the branch checked
+out back to its head), and art undo followed by art pull brings it back.
+
 With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), fetches
 BRANCHes (default: all) from there instead: every object is verified before a branch
 moves, and a branch moves only as a fast-forward unless --force.`,
@@ -36,7 +44,8 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			&cli.BoolFlag{Name: "checksum", Usage: "compare the bytes of files whose size and mtime match"},
 			&cli.BoolFlag{Name: "same-owner", Usage: "apply the stored owners and setuid/setgid bits (root restoring a store of its own)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
-			jsonFlag(), forceFlag(),
+			jsonFlag(),
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "remote form: move branches that are not fast-forwards; with -m: write over host changes, recorded in the store first"},
 			&cli.Int64Flag{Name: "max-entries", Usage: "refuse a state naming more than `N` paths once expanded (default 10000000)"},
 			&cli.Int64Flag{Name: "max-bytes", Usage: "refuse a state holding more than `N` bytes of files once expanded (default 1 TiB)"},
 		},
@@ -62,20 +71,29 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 				entries = nil
 			}
 			dir := c.String("mount")
-			abs, _ := filepath.Abs(dir)
-			op, err := db.BeginOp(c.Context, c.String("branch"), "export", fmt.Sprintf("pull %s to %s", describe(st), abs))
-			if err != nil {
-				return err
-			}
 			bar := newProgress(e.stderr)
 			written := map[string]journal.StatCache{}
 			began := time.Now()
-			stats, err := workspace.Export(c.Context, db.Objects(), workspace.ExportOptions{
+			plan, err := workspace.PlanExport(c.Context, db.Objects(), workspace.ExportOptions{
 				Dir: dir, State: st, Checksum: c.Bool("checksum"), Entries: entries, Warn: e.stderr, Keep: workspace.StoreFiles(db.Path()),
 				SameOwner: c.Bool("same-owner"), MaxEntries: c.Int64("max-entries"), MaxBytes: c.Int64("max-bytes"),
 				Progress: func(done, total int64) { bar.update("pull: %s of %s", fmtBytes(done), fmtBytes(total)) },
 				Written:  func(p string, sc journal.StatCache) { written[p] = sc },
 			})
+			if err != nil {
+				return err
+			}
+			defer plan.Close()
+			saved, err := keepHostChanges(c, e, db, plan, dir)
+			if err != nil {
+				return err
+			}
+			abs, _ := filepath.Abs(dir)
+			op, err := db.BeginOp(c.Context, c.String("branch"), "export", fmt.Sprintf("pull %s to %s", describe(st), abs))
+			if err != nil {
+				return err
+			}
+			stats, err := plan.Apply()
 			bar.done()
 			if err == nil {
 				// The host now holds the pulled state: the branch's next
@@ -99,13 +117,94 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 				return writeJSON(e.stdout, struct {
 					State journal.State         `json:"state"`
 					Stats workspace.ExportStats `json:"stats"`
-				}{st, stats})
+					Saved *savedHost            `json:"saved_host_changes,omitempty"`
+				}{st, stats, saved})
 			}
 			fmt.Fprintf(e.stdout, "pull: %d written, %d updated, %d deleted, %d unchanged; wrote %s from %s\n",
 				stats.Written, stats.Updated, stats.Deleted, stats.Unchanged, fmtBytes(stats.BytesWritten), describe(st))
 			return nil
 		},
 	}
+}
+
+// savedHost is what pull --force recorded of the host before writing over
+// it.
+type savedHost struct {
+	Changes  []workspace.HostChange `json:"paths"`
+	Snapshot journal.Snapshot       `json:"snapshot"` // the branch with the host's changes taken in
+	Op       int64                  `json:"op"`       // the checkout that returned the branch to its head
+}
+
+// keepHostChanges refuses a pull that would write over what the host
+// changed since art last captured or pulled the workspace (the import
+// records of the branch say what that was), unless --force. With --force
+// the host's state is first captured into the branch as an operation of
+// its own, and the branch is then checked out back to where it was: the
+// host's changes stay in history (art undo brings the branch to them).
+func keepHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.ExportPlan, dir string) (*savedHost, error) {
+	branch := c.String("branch")
+	changes, err := plan.HostChanges(c.Context, db, branch)
+	if err != nil || len(changes) == 0 {
+		return nil, err
+	}
+	name, _ := workspace.Name(dir)
+	list := hostChangeList(name, changes, 10)
+	if !c.Bool("force") {
+		return nil, withHint(fmt.Errorf("pull would overwrite %d %s changed on the host since art last captured or pulled %s, that the store does not have: %s",
+			len(changes), plural(len(changes), "path", "paths"), termtext.Quote(dir), list), "art push first, or --force")
+	}
+	// --force captures DIR: the same care as any capture of a defaulted -m.
+	if err := checkCaptureDir(c, dir, c.String("db")); err != nil {
+		return nil, err
+	}
+	head, err := db.Resolve(c.Context, branch, branch)
+	if err != nil {
+		return nil, err
+	}
+	abs, _ := filepath.Abs(dir)
+	st, err := workspace.Import(c.Context, db, workspace.ImportOptions{Dir: dir, Branch: branch, Capture: true, Warn: e.stderr,
+		Message: "host changes to " + abs + " kept by pull --force"})
+	if err != nil {
+		return nil, fmt.Errorf("record the host's changes before pulling: %w", err)
+	}
+	saved := &savedHost{Changes: changes, Snapshot: st.Snapshot}
+	if st.NothingChanged {
+		return saved, nil // the branch already had all of them
+	}
+	op, err := db.Checkout(c.Context, branch, head)
+	if err != nil {
+		return nil, fmt.Errorf("return %s to its head after recording the host's changes (they are in snapshot %s): %w", branch, st.Snapshot.ID.Short(), err)
+	}
+	saved.Op = op.ID
+	db0 := c.String("db")
+	fmt.Fprintf(e.stderr, "art: pull: kept the host's %d %s (%s) in snapshot %s before writing over them; to get them back: art undo -d %s, then art pull -m %s -d %s (or art cat -d %s %s:/%s/PATH)\n",
+		len(changes), plural(len(changes), "change", "changes"), list, st.Snapshot.ID.Short(),
+		termtext.Word(db0), termtext.Word(dir), termtext.Word(db0), termtext.Word(db0), st.Snapshot.ID.Short(), termtext.Quote(name))
+	return saved, nil
+}
+
+// hostChangeList names up to max host changes on one line:
+// "ws/b (changed), ws/new (new)", and how many more.
+func hostChangeList(name string, changes []workspace.HostChange, max int) string {
+	var b strings.Builder
+	for i, hc := range changes {
+		if i == max {
+			fmt.Fprintf(&b, ", and %d more", len(changes)-max)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(termtext.Quote(name+"/"+hc.Path) + " (" + hc.What + ")")
+	}
+	return b.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // describe names a state for people: its snapshot id, or branch@seq.

@@ -24,6 +24,9 @@ func TestPullInterrupted(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		writeFile(t, filepath.Join(src, "more", string(rune('a'+i))+".bin"), string(big[i<<20:(i+8)<<20]))
 	}
+	// The destination's own file is one the store has too: a pull never
+	// writes over a host file that exists nowhere else.
+	writeFile(t, filepath.Join(src, "keep.txt"), "mine\n")
 	if _, errs, code := artStdin(t, "", "push", "-m", src, "-d", db, "-q"); code != 0 {
 		t.Fatalf("push: %s", errs)
 	}

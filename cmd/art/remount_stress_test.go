@@ -558,7 +558,9 @@ func (s *stress) cycle(i int) {
 		}
 	}
 	s.pause(2500 * time.Millisecond) // the push sees racy files or not
-	s.art("push", "-q", "-m", s.ws, "-d", s.db)
+	// --replace: the branch equal to the host (the last cycle's agent
+	// work dropped), which the check below expects.
+	s.art("push", "-q", "--replace", "-m", s.ws, "-d", s.db)
 	d := s.mount("-d", s.db, "-m", s.ws, s.mnt)
 	s.checkStaleGone()
 	wsm := filepath.Join(s.mnt, "ws")
