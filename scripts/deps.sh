@@ -13,7 +13,7 @@ command -v curl >/dev/null 2>&1 || need+=(curl) # --net allow tests run curl ins
 command -v ssh-agent >/dev/null 2>&1 || need+=(openssh-client) # a real program serving on a socket in ~/
 
 if ! command -v go >/dev/null 2>&1; then
-	echo "deps: Go 1.24 or newer is required and not on PATH (https://go.dev/dl/)" >&2
+	echo "deps: Go 1.26 or newer (go.mod) is required and not on PATH (https://go.dev/dl/)" >&2
 	exit 1
 fi
 
