@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/journal"
 )
 
 // ErrNoFUSE reports a mount that failed because this user cannot use FUSE
@@ -49,6 +50,9 @@ func toErrno(err error) syscall.Errno {
 		return syscall.EINTR
 	case errors.Is(err, cas.ErrTooLarge):
 		return syscall.EFBIG
+	}
+	if e, ok := journal.StorageErrno(err); ok { // SQLite's "database or disk is full"
+		return e
 	}
 	log.Printf("art overlay: %v", err)
 	return syscall.EIO

@@ -136,6 +136,10 @@ func (s *fileStream) run() {
 			return
 		case <-s.kick:
 		}
+		if err := s.fsys.failure(); err != nil {
+			s.err = err // nothing is kept any more (failed.go): store no more bytes
+			return
+		}
 		if err := s.st.Advance(s.ctx, s.end.Load()); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				s.err = err
@@ -170,7 +174,9 @@ func (s *fileStream) halt() bool {
 	s.cancel()
 	<-s.done
 	if s.err != nil {
-		log.Printf("art overlay: storing %s while written: %v (stored at close instead)", s.f.Name(), s.err)
+		if s.fsys.failure() == nil { // else Unmount's report says it
+			log.Printf("art overlay: storing %s while written: %v (stored at close instead)", s.f.Name(), s.err)
+		}
 		return false
 	}
 	return true

@@ -173,10 +173,19 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 // files through it, journaled, and its private copies hold the content of
 // files still open. A later Close retries; otherwise, once this process
 // has exited, the next session cleans it up as a killed one's.
+//
+// A mount that failed (*overlay.FailedError: the store could not keep
+// what the sandbox wrote) is unmounted all the same: Close releases the
+// session and returns that error.
 func (s *Session) Close(ctx context.Context) error {
+	var failed error
 	if s.FS != nil {
 		if err := s.FS.Unmount(ctx); err != nil {
-			return fmt.Errorf("%w (session %s left for the next run to clean up)", err, filepath.Base(s.Dir))
+			var fe *overlay.FailedError
+			if !errors.As(err, &fe) {
+				return fmt.Errorf("%w (session %s left for the next run to clean up)", err, filepath.Base(s.Dir))
+			}
+			failed = err
 		}
 		s.FS = nil
 	}
@@ -184,7 +193,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.undo[i]()
 	}
 	s.undo = nil
-	return nil
+	return failed
 }
 
 // prepareBranch resolves o.Branch and o.At to the branch the session

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
@@ -114,6 +115,9 @@ func newLogCommand(e *env) *cli.Command {
 				status := ""
 				if o.Status != nil && *o.Status != 0 {
 					status = "  " + paint(color, sgrRed, fmt.Sprintf("[exit %d]", *o.Status))
+				}
+				if o.Failed != "" { // the store could not keep the run's changes
+					status = "  " + paint(color, sgrRed, "[failed: "+termtext.Text(o.Failed)+"]")
 				}
 				if o.EndSeq == 0 {
 					status = "  " + paint(color, sgrYellow, "[running or interrupted]")

@@ -99,6 +99,10 @@ func runAction(c *cli.Context, e *env) error {
 	o.OwnsTTY = o.interactive && e.stdin == os.Stdin && isTerminal(os.Stdin) && isTerminal(e.stdout)
 	o.Progress = captureProgress(e, o.Workspace)
 	res, err := session.Run(c.Context, o.Options, o.Command)
+	var failed *session.FailedError
+	if errors.As(err, &failed) {
+		return reportFailedRun(e, res, failed, err)
+	}
 	if err != nil {
 		return err
 	}
