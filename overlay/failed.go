@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"sync"
@@ -61,6 +62,43 @@ func (e *FailedError) Error() string {
 }
 
 func (e *FailedError) Unwrap() error { return e.Err }
+
+// Reason says in a few words why the mount failed and what it cost, for
+// the record of its operation: "no space left on device; 3 paths not
+// kept, 2 changes refused".
+func (e *FailedError) Reason() string {
+	why := e.Err.Error()
+	if errno := failErrno(e.Err); errno != syscall.EIO || errors.Is(e.Err, syscall.EIO) {
+		why = errno.Error()
+	}
+	n := len(e.NotKept) + e.MoreNotKept
+	why += fmt.Sprintf("; %d %s not kept", n, plural(n, "path", "paths"))
+	if e.Refused > 0 {
+		why += fmt.Sprintf(", %d %s refused", e.Refused, plural(int(e.Refused), "change", "changes"))
+	}
+	return why
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// failErrno is the errno a failed mount answers with: the failure's own
+// (ENOSPC stays ENOSPC), SQLite's mapped (journal.StorageErrno), else EIO.
+// Unlike toErrno it logs nothing: every refused request would.
+func failErrno(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	if e, ok := journal.StorageErrno(err); ok {
+		return e
+	}
+	return syscall.EIO
+}
 
 // maxNamed bounds the paths a FailedError names.
 const maxNamed = 100
@@ -167,7 +205,7 @@ func (r *rawFS) refuse(dir uint64, name string) fuse.Status {
 	fs.nRefuse++
 	fs.refused.add(p)
 	fs.mu.Unlock()
-	return fuse.Status(toErrno(err))
+	return fuse.Status(failErrno(err))
 }
 
 // The requests that change the tree, refused once the mount failed.

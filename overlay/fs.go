@@ -422,13 +422,37 @@ func (f *FS) end(ctx context.Context) error {
 		err = f.behind.close()
 	}
 	if f.op != nil && f.ownOp {
-		if eerr := f.op.End(ctx, nil); err == nil {
+		var eerr error
+		if fe, ok := f.failedError().(*FailedError); ok {
+			eerr = f.endFailed(ctx, fe)
+		} else {
+			eerr = f.op.End(ctx, nil)
+		}
+		if err == nil {
 			err = eerr
 		}
 	}
 	f.op = nil
 	f.cleanup()
 	return err
+}
+
+// endFailed ends the mount's own op after the mount failed (failed.go):
+// the pack a failed write left is abandoned (the mount was the store's
+// writer in this process, and its streams and batch are done), and the
+// op's end event says why it failed (journal.FailedPrefix).
+func (f *FS) endFailed(ctx context.Context, fe *FailedError) error {
+	_, aerr := f.db.AbandonFailedPack()
+	err := f.op.Update(ctx, func(tx *journal.Tx) error {
+		return tx.Record(journal.Event{Kind: journal.EvEnd, Text: journal.FailedPrefix + fe.Reason()})
+	})
+	if err == nil {
+		err = f.op.End(ctx, nil)
+	}
+	if err != nil {
+		return errors.Join(aerr, err)
+	}
+	return nil
 }
 
 func (f *FS) cleanup() {

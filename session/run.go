@@ -193,7 +193,7 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 // alone.
 func endFailed(ctx context.Context, db *journal.DB, op *journal.Op, status int, desc string, failed *overlay.FailedError) (journal.Snapshot, error) {
 	_, aerr := db.AbandonFailedPack()
-	end := journal.Event{Kind: journal.EvEnd, Status: int64(status), Text: journal.FailedPrefix + FailureReason(failed)}
+	end := journal.Event{Kind: journal.EvEnd, Status: int64(status), Text: journal.FailedPrefix + failed.Reason()}
 	var snap journal.Snapshot
 	err := op.Update(ctx, func(tx *journal.Tx) error {
 		if err := tx.Record(end); err != nil {
@@ -214,31 +214,6 @@ func endFailed(ctx context.Context, db *journal.DB, op *journal.Op, status int, 
 		return snap, errors.Join(aerr, err)
 	}
 	return snap, nil
-}
-
-// FailureReason says in a few words why a mount failed and what it cost:
-// "no space left on device; 3 paths not kept, 2 changes refused".
-func FailureReason(f *overlay.FailedError) string {
-	why := f.Err.Error()
-	var e syscall.Errno
-	if errors.As(f.Err, &e) {
-		why = e.Error()
-	} else if e, ok := journal.StorageErrno(f.Err); ok {
-		why = e.Error()
-	}
-	n := len(f.NotKept) + f.MoreNotKept
-	why += fmt.Sprintf("; %d %s not kept", n, plural(n, "path", "paths"))
-	if f.Refused > 0 {
-		why += fmt.Sprintf(", %d %s refused", f.Refused, plural(int(f.Refused), "change", "changes"))
-	}
-	return why
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // supervise starts the sandbox and waits for it, forwarding signals and
