@@ -112,27 +112,31 @@ type failures struct {
 }
 
 // journalPaths is a set of paths in the order first seen, the first
-// maxNamed kept and the rest counted.
+// maxNamed kept and the rest counted (up to maxCounted: a sandbox
+// creating files in a loop after the failure must not grow it forever).
 type journalPaths struct {
 	seen  map[string]bool
 	paths []string
-	more  int
 }
 
+// maxCounted bounds the distinct paths a journalPaths counts.
+const maxCounted = 1 << 16
+
 func (p *journalPaths) add(s string) {
-	if p.seen[s] {
-		return
-	}
-	if len(p.paths) >= maxNamed {
-		p.more++
+	if p.seen[s] || len(p.seen) >= maxCounted {
 		return
 	}
 	if p.seen == nil {
 		p.seen = map[string]bool{}
 	}
 	p.seen[s] = true
-	p.paths = append(p.paths, s)
+	if len(p.paths) < maxNamed {
+		p.paths = append(p.paths, s)
+	}
 }
+
+// more is how many paths were counted beyond those named.
+func (p *journalPaths) more() int { return len(p.seen) - len(p.paths) }
 
 // failure returns the mount's failure, or nil while it journals.
 func (f *FS) failure() error {
@@ -179,12 +183,13 @@ func (f *FS) failedError() error {
 	for _, p := range lost {
 		all.add(p)
 	}
-	all.more += more
 	for _, p := range f.failures.notKept.paths {
 		all.add(p)
 	}
-	all.more += f.failures.notKept.more
-	return &FailedError{Err: err, NotKept: all.paths, MoreNotKept: all.more,
+	for p := range f.failures.notKept.seen { // those not named: counted
+		all.add(p)
+	}
+	return &FailedError{Err: err, NotKept: all.paths, MoreNotKept: all.more() + more,
 		Refused: f.failures.nRefuse, RefusedPaths: append([]string(nil), f.failures.refused.paths...)}
 }
 
