@@ -23,7 +23,26 @@ var (
 	ErrTooLarge = errors.New("object too large")
 	// ErrInvalidID reports a string that is not 64 hex digits.
 	ErrInvalidID = errors.New("invalid object id")
+	// ErrPackWrite matches every error of writing a pack (creating,
+	// appending, syncing): the store's disk failed under a writer, as
+	// opposed to the writer's input being refused.
+	ErrPackWrite = errors.New("pack write failed")
 )
+
+// packWriteError is a pack write's error: it reads as its cause and
+// matches ErrPackWrite.
+type packWriteError struct{ err error }
+
+func (e *packWriteError) Error() string        { return e.err.Error() }
+func (e *packWriteError) Unwrap() error        { return e.err }
+func (e *packWriteError) Is(target error) bool { return target == ErrPackWrite }
+
+func packWrite(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &packWriteError{err}
+}
 
 // CorruptError names an object whose stored form is wrong. It matches
 // ErrCorrupt with errors.Is.

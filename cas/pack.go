@@ -80,8 +80,11 @@ type packWriter struct {
 	// failed is the first error of a write whose buffer is gone: the
 	// pack no longer holds bytes offsets were handed out for, so every
 	// later append and Sync fails (no transaction may commit a row
-	// naming them) until the store is reopened.
+	// naming them) until the store is reopened or AbandonFailed.
 	failed error
+	// synced is the end of the bytes the last successful Sync made
+	// durable: no committed row names a byte past it.
+	synced int64
 }
 
 // packBufSize is the staging buffer of a pack writer: large enough that
@@ -165,7 +168,7 @@ func (p *Packs) append(data []byte) (num, off int64, err error) {
 		w, err := p.create()
 		if err != nil {
 			p.mu.Unlock()
-			return 0, 0, fmt.Errorf("create pack in %s: %w", p.dir, err)
+			return 0, 0, packWrite(fmt.Errorf("create pack in %s: %w", p.dir, err))
 		}
 		p.w = w
 	}
@@ -174,7 +177,7 @@ func (p *Packs) append(data []byte) (num, off int64, err error) {
 	off, err = w.append(data)
 	if err != nil {
 		// The range is garbage now: no row will name it.
-		return 0, 0, fmt.Errorf("append to pack %s: %w", packName(w.num), err)
+		return 0, 0, packWrite(fmt.Errorf("append to pack %s: %w", packName(w.num), err))
 	}
 	return w.num, off, nil
 }
@@ -452,14 +455,15 @@ func (p *Packs) Sync() error {
 		w.mu.Lock()
 		err := w.failed
 		w.mu.Unlock()
-		return err
+		return packWrite(err)
 	}
 	w.mu.Lock()
 	err := w.writeOutLocked()
+	end := w.inFile
 	w.mu.Unlock()
 	if err != nil {
 		w.dirty.Store(true)
-		return fmt.Errorf("sync pack %s: %w", packName(w.num), err)
+		return packWrite(fmt.Errorf("sync pack %s: %w", packName(w.num), err))
 	}
 	if err := fdatasync(w.f); err != nil {
 		// The kernel may have dropped the pages that failed: bytes
@@ -471,9 +475,79 @@ func (p *Packs) Sync() error {
 		}
 		w.mu.Unlock()
 		w.dirty.Store(true)
-		return fmt.Errorf("sync pack %s: %w", packName(w.num), err)
+		return packWrite(fmt.Errorf("sync pack %s: %w", packName(w.num), err))
 	}
+	w.mu.Lock()
+	w.synced = max(w.synced, end)
+	w.mu.Unlock()
 	return nil
+}
+
+// Failed returns the error that broke the pack being written (a write or
+// fdatasync that failed: see packWriter.failed), or nil. Until
+// AbandonFailed, every later append and Sync fails with it, so no
+// transaction can commit.
+func (p *Packs) Failed() error {
+	p.mu.Lock()
+	w := p.w
+	p.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+// AbandonFailed gives up the pack being written if it failed (Failed):
+// it is cut back to the bytes its last successful Sync made durable,
+// which frees the rest on a full disk, and released; the next append
+// starts a new pack. No committed row names a byte past that point -
+// every commit syncs first, and every Sync since the failure failed - and
+// none ever will. The caller must know that no transaction of this
+// process that appended to the pack is still open: its next Sync would
+// go to the new pack and succeed. It returns the bytes cut off.
+func (p *Packs) AbandonFailed() (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.w
+	if w == nil {
+		return 0, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed == nil {
+		return 0, nil
+	}
+	if w.flight != nil {
+		<-w.flight // its error is the failure; the bytes go with the rest
+		w.flight = nil
+	}
+	var cut int64
+	var err error
+	if st, serr := w.f.Stat(); serr != nil {
+		err = serr
+	} else if st.Size() > w.synced {
+		cut = st.Size() - w.synced
+		err = w.f.Truncate(w.synced)
+	}
+	if w.direct >= 0 {
+		syscall.Close(w.direct)
+		w.direct = -1
+	}
+	freeStaging(w.buf)
+	if w.spare != nil {
+		freeStaging(w.spare)
+	}
+	w.buf, w.spare = nil, nil
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	p.w = nil
+	if err != nil {
+		return cut, fmt.Errorf("abandon pack %s: %w", packName(w.num), err)
+	}
+	return cut, nil
 }
 
 // Writing reports the number of the pack this Packs appends to (0 if

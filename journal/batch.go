@@ -25,6 +25,11 @@ import (
 // one update, and must not change the op's branch while the Batch is in
 // use (it caches directory paths across its transactions). Use from any
 // goroutine; updates are serialized.
+//
+// A commit that fails loses the transaction, and with it updates that
+// returned nil: from then on the Batch refuses to keep anything (see
+// Failed), so nothing is acknowledged after the loss, and Lost names
+// what was lost.
 type Batch struct {
 	op       *Op
 	maxDelay time.Duration
@@ -42,7 +47,12 @@ type Batch struct {
 	t       *Tx
 	pending int
 	timer   *time.Timer
-	err     error // a failed background commit, reported by the next call
+
+	// failed holds the Batch's failure once it lost a transaction (see
+	// Failed); lost names what that transaction held. Set under mu, read
+	// without it.
+	failed atomic.Pointer[error]
+	lost   lostPaths
 
 	// rollbacks counts transactions rolled back with their updates (a
 	// failed commit, an abort): see Rollbacks.
@@ -61,6 +71,101 @@ func (op *Op) NewBatch(maxDelay time.Duration, maxOps int) *Batch {
 		maxOps = 1000
 	}
 	return &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps, paths: newPathCache()}
+}
+
+// Failed returns the Batch's failure, or nil while it has none. A Batch
+// fails when it loses a transaction - its commit failed (a full disk, a
+// failed fdatasync of a pack), SQLite failed under an update, an update
+// met a broken store (an I/O error, a pack whose write failed) - or when
+// Fail is called. The transaction is rolled back, and with it every
+// update in it that had returned nil (Lost names their paths). From then
+// on every Update that appends an event, every Record, Commit and SetOp
+// returns the failure: nothing more is acknowledged that the store will
+// not keep. An Update that appends nothing (a read) still runs, in a
+// transaction of its own that is rolled back, so what the store holds
+// stays readable. The error wraps ErrBatchFailed and the cause (a
+// syscall.Errno in it stays findable with errors.As) and reads as the
+// cause. Safe from any goroutine, and never waits for an update.
+func (b *Batch) Failed() error {
+	if p := b.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Lost returns the paths of the events the Batch's failure rolled back
+// (the first 100, in order) and how many more paths there were.
+func (b *Batch) Lost() (paths []string, more int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lost.list()
+}
+
+// Fail makes the Batch fail with err (see Failed), rolling back what is
+// uncommitted: for a caller that met a failure the Batch cannot see (the
+// store's fsync failed, a change already answered could not be
+// journaled), so that nothing after it is acknowledged. No-op once the
+// Batch has failed.
+func (b *Batch) Fail(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rollbackLocked()
+	b.failLocked(err)
+}
+
+// failedError is a Batch's failure: it reads as its cause.
+type failedError struct{ err error }
+
+func (e *failedError) Error() string   { return e.err.Error() }
+func (e *failedError) Unwrap() []error { return []error{ErrBatchFailed, e.err} }
+
+// failLocked makes err the Batch's failure (the first one stays) and
+// returns it. The caller holds mu and has rolled back the transaction.
+func (b *Batch) failLocked(err error) error {
+	if p := b.failed.Load(); p != nil {
+		return *p
+	}
+	var f error = &failedError{err}
+	b.failed.Store(&f)
+	return f
+}
+
+// loseLocked notes the paths of t's events as lost. The caller holds mu.
+func (b *Batch) loseLocked(t *Tx) {
+	for _, p := range t.changed {
+		b.lost.add(p)
+	}
+}
+
+// readLocked runs fn for a Batch that failed with failed: in a
+// transaction of its own, always rolled back (reading a collapsed
+// directory writes the projection), so reads still work; an fn that
+// appends an event gets failed. The caller holds mu.
+func (b *Batch) readLocked(fn func(*Tx) error, failed error) error {
+	bg := context.Background()
+	conn, err := b.op.db.w.Conn(bg)
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	// Deferred: a read takes no write lock unless it writes.
+	if _, err := conn.ExecContext(bg, `BEGIN`); err != nil {
+		discard(conn)
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer endTx(conn, `ROLLBACK`)
+	t, err := b.op.openTx(bg, conn)
+	if err != nil {
+		return err
+	}
+	defer t.p.close()
+	t.p.now = b.op.db.now()
+	if err := fn(t); err != nil {
+		return err
+	}
+	if t.Appended() > 0 {
+		return failed
+	}
+	return nil
 }
 
 // Unguarded makes b run its updates without savepoints: an update that
@@ -86,16 +191,18 @@ type txState struct {
 	appended       int
 	writes         int
 	lead           *Event
+	changed        int
 }
 
 func (t *Tx) save() txState {
 	return txState{head: t.head, headSeq: t.headSeq, count: t.count, next: t.next, nextIno: t.p.nextIno, appended: t.appended,
-		writes: t.p.writes, lead: t.op.lead}
+		writes: t.p.writes, lead: t.op.lead, changed: len(t.changed)}
 }
 
 func (t *Tx) restore(s txState) {
 	t.head, t.headSeq, t.count, t.next, t.p.nextIno, t.appended = s.head, s.headSeq, s.count, s.next, s.nextIno, s.appended
 	t.op.lead = s.lead
+	t.changed = t.changed[:s.changed]
 	if t.p.writes != s.writes { // the rollback undid what the caches may know
 		t.p.forget()
 	}
@@ -105,14 +212,16 @@ func (t *Tx) restore(s txState) {
 func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.err; err != nil {
-		b.err = nil
-		return err
+	if err := b.Failed(); err != nil {
+		return b.readLocked(fn, err)
 	}
 	// The transaction outlives any one request: never tie it to a
 	// request's context (cancelling would roll everything back).
 	bg := context.Background()
 	if b.conn == nil {
+		if err := b.op.db.fullErr(); err != nil {
+			return err
+		}
 		conn, err := b.op.db.w.Conn(bg)
 		if err != nil {
 			return fmt.Errorf("begin write: %w", err)
@@ -128,6 +237,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 			return err
 		}
 		t.p.paths = b.paths
+		t.track = true
 		b.conn, b.uc, b.t = conn, uc, t
 	}
 	b.t.p.now = b.op.db.now()
@@ -139,7 +249,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 		return b.abortLocked(serr)
 	}
 	if err != nil {
-		if savepoint && b.unguarded {
+		if savepoint && b.unguarded || b.storageFailure(err) {
 			return b.abortLocked(err)
 		}
 		if savepoint {
@@ -164,9 +274,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			b.timer = nil
-			if err := b.commitLocked(); err != nil && b.err == nil {
-				b.err = err
-			}
+			b.commitLocked() // a failure stays: every later call returns it
 		})
 	}
 	return nil
@@ -186,8 +294,6 @@ func (b *Batch) Record(ctx context.Context, evs ...Event) error {
 	})
 }
 
-// Commit commits the shared transaction now (a no-op when nothing is
-// pending). After it returns, every earlier Update is committed.
 // Rollbacks is how many of the Batch's transactions were rolled back
 // with the updates in them. An update that committed nothing itself but
 // relies on rows an earlier update inserted (a file stored while it was
@@ -195,11 +301,14 @@ func (b *Batch) Record(ctx context.Context, evs ...Event) error {
 // inserts: unchanged, they committed or are in the open transaction.
 func (b *Batch) Rollbacks() int64 { return b.rollbacks.Load() }
 
+// Commit commits the shared transaction now (a no-op when nothing is
+// pending). When it returns nil, every earlier Update is committed; an
+// error means the updates not committed before are lost, and the Batch
+// has failed (see Failed).
 func (b *Batch) Commit() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.err; err != nil {
-		b.err = nil
+	if err := b.Failed(); err != nil {
 		return err
 	}
 	return b.commitLocked()
@@ -216,26 +325,25 @@ func (b *Batch) commitLocked() error {
 	conn, t := b.conn, b.t
 	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
 	defer t.p.close()
-	if err := t.flush(conn); err != nil {
-		b.rollbacks.Add(1)
+	err := t.flush(conn)
+	if err == nil {
+		// The packed bytes this transaction names reach the disk before
+		// the rows that name them can.
+		err = b.op.db.syncPacks()
+	}
+	if err == nil {
+		if err = endTx(conn, `COMMIT`); err == nil {
+			return nil
+		}
+	} else {
 		endTx(conn, `ROLLBACK`)
-		b.paths.clear() // inos of rolled-back directories will be allocated again
-		return fmt.Errorf("commit batch: %w", err)
 	}
-	// The packed bytes this transaction names reach the disk before the
-	// rows that name them can.
-	if err := b.op.db.packs.Sync(); err != nil {
-		b.rollbacks.Add(1)
-		endTx(conn, `ROLLBACK`)
-		b.paths.clear()
-		return fmt.Errorf("commit batch: %w", err)
-	}
-	if err := endTx(conn, `COMMIT`); err != nil {
-		b.rollbacks.Add(1)
-		b.paths.clear()
-		return fmt.Errorf("commit batch: %w", err)
-	}
-	return nil
+	// Lost, with updates whose callers were told they succeeded: the
+	// Batch fails for good (see Failed).
+	b.rollbacks.Add(1)
+	b.paths.clear() // inos of rolled-back directories will be allocated again
+	b.loseLocked(t)
+	return b.failLocked(fmt.Errorf("commit batch: %w", err))
 }
 
 // updateConn is the Batch's connection as an update sees it: the
@@ -339,20 +447,30 @@ func discard(conn *sql.Conn) {
 	conn.Close()
 }
 
-// abortLocked rolls the whole transaction back after SQLite itself failed.
+// abortLocked rolls the whole transaction back after SQLite or the store
+// failed under an update (or Fail was called), and fails the Batch. The
+// failing update's own events count as lost too: an update may have been
+// answered before it ran (overlay/behind.go).
 func (b *Batch) abortLocked(err error) error {
+	b.rollbackLocked()
+	return b.failLocked(fmt.Errorf("batch: %w (uncommitted updates lost)", err))
+}
+
+// rollbackLocked rolls back the open transaction, if any, noting its
+// events as lost. The caller holds mu.
+func (b *Batch) rollbackLocked() {
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
 	}
 	if b.conn != nil {
 		b.rollbacks.Add(1)
+		b.loseLocked(b.t)
 		b.t.p.close()
 		endTx(b.conn, `ROLLBACK`)
 	}
 	b.paths.clear()
 	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
-	return fmt.Errorf("batch: %w (uncommitted updates lost)", err)
 }
 
 // SetOp commits what is pending and makes later updates part of op (a
@@ -364,8 +482,7 @@ func (b *Batch) SetOp(op *Op) error {
 	if op.BranchID != b.op.BranchID {
 		return fmt.Errorf("batch of branch %s cannot take an op of branch %s", termtext.Quote(b.op.Branch), termtext.Quote(op.Branch))
 	}
-	if err := b.err; err != nil {
-		b.err = nil
+	if err := b.Failed(); err != nil {
 		return err
 	}
 	if err := b.commitLocked(); err != nil {

@@ -549,9 +549,11 @@ func TestBatchSavepointWithParallelWrites(t *testing.T) {
 }
 
 // TestBatchUnguarded: without savepoints, an update that fails after
-// writing takes every uncommitted update with it (and the batch goes on
-// with a new transaction, committed updates untouched); one that fails
-// before writing takes nothing. The store verifies after either.
+// writing takes every uncommitted update with it, and the batch fails
+// from then on (a commit failure is never silent: the updates it lost
+// had returned nil), naming what it lost; committed updates are
+// untouched, and one that fails before writing takes nothing. The store
+// verifies after either.
 func TestBatchUnguarded(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "b.db")
@@ -583,27 +585,36 @@ func TestBatchUnguarded(t *testing.T) {
 	if err := mkdir("lost", nil); err != nil {
 		t.Fatal(err)
 	}
-	boom := errors.New("boom")
-	if err := mkdir("ghost", boom); !errors.Is(err, boom) {
-		t.Fatalf("failing update: %v, want boom", err)
-	}
 	// A failure before any write leaves the transaction alone.
-	if err := mkdir("a", nil); err != nil {
-		t.Fatalf("update after the abort: %v", err)
-	}
+	boom := errors.New("boom")
 	if err := b.Update(ctx, func(tx *journal.Tx) error {
-		if _, err := tx.Lookup(journal.RootIno, []byte("a")); err != nil {
+		if _, err := tx.Lookup(journal.RootIno, []byte("lost")); err != nil {
 			return err
 		}
 		return boom
 	}); !errors.Is(err, boom) {
 		t.Fatalf("failing read-only update: %v, want boom", err)
 	}
-	if err := mkdir("b", nil); err != nil {
-		t.Fatal(err)
+	if err := b.Failed(); err != nil {
+		t.Fatalf("batch failed after a read-only update failed: %v", err)
 	}
-	if err := b.Commit(); err != nil {
-		t.Fatal(err)
+	if err := mkdir("ghost", boom); !errors.Is(err, boom) {
+		t.Fatalf("failing update: %v, want boom", err)
+	}
+	if err := mkdir("a", nil); !errors.Is(err, journal.ErrBatchFailed) || !errors.Is(err, boom) {
+		t.Fatalf("update after the abort: %v, want ErrBatchFailed and boom", err)
+	}
+	if err := b.Update(ctx, func(tx *journal.Tx) error {
+		_, err := tx.Lookup(journal.RootIno, []byte("kept"))
+		return err
+	}); err != nil {
+		t.Fatalf("read after the abort: %v", err)
+	}
+	if err := b.Commit(); !errors.Is(err, journal.ErrBatchFailed) {
+		t.Fatalf("commit after the abort: %v, want ErrBatchFailed", err)
+	}
+	if lost, more := b.Lost(); fmt.Sprint(lost) != "[lost ghost]" || more != 0 {
+		t.Fatalf("lost %q and %d more, want [lost ghost]", lost, more)
 	}
 	evs, err := db.Events(ctx, journal.EventQuery{Branch: "main", Op: op.ID})
 	if err != nil {
@@ -613,8 +624,8 @@ func TestBatchUnguarded(t *testing.T) {
 	for _, e := range evs {
 		names = append(names, string(e.Path))
 	}
-	if fmt.Sprint(names) != "[kept a b]" {
-		t.Fatalf("events: %q, want [kept a b] (lost and ghost rolled back together)", names)
+	if fmt.Sprint(names) != "[kept]" {
+		t.Fatalf("events: %q, want [kept] (lost and ghost rolled back together)", names)
 	}
 	if err := op.End(ctx, nil); err != nil {
 		t.Fatal(err)

@@ -68,6 +68,12 @@ type DB struct {
 	// schema is the store's schema version (migrations): the latest
 	// unless opened ReadOnly, which migrates nothing.
 	schema int
+	// full: opened read-only because the disk is full (openReadOnly);
+	// writes fail with ENOSPC.
+	full bool
+	// syncFault, set by tests, runs before every pack sync of a commit;
+	// its error fails that commit as a failed fdatasync would.
+	syncFault func() error
 }
 
 // Schema returns the version of the store's schema (see migrations): the
@@ -131,7 +137,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		path = real
 	}
 	if opts.ReadOnly {
-		return openReadOnly(ctx, path, opts)
+		return openReadOnly(ctx, path, opts, false)
 	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
@@ -160,13 +166,19 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	r.SetMaxOpenConns(4)
 	packs := cas.OpenPacks(cas.PacksDir(path), false)
 	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock}
-	if err := w.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+	err = w.PingContext(ctx)
+	if err == nil {
+		// Before anything else reads it: the schema must be art's.
+		_, err = checkSchema(ctx, w)
 	}
-	// Before anything else reads it: the schema must be art's.
-	if _, err := checkSchema(ctx, w); err != nil {
+	if err != nil {
 		db.Close()
+		if diskFull(err) {
+			// SQLite could not grow the -shm file it needs to open the
+			// store for writing: on a full disk the store can still be
+			// read, and a write says why it cannot be done.
+			return openReadOnly(ctx, path, opts, true)
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	if _, db.schema, err = migrations.Apply(ctx, w, opts.Clock); err != nil {
@@ -184,9 +196,23 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // openReadOnly opens an existing store for Options.ReadOnly: one pool of
 // read-only connections serves as both reader and "writer" (whose
 // transactions are then deferred and fail at their first write).
-func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
+//
+// full: the disk is full (the caller found so, or the first try does):
+// the connections then open the -shm file read-only (SQLite's
+// readonly_shm), which never grows it - SQLite reads the WAL into memory
+// itself when no writer has the -shm open. Writes fail with ENOSPC
+// (DB.full).
+func openReadOnly(ctx context.Context, path string, opts Options, full bool) (*DB, error) {
+	if full {
+		if err := ensureShm(path); err != nil {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+	}
 	q := url.Values{}
 	q.Set("mode", "ro")
+	if full {
+		q.Set("readonly_shm", "1")
+	}
 	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
 	q.Set("_foreign_keys", "0")
 	q.Set("_txlock", "deferred")
@@ -200,13 +226,16 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
 	r.SetMaxOpenConns(4)
 	// Read-only: the pack directory is only read, never created.
 	packs := cas.OpenPacks(cas.PacksDir(path), true)
-	db := &DB{path: path, w: r, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock, readOnly: true}
+	db := &DB{path: path, w: r, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock, readOnly: true, full: full}
 	v, err := checkSchema(ctx, r)
 	if err == nil && v == 0 {
 		err = fmt.Errorf("%w: not an art store (no schema)", ErrCorrupt)
 	}
 	if err != nil {
 		r.Close()
+		if !full && diskFull(err) {
+			return openReadOnly(ctx, path, opts, true)
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	db.schema = v
@@ -267,9 +296,12 @@ func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
+		if db.full && readOnlyRefused(err) {
+			return db.fullErr() // a write it needed (one that writes nothing succeeds)
+		}
 		return err
 	}
-	if err := db.packs.Sync(); err != nil {
+	if err := db.syncPacks(); err != nil {
 		tx.Rollback()
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -280,3 +312,14 @@ func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 func (db *DB) now() int64 { return db.clock().UnixNano() }
+
+// syncPacks makes the packed bytes durable before a commit that may name
+// them (cas.Packs.Sync); tests inject a failure first (syncFault).
+func (db *DB) syncPacks() error {
+	if db.syncFault != nil {
+		if err := db.syncFault(); err != nil {
+			return err
+		}
+	}
+	return db.packs.Sync()
+}

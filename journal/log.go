@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -21,19 +22,32 @@ type OpInfo struct {
 	Undoes      int64      `json:"undoes,omitempty"`
 	Events      int64      `json:"events"`
 	Snapshots   []Snapshot `json:"snapshots,omitempty"`
+	// Failed says why the op failed when the store could not keep its
+	// changes (its end event's text after FailedPrefix); "" otherwise.
+	Failed string `json:"failed,omitempty"`
 }
 
-const opCols = `o.id, coalesce((SELECT name FROM branches b WHERE b.id = o.branch), '(deleted)'), o.kind, o.description,
+var opCols = `o.id, coalesce((SELECT name FROM branches b WHERE b.id = o.branch), '(deleted)'), o.kind, o.description,
 	o.before_seq, coalesce(o.end_seq, 0), o.start_ns, coalesce(o.end_ns, 0), o.status, coalesce(o.undoes, 0),
-	(SELECT count(*) FROM events e WHERE e.op = o.id)`
+	(SELECT count(*) FROM events e WHERE e.op = o.id),
+	(SELECT payload FROM events e WHERE e.op = o.id AND e.kind = ` + endKind + ` ORDER BY e.seq DESC LIMIT 1)`
+
+// endKind is EvEnd in SQL.
+var endKind = strconv.Itoa(int(EvEnd))
 
 func scanOp(s scanner) (OpInfo, error) {
 	var o OpInfo
 	var st sql.NullInt64
-	err := s.Scan(&o.ID, &o.Branch, &o.Kind, &o.Description, &o.BeforeSeq, &o.EndSeq, &o.Start, &o.End, &st, &o.Undoes, &o.Events)
+	var end []byte
+	err := s.Scan(&o.ID, &o.Branch, &o.Kind, &o.Description, &o.BeforeSeq, &o.EndSeq, &o.Start, &o.End, &st, &o.Undoes, &o.Events, &end)
 	if st.Valid {
 		v := int(st.Int64)
 		o.Status = &v
+	}
+	if end != nil {
+		if ev, derr := DecodeEvent(end); derr == nil && strings.HasPrefix(ev.Text, FailedPrefix) {
+			o.Failed = strings.TrimPrefix(ev.Text, FailedPrefix)
+		}
 	}
 	return o, err
 }

@@ -26,6 +26,11 @@ type Tx struct {
 	headSeq  int64
 	count    int64
 	appended int
+
+	// track: the paths of the events appended are kept in changed (a
+	// Batch's Tx: a transaction it loses names what it lost).
+	track   bool
+	changed []string
 }
 
 // Objects is the object store inside this transaction: content written
@@ -419,6 +424,12 @@ func (t *Tx) append(ev *Event) error {
 	t.head, t.headSeq = ev.Hash, ev.Seq
 	t.count++
 	t.appended++
+	if t.track && isPathEvent(ev.Kind) {
+		t.changed = append(t.changed, string(ev.Path))
+		if ev.Path2 != nil {
+			t.changed = append(t.changed, string(ev.Path2))
+		}
+	}
 	return nil
 }
 

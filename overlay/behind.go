@@ -3,10 +3,8 @@ package overlay
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 
-	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 )
 
@@ -24,8 +22,9 @@ import (
 // commits everything before it. A crash loses at most the unlinks queued
 // and the batch's few uncommitted milliseconds: a prefix of the changes
 // survives, as before. A queued unlink that fails after all (the store's
-// disk failing) breaks the mount: every later change fails with that
-// error, and it is logged, because the kernel was told it succeeded.
+// disk failing) fails the mount (failed.go): every later change fails
+// with that error, and Unmount's report names the unlinks, because the
+// kernel was told they succeeded.
 type behind struct {
 	f    *FS
 	mu   sync.Mutex
@@ -111,8 +110,10 @@ func (b *behind) run() {
 		b.mu.Lock()
 		b.busy = false
 		if err != nil && b.err == nil {
-			b.err = fmt.Errorf("journal %d unlinks already answered: %w (the mount refuses further changes)", len(ops), err)
-			fmt.Fprintf(os.Stderr, "art overlay: %s\n", termtext.Text(b.err.Error()))
+			// Answered, and not kept: the mount fails (failed.go), and
+			// Unmount's report names them.
+			b.err = fmt.Errorf("journal %d unlinks already answered: %w", len(ops), err)
+			b.f.fail(b.err)
 		}
 		b.cond.Broadcast()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/termtext"
+	"github.com/artrt/art/journal"
 )
 
 // ErrNoFUSE reports a mount that failed because this user cannot use FUSE
@@ -50,6 +51,9 @@ func toErrno(err error) syscall.Errno {
 		return syscall.EINTR
 	case errors.Is(err, cas.ErrTooLarge):
 		return syscall.EFBIG
+	}
+	if e, ok := journal.StorageErrno(err); ok { // SQLite's "database or disk is full"
+		return e
 	}
 	log.Printf("art overlay: %s", termtext.Text(err.Error())) // an error may name a path
 	return syscall.EIO

@@ -8,3 +8,6 @@ func PassthroughAll() (restore func()) {
 	ptMinCopy = 0
 	return func() { ptMinCopy = old }
 }
+
+// Fail makes f fail as if its store had failed with err (failed.go).
+func Fail(f *FS, err error) { f.fail(err) }

@@ -218,6 +218,9 @@ func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
 func (n *node) journal(ctx context.Context, durable bool) error {
 	n.jmu.Lock()
 	defer n.jmu.Unlock()
+	if err := n.fsys.failure(); err != nil && n.dirty.Load() {
+		return err // not stored in vain: nothing is kept any more (failed.go)
+	}
 	if !n.dirty.Swap(false) {
 		if durable {
 			return n.fsys.sync()

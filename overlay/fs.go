@@ -111,8 +111,9 @@ type FS struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
 		streamed, streamStarts, streamBytes                          atomic.Int64
 	}
-	streams streams    // files being stored while written (stream.go)
-	kept    keptCopies // clean private copies of forgotten files (kept.go)
+	streams  streams    // files being stored while written (stream.go)
+	kept     keptCopies // clean private copies of forgotten files (kept.go)
+	failures failures   // what a failed mount did not keep or refused (failed.go)
 
 	ptOK atomic.Bool // the kernel takes backing files from upperDir (passthrough.go); false until probed
 
@@ -384,7 +385,12 @@ func (f *FS) Unmount(ctx context.Context) error {
 	if jerr := f.journalAll(ctx); err == nil {
 		err = jerr
 	}
-	if f.changed.Load() && f.op != nil && f.ownOp { // a caller's op snapshots itself
+	if err != nil {
+		// Something the sandbox changed is not in the store: the mount
+		// failed (failed.go), whatever failed first.
+		f.fail(err)
+	}
+	if f.changed.Load() && f.op != nil && f.ownOp && f.failure() == nil { // a caller's op snapshots itself
 		// The session's end state is a snapshot, so art log shows it and
 		// main~1 is the state before it.
 		serr := f.batch.Update(ctx, func(tx *journal.Tx) error {
@@ -403,6 +409,9 @@ func (f *FS) Unmount(ctx context.Context) error {
 	if eerr := f.end(ctx); err == nil {
 		err = eerr
 	}
+	if ferr := f.failedError(); ferr != nil {
+		return ferr
+	}
 	return err
 }
 
@@ -413,13 +422,37 @@ func (f *FS) end(ctx context.Context) error {
 		err = f.behind.close()
 	}
 	if f.op != nil && f.ownOp {
-		if eerr := f.op.End(ctx, nil); err == nil {
+		var eerr error
+		if fe, ok := f.failedError().(*FailedError); ok {
+			eerr = f.endFailed(ctx, fe)
+		} else {
+			eerr = f.op.End(ctx, nil)
+		}
+		if err == nil {
 			err = eerr
 		}
 	}
 	f.op = nil
 	f.cleanup()
 	return err
+}
+
+// endFailed ends the mount's own op after the mount failed (failed.go):
+// the pack a failed write left is abandoned (the mount was the store's
+// writer in this process, and its streams and batch are done), and the
+// op's end event says why it failed (journal.FailedPrefix).
+func (f *FS) endFailed(ctx context.Context, fe *FailedError) error {
+	_, aerr := f.db.AbandonFailedPack()
+	err := f.op.Update(ctx, func(tx *journal.Tx) error {
+		return tx.Record(journal.Event{Kind: journal.EvEnd, Text: journal.FailedPrefix + fe.Reason()})
+	})
+	if err == nil {
+		err = f.op.End(ctx, nil)
+	}
+	if err != nil {
+		return errors.Join(aerr, err)
+	}
+	return nil
 }
 
 func (f *FS) cleanup() {
@@ -450,8 +483,12 @@ func (f *FS) journalAll(ctx context.Context) error {
 		if n.ptUnseen() {
 			n.dirty.Store(true) // written by passthrough or a mapping, unseen
 		}
+		dirty := n.dirty.Load()
 		if err := n.journal(ctx, false); err != nil {
 			errs = append(errs, err)
+			if dirty {
+				f.notKept(n.nodePath())
+			}
 		}
 	}
 	for _, d := range dirs {
@@ -475,9 +512,9 @@ func (f *FS) live(ino int64) *node {
 //
 // Events are attributed to the request's caller pid.
 func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
-	if err := f.caughtUp(); err != nil {
+	if err := f.caughtUp(); err != nil && f.failure() == nil {
 		return err
-	}
+	} // failed: the batch still reads (failed.go)
 	pid := callerPid(ctx)
 	appended := false
 	defer func() {
@@ -520,12 +557,18 @@ func (f *FS) commit() error {
 	return f.batch.Commit()
 }
 
-// sync commits every change made so far and makes it durable.
+// sync commits every change made so far and makes it durable. A failed
+// fsync of the store fails the mount (failed.go): what it was to make
+// durable may be gone.
 func (f *FS) sync() error {
 	if err := f.commit(); err != nil {
 		return err
 	}
-	return f.db.Sync()
+	if err := f.db.Sync(); err != nil {
+		f.fail(err)
+		return err
+	}
+	return nil
 }
 
 // emptyManifest is the id of the empty file's manifest, stored once.

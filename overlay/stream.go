@@ -137,6 +137,10 @@ func (s *fileStream) run() {
 			return
 		case <-s.kick:
 		}
+		if err := s.fsys.failure(); err != nil {
+			s.err = err // nothing is kept any more (failed.go): store no more bytes
+			return
+		}
 		if err := s.st.Advance(s.ctx, s.end.Load()); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				s.err = err
@@ -171,7 +175,9 @@ func (s *fileStream) halt() bool {
 	s.cancel()
 	<-s.done
 	if s.err != nil {
-		log.Printf("art overlay: storing %s while written: %s (stored at close instead)", termtext.Quote(s.f.Name()), termtext.Text(s.err.Error()))
+		if s.fsys.failure() == nil { // else Unmount's report says it
+			log.Printf("art overlay: storing %s while written: %s (stored at close instead)", termtext.Quote(s.f.Name()), termtext.Text(s.err.Error()))
+		}
 		return false
 	}
 	return true

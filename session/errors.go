@@ -1,6 +1,10 @@
 package session
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/artrt/art/overlay"
+)
 
 // UsageError is an error the caller has to fix: a bad option, branch name
 // or policy file. The CLI exits 2 for it.
@@ -17,3 +21,15 @@ type BranchInUseError struct{ Store, Branch string }
 func (e *BranchInUseError) Error() string {
 	return fmt.Sprintf("branch %s of %s is in use by another art run", e.Branch, e.Store)
 }
+
+// FailedError says the session's mount failed: the store could not keep
+// everything the sandbox wrote (see overlay.FailedError, which it wraps,
+// for what was kept and what is named). The session is over: ended, its
+// state removed, and its operation recorded as failed, unless Unrecorded
+// says why that too failed (the op then shows as interrupted).
+type FailedError struct {
+	*overlay.FailedError
+	Unrecorded error
+}
+
+func (e *FailedError) Unwrap() error { return e.FailedError }

@@ -18,6 +18,7 @@ import (
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
 	"github.com/artrt/art/netproxy"
+	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/workspace"
 	"golang.org/x/sys/unix"
@@ -145,6 +146,19 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		proxy.Close()
 	}
 	uerr := s.Close(bg)
+	var failed *overlay.FailedError
+	if errors.As(uerr, &failed) {
+		// The session is over all the same: say so in the store.
+		if runErr == nil {
+			status = res.ExitCode
+		}
+		r = Result{Result: res, Branch: s.Branch, Capture: s.Capture}
+		var rerr error
+		if r.Snapshot, rerr = endFailed(bg, s.DB, op, status, desc, failed); rerr == nil {
+			op = nil
+		}
+		return r, errors.Join(runErr, &FailedError{FailedError: failed, Unrecorded: rerr})
+	}
 	if runErr != nil {
 		return r, errors.Join(runErr, uerr)
 	}
@@ -172,6 +186,37 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		journal.Diff(bg, s.DB.Objects(), s.Before.Root, snap.Root, func(journal.Change) error { r.Changed++; return nil })
 	}
 	return r, nil
+}
+
+// endFailed ends the run op of a session whose mount failed: the pack a
+// failed write left is given up (freeing what the lost transaction
+// appended), the end event says why the run failed (journal.FailedPrefix),
+// a snapshot records what the store kept, and the op gets the command's
+// status. On a disk still too full for a snapshot the end event goes
+// alone.
+func endFailed(ctx context.Context, db *journal.DB, op *journal.Op, status int, desc string, failed *overlay.FailedError) (journal.Snapshot, error) {
+	_, aerr := db.AbandonFailedPack()
+	end := journal.Event{Kind: journal.EvEnd, Status: int64(status), Text: journal.FailedPrefix + failed.Reason()}
+	var snap journal.Snapshot
+	err := op.Update(ctx, func(tx *journal.Tx) error {
+		if err := tx.Record(end); err != nil {
+			return err
+		}
+		var err error
+		snap, err = tx.Snapshot("run " + desc + " (failed)")
+		return err
+	})
+	if err != nil {
+		snap = journal.Snapshot{}
+		err = op.Update(ctx, func(tx *journal.Tx) error { return tx.Record(end) })
+	}
+	if err == nil {
+		err = op.End(ctx, &status)
+	}
+	if err != nil {
+		return snap, errors.Join(aerr, err)
+	}
+	return snap, nil
 }
 
 // supervise starts the sandbox and waits for it, forwarding signals and

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/artrt/art/journal"
@@ -99,10 +100,19 @@ func Serve(ctx context.Context, db *journal.DB, mnt string, o ServeOptions) (s *
 // and the temporary branch. If the unmount fails (a process still has a
 // file of the mount open) the lock stays held and Close may be called
 // again.
+//
+// A mount that failed (*overlay.FailedError: the store could not keep
+// every change) is unmounted all the same: Close releases the rest and
+// returns that error.
 func (s *Served) Close(ctx context.Context) error {
+	var failed error
 	if s.FS != nil {
 		if err := s.FS.Unmount(ctx); err != nil {
-			return err
+			var fe *overlay.FailedError
+			if !errors.As(err, &fe) {
+				return err
+			}
+			failed = err
 		}
 		s.FS = nil
 	}
@@ -110,5 +120,5 @@ func (s *Served) Close(ctx context.Context) error {
 		s.undo[i]()
 	}
 	s.undo = nil
-	return nil
+	return failed
 }

@@ -120,6 +120,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		return s, err
 	}
 	s.undo = append(s.undo, func() { alive.Close() })
+	if r := reserveSpace(filepath.Dir(db.Path()), reserveBytes); r != nil {
+		s.undo = append(s.undo, func() { r.Close() })
+	}
 	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
 		return s, err
 	}
@@ -174,10 +177,19 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 // files through it, journaled, and its private copies hold the content of
 // files still open. A later Close retries; otherwise, once this process
 // has exited, the next session cleans it up as a killed one's.
+//
+// A mount that failed (*overlay.FailedError: the store could not keep
+// what the sandbox wrote) is unmounted all the same: Close releases the
+// session and returns that error.
 func (s *Session) Close(ctx context.Context) error {
+	var failed error
 	if s.FS != nil {
 		if err := s.FS.Unmount(ctx); err != nil {
-			return fmt.Errorf("%w (session %s left for the next run to clean up)", err, filepath.Base(s.Dir))
+			var fe *overlay.FailedError
+			if !errors.As(err, &fe) {
+				return fmt.Errorf("%w (session %s left for the next run to clean up)", err, filepath.Base(s.Dir))
+			}
+			failed = err
 		}
 		s.FS = nil
 	}
@@ -185,7 +197,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.undo[i]()
 	}
 	s.undo = nil
-	return nil
+	return failed
 }
 
 // prepareBranch resolves o.Branch and o.At to the branch the session
@@ -236,4 +248,27 @@ func prepareBranch(ctx context.Context, db *journal.DB, o Options) (string, erro
 		return "", err
 	}
 	return branch, nil
+}
+
+// reserveBytes is the space a session holds on its store's file system
+// (reserveSpace).
+const reserveBytes = 1 << 20
+
+// reserveSpace allocates n bytes in an unnamed file in dir (O_TMPFILE)
+// and returns it open, or nil where that cannot be done. A session holds
+// it while it runs and lets go of it when it closes (a killed art lets go
+// with its descriptors): if the sandbox filled the disk and the store
+// could not keep its writes, the space is there for recording that the
+// run failed and the snapshot of what was kept (docs/architecture.md,
+// "Commit failure").
+func reserveSpace(dir string, n int64) *os.File {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil
+	}
+	if err := unix.Fallocate(fd, 0, 0, n); err != nil {
+		unix.Close(fd)
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "reserve")
 }

@@ -116,6 +116,9 @@ func newLogCommand(e *env) *cli.Command {
 				if o.Status != nil && *o.Status != 0 {
 					status = "  " + paint(color, sgrRed, fmt.Sprintf("[exit %d]", *o.Status))
 				}
+				if o.Failed != "" { // the store could not keep the run's changes
+					status = "  " + paint(color, sgrRed, "[failed: "+termtext.Text(o.Failed)+"]")
+				}
 				if o.EndSeq == 0 {
 					status = "  " + paint(color, sgrYellow, "[running or interrupted]")
 				} else if o.Events == 0 && o.EndSeq > o.BeforeSeq {

@@ -33,6 +33,8 @@ workspace is bound read-write and nothing is recorded.
 
 The command's exit status passes through: 124 after --timeout, 128+N when it was
 killed by signal N. A one-line summary goes to stderr at the end unless --quiet.
+If the store cannot keep the sandbox's writes (a full disk), every later change in the
+sandbox fails, art names the paths not kept (even with --quiet) and exits 1.
 
 Several runs may use one store at once on different branches (parallel attempts):
    art run -d ws.db --branch try-a -- agent ...  &  art run -d ws.db --branch try-b -- agent ...
@@ -101,6 +103,10 @@ func runAction(c *cli.Context, e *env) error {
 	o.OwnsTTY = o.interactive && e.stdin == os.Stdin && isTerminal(os.Stdin) && isTerminal(e.stdout)
 	o.Progress = captureProgress(e, o.Workspace)
 	res, err := session.Run(c.Context, o.Options, o.Command)
+	var failed *session.FailedError
+	if errors.As(err, &failed) {
+		return reportFailedRun(e, res, failed, err)
+	}
 	if err != nil {
 		return err
 	}

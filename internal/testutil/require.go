@@ -30,6 +30,10 @@ func Require(t testing.TB, what string) {
 // RequireFUSE skips unless FUSE mounts work.
 func RequireFUSE(t testing.TB) { t.Helper(); Require(t, "fuse") }
 
+// RequireMount skips unless this process can mount file systems (a small
+// tmpfs for a full disk, say): root.
+func RequireMount(t testing.TB) { t.Helper(); Require(t, "mount") }
+
 func probe(what string) string {
 	switch what {
 	case "fuse":
@@ -63,6 +67,11 @@ func probe(what string) string {
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
+		return ""
+	case "mount":
+		if os.Geteuid() != 0 {
+			return "not root: cannot mount a file system"
+		}
 		return ""
 	case "minio":
 		if _, err := minioBinary(); err != nil {
