@@ -113,6 +113,9 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			if err != nil {
 				return err
 			}
+			if saved != nil && saved.note != "" {
+				fmt.Fprint(e.stderr, saved.note)
+			}
 			if c.Bool("json") {
 				return writeJSON(e.stdout, struct {
 					State journal.State         `json:"state"`
@@ -133,6 +136,7 @@ type savedHost struct {
 	Changes  []workspace.HostChange `json:"paths"`
 	Snapshot journal.Snapshot       `json:"snapshot"` // the branch with the host's changes taken in
 	Op       int64                  `json:"op"`       // the checkout that returned the branch to its head
+	note     string                 // what to tell the user once the pull has written
 }
 
 // keepHostChanges refuses a pull that would write over what the host
@@ -177,7 +181,9 @@ func keepHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.Exp
 	}
 	saved.Op = op.ID
 	db0 := c.String("db")
-	fmt.Fprintf(e.stderr, "art: pull: kept the host's %d %s (%s) in snapshot %s before writing over them; to get them back: art undo -d %s, then art pull -m %s -d %s (or art cat -d %s %s:/%s/PATH)\n",
+	// Said once the pull has written: if it fails, DIR is unchanged and
+	// the error is the one line the user needs.
+	saved.note = fmt.Sprintf("art: pull: kept the host's %d %s (%s) in snapshot %s before writing over them; to get them back: art undo -d %s, then art pull -m %s -d %s (or art cat -d %s %s:/%s/PATH)\n",
 		len(changes), plural(len(changes), "change", "changes"), list, st.Snapshot.ID.Short(),
 		termtext.Word(db0), termtext.Word(dir), termtext.Word(db0), termtext.Word(db0), st.Snapshot.ID.Short(), termtext.Quote(name))
 	return saved, nil

@@ -411,13 +411,16 @@ func runCase(t *testing.T, c Case, way Way) {
 	beforeDest := snapshot(t, dest, nil)
 
 	local := filepath.Join(src, "local.art")
+	// The destination holds host files no store has seen (keep.txt, the
+	// hard link): a plain pull -m refuses to write over them, so --force
+	// (record them first, then pull) is what reaches the writes under test.
 	var env []string
 	var steps [][]string
 	switch way {
 	case WayStore:
-		steps = [][]string{{"pull", "-m", dest, "-d", store}}
+		steps = [][]string{{"pull", "-m", dest, "-d", store, "--force"}}
 	case WayFile:
-		steps = [][]string{{"pull", "-d", local, store}, {"pull", "-m", dest, "-d", local}}
+		steps = [][]string{{"pull", "-d", local, store}, {"pull", "-m", dest, "-d", local, "--force"}}
 	case WayS3:
 		var client *minio.Client
 		env, client = s3Env(t)
@@ -433,7 +436,7 @@ func runCase(t *testing.T, c Case, way Way) {
 			packs = []*Pack{p}
 		}
 		url := upload(t, client, packs, root)
-		steps = [][]string{{"pull", "-d", local, url}, {"pull", "-m", dest, "-d", local}}
+		steps = [][]string{{"pull", "-d", local, url}, {"pull", "-m", dest, "-d", local, "--force"}}
 	}
 	var last result
 	for _, s := range steps {
