@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -48,6 +49,8 @@ type Options struct {
 	// branch whose live tree has changes not yet encoded fails, as
 	// encoding them is a write.
 	ReadOnly bool
+	// LockDir is where branch locks live (default LockDir()).
+	LockDir string
 }
 
 // DB is an open store. It holds one writer connection (every write is a
@@ -68,6 +71,12 @@ type DB struct {
 	// schema is the store's schema version (migrations): the latest
 	// unless opened ReadOnly, which migrates nothing.
 	schema int
+
+	// Branch locks (lock.go): their directory, and the ones this DB
+	// holds, by branch.
+	lockDir string
+	lockMu  sync.Mutex
+	held    map[string]*BranchLock
 }
 
 // Schema returns the version of the store's schema (see migrations): the
@@ -87,6 +96,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	if opts.BusyTimeout == 0 {
 		opts.BusyTimeout = 30 * time.Second
+	}
+	if opts.LockDir == "" {
+		opts.LockDir = LockDir()
 	}
 	sync := "NORMAL"
 	switch opts.Durability {
@@ -159,7 +171,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(4)
 	packs := cas.OpenPacks(cas.PacksDir(path), false)
-	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock}
+	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock,
+		lockDir: opts.LockDir, held: map[string]*BranchLock{}}
 	if err := w.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -200,7 +213,8 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
 	r.SetMaxOpenConns(4)
 	// Read-only: the pack directory is only read, never created.
 	packs := cas.OpenPacks(cas.PacksDir(path), true)
-	db := &DB{path: path, w: r, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock, readOnly: true}
+	db := &DB{path: path, w: r, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock, readOnly: true,
+		lockDir: opts.LockDir, held: map[string]*BranchLock{}}
 	v, err := checkSchema(ctx, r)
 	if err == nil && v == 0 {
 		err = fmt.Errorf("%w: not an art store (no schema)", ErrCorrupt)

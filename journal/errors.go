@@ -29,6 +29,9 @@ var (
 	// ErrCorrupt reports a journal whose chain, payloads or projection do
 	// not agree; object corruption is cas.ErrCorrupt.
 	ErrCorrupt = errors.New("corrupt journal")
+	// ErrReadOnly reports a write to a store this process can only read
+	// (its file or directory is not writable, or it was opened ReadOnly).
+	ErrReadOnly = errors.New("store is read-only")
 )
 
 // errno wraps a POSIX error with the path it concerns.

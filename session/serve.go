@@ -66,16 +66,12 @@ func Serve(ctx context.Context, db *journal.DB, mnt string, o ServeOptions) (s *
 		s.undo = append(s.undo, func() { db.DeleteBranch(context.WithoutCancel(ctx), tmp.Name) })
 		branch = tmp.Name
 	} else {
-		base, err := StateDir()
-		if err != nil {
-			return s, err
-		}
 		if !o.ReadOnly {
-			lock, err := branchLock(base, db.Path(), branch)
+			lock, err := db.LockBranch(ctx, branch)
 			if err != nil {
 				return s, err
 			}
-			s.undo = append(s.undo, func() { lock.Close() })
+			s.undo = append(s.undo, func() { lock.Release() })
 		}
 		if o.Workspace != "" {
 			st, err := Capture(ctx, db, o.Workspace, branch, "capture lower layer for mount", o.Warn, nil)

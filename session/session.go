@@ -90,11 +90,11 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if s.Branch, err = prepareBranch(ctx, db, o); err != nil {
 		return s, err
 	}
-	lock, err := branchLock(base, o.Store, s.Branch)
+	lock, err := db.LockBranch(ctx, s.Branch)
 	if err != nil {
 		return s, err
 	}
-	s.undo = append(s.undo, func() { lock.Close() })
+	s.undo = append(s.undo, func() { lock.Release() })
 
 	st, err := Capture(ctx, db, o.Workspace, s.Branch, "capture workspace", o.Warn, o.Progress)
 	if err != nil {
@@ -122,7 +122,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
 		return s, err
 	}
-	if err := describe(alive, o.Store, s.Branch); err != nil {
+	if err := describe(alive, db.Path(), s.Branch); err != nil {
 		return s, fmt.Errorf("session lock: %w", err)
 	}
 	mnt := filepath.Join(dir, "home")

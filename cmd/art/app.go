@@ -176,7 +176,7 @@ func classify(err error) (code int, msg, hint string) {
 	case errors.As(err, &ue), errors.As(err, &sue), isFlagError(err):
 		return exitUsage, msg, "see art help"
 	case errors.As(err, &inUse):
-		return exitFailure, msg, "run on another branch: art run --branch NAME"
+		return exitFailure, msg, "end that session first (art status lists them), or work on another branch: art run --branch NAME"
 	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt), journal.Damaged(err),
 		errors.Is(err, cas.ErrNotFound): // an object a state refers to is missing: the store is damaged
 		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
