@@ -3,7 +3,6 @@ package overlay
 import (
 	"context"
 	"errors"
-	"log"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -170,7 +169,7 @@ func (s *fileStream) halt() bool {
 	s.cancel()
 	<-s.done
 	if s.err != nil {
-		log.Printf("art overlay: storing %s while written: %v (stored at close instead)", s.f.Name(), s.err)
+		s.fsys.logf("storing %s while written: %v (stored at close instead)", s.f.Name(), s.err)
 		return false
 	}
 	return true

@@ -2,8 +2,10 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"io"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/workspace"
@@ -84,7 +86,11 @@ func Serve(ctx context.Context, db *journal.DB, mnt string, o ServeOptions) (s *
 	desc := "mount " + mnt
 	s.FS, err = overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: o.Workspace,
 		ReadOnly: o.ReadOnly, JournalWrites: o.JournalWrites, AllowOther: o.AllowOther, Debug: o.Debug,
-		Description: desc})
+		Description: desc, Log: func(line string) {
+			if o.Warn != nil {
+				fmt.Fprintln(o.Warn, termtext.Text(line))
+			}
+		}})
 	if err != nil {
 		return s, err
 	}

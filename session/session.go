@@ -63,6 +63,11 @@ type Session struct {
 	// the host and the branch changed, reported to the user.
 	Capture workspace.ImportStats
 	undo    []func() // run by Close, last first
+	// log holds the overlay's messages while the session runs: its
+	// program may own the terminal art's stderr is. Close writes them to
+	// Options.Warn.
+	log  *heldLog
+	warn io.Writer
 }
 
 // Open prepares o's store and branch, captures the workspace and mounts
@@ -72,7 +77,7 @@ type Session struct {
 // returned Session is half open: Close it, then close its DB if set.
 func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	newOp func(db *journal.DB, branch string) (*journal.Op, error)) (s *Session, err error) {
-	s = &Session{}
+	s = &Session{log: &heldLog{}, warn: o.warn()}
 	defer func() {
 		if err != nil {
 			s.Close(context.WithoutCancel(ctx)) // the caller closes s.DB
@@ -154,7 +159,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		Owner:       &overlay.Owner{UID: uint32(o.UID), GID: uint32(o.GID)},
 		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
 		Quota:       o.DiskQuota, JournalWrites: o.JournalWrites, Description: "session " + filepath.Base(dir),
-		NameCallers: true})
+		NameCallers: true, Log: s.log.add})
 	if err != nil {
 		return s, err
 	}
@@ -175,7 +180,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 // has exited, the next session cleans it up as a killed one's.
 func (s *Session) Close(ctx context.Context) error {
 	if s.FS != nil {
-		if err := s.FS.Unmount(ctx); err != nil {
+		err := s.FS.Unmount(ctx)
+		s.log.flush(s.warn)
+		if err != nil {
 			return fmt.Errorf("%w (session %s left for the next run to clean up)", err, filepath.Base(s.Dir))
 		}
 		s.FS = nil

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"database/sql"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +117,56 @@ echo after > after.txt && echo wrote after`, signal))
 	mustRun(t, "checkout", "-d", db, "main~1")
 	mustRun(t, "branch", "-d", db, "--rename", "copy", "copy2")
 	mustRun(t, "branch", "-d", db, "--delete", "copy2")
+}
+
+// TestOverlayLogHeldUntilCommandEnds: what the overlay logs while a
+// command runs (the detail behind an EIO) reaches art's stderr only after
+// the command has ended, never in the middle of its output (issue 28, case
+// 3: "art overlay: path of inode 2: sql: no rows in result set" on the
+// agent's terminal). The store is changed behind art's back - the one way
+// left to pull a held branch out from under a session.
+func TestOverlayLogHeldUntilCommandEnds(t *testing.T) {
+	testutil.RequireFUSE(t)
+	testutil.Require(t, "bwrap")
+	base := hostVisibleDir(t)
+	ws := populate(t, base)
+	db := filepath.Join(base, "ws.db")
+	mustRun(t, "push", "-q", "-m", ws, "-d", db)
+	signal := filepath.Join(base, "signal")
+	cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", fmt.Sprintf(`
+echo ready >&2
+until test -e %s; do sleep 0.05; done
+cat main.py; echo new > new.txt; ls
+echo END`, signal))
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if !waitUntil(60*time.Second, func() bool { return strings.Contains(out.String(), "ready") }) {
+		t.Fatalf("the command did not start: %s", out.String())
+	}
+	raw, err := sql.Open("sqlite3", "file:"+db+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`UPDATE branches SET deleted_ns = 1 WHERE name = 'main'`); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, signal, "")
+	cmd.Wait()
+	got := out.String()
+	end := strings.Index(got, "END\n")
+	if end < 0 || !strings.Contains(got, "art overlay: ") {
+		t.Fatalf("want the command's END, then art overlay lines:\n%s", got)
+	}
+	t.Logf("%s", got)
+	if during := got[:end]; strings.Contains(during, "art overlay") || strings.Contains(during, "art fuse") {
+		t.Errorf("overlay log lines while the command ran:\n%s", got)
+	}
+	if regexp.MustCompile(`(?m)^\d{4}/\d\d/\d\d `).MatchString(got) {
+		t.Errorf("a Go log line (with its timestamp) in art run's output:\n%s", got)
+	}
 }
