@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -14,7 +15,8 @@ import (
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/migrations"
-	_ "github.com/mattn/go-sqlite3" // the store is one SQLite file
+	"github.com/mattn/go-sqlite3" // the store is one SQLite file
+	"golang.org/x/sys/unix"
 )
 
 // DefaultBranch is the branch a new store starts with.
@@ -49,6 +51,16 @@ type Options struct {
 	// branch whose live tree has changes not yet encoded fails, as
 	// encoding them is a write.
 	ReadOnly bool
+	// Read opens an existing store for a read verb (log, status, cat,
+	// ls, diff, blame, du, verify): nothing of the file is created,
+	// migrated or converted. A file that is empty or not an SQLite
+	// database is ErrNotStore. A store this process cannot write (its
+	// file or directory not writable, a read-only file system), in
+	// rollback-journal mode, or at an older schema is opened ReadOnly;
+	// one it can write is opened as usual - minus the migration, the
+	// default branch and the gc mark - so that reading a live branch's
+	// head can still encode its changed directories into tree objects.
+	Read bool
 	// LockDir is where branch locks live (default LockDir()).
 	LockDir string
 }
@@ -142,8 +154,19 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	if opts.ReadOnly {
-		return openReadOnly(ctx, path, opts)
+	if opts.Read || opts.ReadOnly {
+		// Before SQLite sees it: SQLite would take an empty file for a
+		// new database, and a rollback-journal one would be switched to
+		// WAL by a writable open.
+		wal, err := sniffStore(path)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+		if opts.ReadOnly || !wal || !canWrite(path) {
+			return openReadOnly(ctx, path, opts)
+		}
+	} else if !canWrite(path) {
+		return nil, fmt.Errorf("open store %s: %w", path, ErrReadOnly)
 	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
@@ -178,9 +201,19 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	// Before anything else reads it: the schema must be art's.
-	if _, err := checkSchema(ctx, w); err != nil {
+	v, err := checkSchema(ctx, w)
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if opts.Read {
+		if v < migrations.Latest() {
+			// An older store is read as it is: a read never migrates.
+			db.Close()
+			return openReadOnly(ctx, path, opts)
+		}
+		db.schema = v
+		return db, nil
 	}
 	if _, db.schema, err = migrations.Apply(ctx, w, opts.Clock); err != nil {
 		db.Close()
@@ -197,9 +230,34 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // openReadOnly opens an existing store for Options.ReadOnly: one pool of
 // read-only connections serves as both reader and "writer" (whose
 // transactions are then deferred and fail at their first write).
+//
+// SQLite reads a WAL store read-only (mode=ro) when its -wal and -shm files
+// exist (a read-only -shm included), or when it may create them. A store
+// whose last connection closed cleanly has neither, and in a directory
+// this process cannot write (or on a read-only file system) mode=ro cannot
+// start: then, and only when there is no -wal file - so no connection has
+// the store open and nothing is waiting in a WAL - it is opened immutable
+// (SQLite reads the file with no locks and no WAL). A writer that starts
+// meanwhile can make such a read fail; it never changes the store.
 func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
+	db, err := openReadOnlyMode(ctx, path, opts, false)
+	if err != nil && cannotStartReadOnly(err) {
+		if _, werr := os.Lstat(path + "-wal"); errors.Is(werr, fs.ErrNotExist) {
+			db, err = openReadOnlyMode(ctx, path, opts, true)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func openReadOnlyMode(ctx context.Context, path string, opts Options, immutable bool) (*DB, error) {
 	q := url.Values{}
 	q.Set("mode", "ro")
+	if immutable {
+		q.Set("immutable", "1")
+	}
 	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
 	q.Set("_foreign_keys", "0")
 	q.Set("_txlock", "deferred")
@@ -208,7 +266,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
 	q.Set("_cache_size", "-32768")
 	r, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, err
 	}
 	r.SetMaxOpenConns(4)
 	// Read-only: the pack directory is only read, never created.
@@ -221,10 +279,53 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, err
 	}
 	db.schema = v
 	return db, nil
+}
+
+// cannotStartReadOnly reports SQLite unable to begin reading a WAL store
+// read-only: it could not create the -shm (SQLITE_READONLY_CANTINIT and
+// kin, SQLITE_CANTOPEN).
+func cannotStartReadOnly(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrReadonly || se.Code == sqlite3.ErrCantOpen)
+}
+
+// notSQLite is a store file that is not an SQLite database at all: not an
+// art store, and - as SQLite would call it (SQLITE_NOTADB) - damaged.
+type notSQLite struct{}
+
+func (notSQLite) Error() string        { return ErrNotStore.Error() + ": not an SQLite database" }
+func (notSQLite) Is(target error) bool { return target == ErrNotStore || target == ErrCorrupt }
+
+// canWrite reports whether this process may write the store at path: the
+// file, and its directory (SQLite creates the -wal and -shm there), on a
+// file system mounted read-write.
+func canWrite(path string) bool {
+	w := func(p string) bool { return unix.Faccessat(unix.AT_FDCWD, p, unix.W_OK, unix.AT_EACCESS) == nil }
+	return w(path) && w(filepath.Dir(path))
+}
+
+// sniffStore checks that path holds an SQLite database before SQLite opens
+// it, and says whether it is in WAL mode (as art's stores are).
+func sniffStore(path string) (wal bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var h [100]byte
+	n, err := io.ReadFull(f, h[:])
+	switch {
+	case n == 0:
+		return false, fmt.Errorf("%w: the file is empty", ErrNotStore)
+	case err != nil || string(h[:16]) != "SQLite format 3\x00":
+		return false, notSQLite{}
+	}
+	// Bytes 18 and 19: the file format write and read versions, 2 for WAL.
+	return h[18] == 2 && h[19] == 2, nil
 }
 
 // Path is the store file's path.

@@ -32,6 +32,10 @@ var (
 	// ErrReadOnly reports a write to a store this process can only read
 	// (its file or directory is not writable, or it was opened ReadOnly).
 	ErrReadOnly = errors.New("store is read-only")
+	// ErrNotStore reports a file that is not an art store where a read
+	// verb expected one: empty, or not an SQLite database (which is also
+	// ErrCorrupt, as SQLite's SQLITE_NOTADB is).
+	ErrNotStore = errors.New("not an art store")
 )
 
 // errno wraps a POSIX error with the path it concerns.

@@ -30,7 +30,11 @@ renamed or moved: end the session first.`,
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			db, err := openStore(c, false)
+			open := openStore
+			if !c.IsSet("delete") && !c.IsSet("rename") && c.NArg() == 0 {
+				open = func(c *cli.Context, _ bool) (*journal.DB, error) { return openStoreRead(c) } // a listing
+			}
+			db, err := open(c, false)
 			if err != nil {
 				return err
 			}
