@@ -163,7 +163,12 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
 		if opts.ReadOnly || !wal || !canWrite(path) {
-			return openReadOnly(ctx, path, opts)
+			db, err := openReadOnly(ctx, path, opts)
+			if err == nil && opts.Read && db.schema < migrations.Latest() {
+				db.Close()
+				return nil, fmt.Errorf("open store %s: %w", path, oldSchema(db.schema))
+			}
+			return db, err
 		}
 	} else if !canWrite(path) {
 		return nil, fmt.Errorf("open store %s: %w", path, ErrReadOnly)
@@ -208,9 +213,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	if opts.Read {
 		if v < migrations.Latest() {
-			// An older store is read as it is: a read never migrates.
+			// A read never migrates, and this binary's reads need the
+			// latest schema (packed objects, forgotten ranges).
 			db.Close()
-			return openReadOnly(ctx, path, opts)
+			return nil, fmt.Errorf("open store %s: %w", path, oldSchema(v))
 		}
 		db.schema = v
 		return db, nil
@@ -291,6 +297,12 @@ func openReadOnlyMode(ctx context.Context, path string, opts Options, immutable 
 func cannotStartReadOnly(err error) bool {
 	var se sqlite3.Error
 	return errors.As(err, &se) && (se.Code == sqlite3.ErrReadonly || se.Code == sqlite3.ErrCantOpen)
+}
+
+// oldSchema is the error of a read verb on a store an older art wrote.
+func oldSchema(v int) error {
+	return fmt.Errorf("%w (schema version %d, this art reads %d): run a write verb on it once to upgrade it (art snapshot -d FILE)",
+		ErrOldSchema, v, migrations.Latest())
 }
 
 // notSQLite is a store file that is not an SQLite database at all: not an

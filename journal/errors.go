@@ -36,6 +36,9 @@ var (
 	// verb expected one: empty, or not an SQLite database (which is also
 	// ErrCorrupt, as SQLite's SQLITE_NOTADB is).
 	ErrNotStore = errors.New("not an art store")
+	// ErrOldSchema reports a read verb on a store an older art wrote: a
+	// read never migrates it.
+	ErrOldSchema = errors.New("store written by an older art")
 )
 
 // errno wraps a POSIX error with the path it concerns.

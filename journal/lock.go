@@ -164,8 +164,8 @@ func (db *DB) checkBranchFree(branch string) error {
 		return nil
 	}
 	f, err := os.OpenFile(db.lockPath(branch), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // never locked
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil // never locked (no lock directory: none at all)
 	}
 	if err != nil {
 		return fmt.Errorf("check lock of branch %s: %w", branch, err)

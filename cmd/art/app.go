@@ -184,6 +184,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitFailure, msg, "make /dev/fuse usable by this user (chmod 0666 /dev/fuse, or join the group owning it); art doctor checks this host; without -d, art run works in direct mode (no history)"
 	case journal.IsReadOnly(err):
 		return exitFailure, msg, "this user cannot write the file or its directory, or the file system is read-only; read verbs (log, status, ls, cat, diff, verify) still work"
+	case errors.Is(err, journal.ErrOldSchema):
+		return exitFailure, msg, ""
 	case errors.Is(err, journal.ErrNotStore):
 		return exitNotFound, msg, "-d names the store file art push -m DIR -d FILE made"
 	case errors.Is(err, migrations.ErrTooNew):
