@@ -170,3 +170,43 @@ echo END`, signal))
 		t.Errorf("a Go log line (with its timestamp) in art run's output:\n%s", got)
 	}
 }
+
+// TestBranchDeleteSaysHowToRestore (issue 28, case 7): the default branch
+// is deleted (or renamed) only with --force, and every delete prints the
+// head it retired and a command that brings the branch back as it was.
+func TestBranchDeleteSaysHowToRestore(t *testing.T) {
+	ws, db := newWorkspace(t)
+	mustArt(t, "push", "-q", "-m", ws, "-d", db)
+	mustArt(t, "branch", "-d", db, "try", "--from", "main")
+	// try's head is not a snapshot (restored from @SEQ), main's is.
+	if _, errs, code := art(t, "checkout", "-d", db, "--branch", "try", "@2"); code != 0 {
+		t.Fatalf("checkout: %s", errs)
+	}
+	for _, args := range [][]string{{"--delete", "main"}, {"--rename", "main", "other"}} {
+		_, errs, code := art(t, append([]string{"branch", "-d", db}, args...)...)
+		if code != 2 || !strings.Contains(errs, "refusing to") || !strings.Contains(errs, "--force") {
+			t.Errorf("branch %s: exit %d, stderr %q; want 2, refused, naming --force", strings.Join(args, " "), code, errs)
+		}
+	}
+	for _, name := range []string{"try", "main"} {
+		before := mustArt(t, "ls", "-d", db, "-r", name)
+		out, errs, code := art(t, "branch", "-d", db, "--delete", name, "--force")
+		if code != 0 || !strings.HasPrefix(out, "deleted branch "+name+" at ") {
+			t.Fatalf("delete %s: exit %d\nstdout: %s\nstderr: %s", name, code, out, errs)
+		}
+		restore, ok := strings.CutPrefix(strings.TrimSpace(errs), "restore it with: art ")
+		if !ok {
+			t.Fatalf("delete %s: stderr %q, want the command that restores it", name, errs)
+		}
+		if name == "try" && !strings.Contains(restore, "--from @") {
+			t.Errorf("restore of try: %q, want --from @SEQ (its head is no snapshot)", restore)
+		}
+		if _, _, code := art(t, "ls", "-d", db, name); code != 3 {
+			t.Errorf("ls of the deleted %s: exit %d, want 3", name, code)
+		}
+		mustArt(t, strings.Fields(restore)...)
+		if after := mustArt(t, "ls", "-d", db, "-r", name); after != before {
+			t.Errorf("%s after its restore:\n%s\nwant:\n%s", name, after, before)
+		}
+	}
+}
