@@ -27,7 +27,7 @@ var readVerbs = []struct {
 	{[]string{"ls", "main:ws"}, "ws/main.py"},
 	{[]string{"cat", "main:ws/main.py"}, "print('hello')"},
 	{[]string{"diff", "main~1", "main"}, "ws/second.txt"},
-	{[]string{"blame", "main:ws/main.py"}, ""},
+	{[]string{"blame", "ws/main.py"}, "create"},
 	{[]string{"du"}, "main"},
 	{[]string{"verify"}, "ok"},
 }
