@@ -47,11 +47,11 @@ type Response struct {
 // Metrics of one execution. Times are milliseconds, sizes bytes.
 type Metrics struct {
 	WallTimeMS     int64 `json:"wall_time_ms"`
-	UserTimeMS     int64 `json:"user_time_ms"`     // rusage of the process tree that was waited for
+	UserTimeMS     int64 `json:"user_time_ms"`     // rusage of the command's whole process tree (in a sandbox: of its init)
 	KernelTimeMS   int64 `json:"kernel_time_ms"`   //
-	MaxMemoryBytes int64 `json:"max_memory_bytes"` // peak RSS of the largest process (ru_maxrss)
-	IOBytesRead    int64 `json:"io_bytes_read"`    // rchar: bytes through read(2) and kin, pipes included
-	IOBytesWritten int64 `json:"io_bytes_written"` // wchar: bytes through write(2) and kin
+	MaxMemoryBytes int64 `json:"max_memory_bytes"` // the cgroup's peak, else peak RSS of the largest process (ru_maxrss)
+	IOBytesRead    int64 `json:"io_bytes_read"`    // rchar of the tree: bytes through read(2) and kin, pipes included
+	IOBytesWritten int64 `json:"io_bytes_written"` // wchar of the tree: bytes through write(2) and kin
 }
 
 // MaxChangedPaths bounds Changes.Paths.

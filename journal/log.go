@@ -84,6 +84,16 @@ func (db *DB) Ops(ctx context.Context, q LogQuery) ([]OpInfo, error) {
 	return out, nil
 }
 
+// Op returns operation id, without its snapshots (sql.ErrNoRows, wrapped,
+// when there is none).
+func (db *DB) Op(ctx context.Context, id int64) (OpInfo, error) {
+	o, err := scanOp(db.r.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops o WHERE o.id = ?`, id))
+	if err != nil {
+		return OpInfo{}, fmt.Errorf("op %d: %w", id, err)
+	}
+	return o, nil
+}
+
 // Snapshots lists a branch's snapshots (all branches for ""), newest first.
 func (db *DB) Snapshots(ctx context.Context, branch string) ([]Snapshot, error) {
 	if branch == "" {

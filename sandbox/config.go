@@ -13,6 +13,9 @@ const GuestHome = "/home/agent"
 // DefaultPath is PATH inside the sandbox.
 const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
+// DefaultShell is SHELL inside unless Config.Env sets it.
+const DefaultShell = "/bin/sh"
+
 // Net is the network a sandbox gets.
 type Net string
 
@@ -203,14 +206,18 @@ func (c *Config) cwd() string {
 // environ is the complete environment inside, sorted as given.
 func (c *Config) environ() []string {
 	env := []string{"HOME=" + GuestHome, "PWD=" + c.cwd(), "USER=agent", "LOGNAME=agent"}
-	hasPath := false
+	hasPath, hasShell := false, false
 	for _, kv := range c.Env {
-		if strings.HasPrefix(kv, "PATH=") {
-			hasPath = true
-		}
+		hasPath = hasPath || strings.HasPrefix(kv, "PATH=")
+		hasShell = hasShell || strings.HasPrefix(kv, "SHELL=")
 	}
 	if !hasPath {
 		env = append(env, "PATH="+DefaultPath)
+	}
+	if !hasShell {
+		// Tools that spawn $SHELL fall back to the passwd entry of the
+		// sandbox's uid otherwise, often nologin (nobody's).
+		env = append(env, "SHELL="+DefaultShell)
 	}
 	return append(env, c.Env...)
 }
@@ -336,6 +343,10 @@ const (
 	ArtDir    = ".art"
 	PolicyRel = ArtDir + "/config"
 )
+
+// HiddenInside reports whether host path p is covered inside the sandbox
+// by one of its private tmpfs mounts (/tmp, /run, /home...).
+func HiddenInside(p string) bool { return underTmpfs(filepath.Clean(p)) }
 
 // underTmpfs reports whether host path p is already hidden by one of the
 // sandbox's private tmpfs mounts.

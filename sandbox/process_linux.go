@@ -46,8 +46,16 @@ type Result struct {
 	// limit.
 	OOMKilled bool
 	Wall      time.Duration
+	// UserTime and SysTime are the CPU time of every process of the
+	// sandbox (see Process.reapInit), IORead and IOWritten the bytes they
+	// moved through read(2), write(2) and kin (rchar and wchar: pipes,
+	// FUSE and tmpfs included; the page cache does not hide any). When
+	// the sandbox's init was reaped by someone else (a tracer), only
+	// bwrap's own times are known and the I/O counts are 0.
 	UserTime  time.Duration
 	SysTime   time.Duration
+	IORead    int64
+	IOWritten int64
 	// MaxMemory is the tree's peak memory in bytes (cgroup), or the
 	// largest single process's RSS when no cgroup was available.
 	MaxMemory int64
@@ -68,7 +76,17 @@ type Process struct {
 
 	tty     *ttyCopier
 	closeMu sync.Mutex
+
+	// The sandbox's init (bwrap's child, pid 1 inside): its pid on the
+	// host and a pidfd for it (-1 when none), to reap it (reapInit).
+	initPid, initFD int
 }
+
+// subreaper makes art the reaper of its orphaned descendants, once: bwrap
+// exits as soon as it has the command's status, without reaping the
+// sandbox's init, which would then go to the host's init - and with it
+// the CPU time and I/O of every process of the sandbox.
+var subreaper sync.Once
 
 var seq atomic.Int64
 
@@ -95,7 +113,8 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	if err := closeInheritedOnExec(); err != nil {
 		return nil, err
 	}
-	p := &Process{cfg: c, done: make(chan struct{})}
+	p := &Process{cfg: c, done: make(chan struct{}), initFD: -1}
+	subreaper.Do(func() { unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
 
 	// Limits: a cgroup when this machine lets art make one, else rlimits.
 	name := fmt.Sprintf("art-%d-%d", os.Getpid(), seq.Add(1))
@@ -198,6 +217,10 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	child, ierr := readChildPid(infoR)
 	childGone := false
 	if ierr == nil {
+		// Before the release: the pid is bwrap's blocked child still.
+		if fd, err := unix.PidfdOpen(child, 0); err == nil {
+			p.initPid, p.initFD = child, fd
+		}
 		ierr = p.confine(cmd.Process.Pid, child)
 		// bwrap's child does its set-up (the mounts) before it waits
 		// for the release: a bind it cannot mount ends it, and bwrap
@@ -289,7 +312,12 @@ func (p *Process) wait(wait func() (syscall.WaitStatus, *syscall.Rusage, error))
 	if p.tty != nil {
 		p.tty.finish()
 	}
-	if ru != nil {
+	if tree, io, ok := p.reapInit(); ok {
+		p.res.UserTime = time.Duration(tree.Utime.Nano())
+		p.res.SysTime = time.Duration(tree.Stime.Nano())
+		p.res.MaxMemory = tree.Maxrss * 1024
+		p.res.IORead, p.res.IOWritten = io.read, io.written
+	} else if ru != nil {
 		p.res.UserTime = time.Duration(ru.Utime.Nano())
 		p.res.SysTime = time.Duration(ru.Stime.Nano())
 		p.res.MaxMemory = ru.Maxrss * 1024
@@ -321,6 +349,63 @@ func (p *Process) wait(wait func() (syscall.WaitStatus, *syscall.Rusage, error))
 		p.res.ExitCode = 124
 	}
 	close(p.done)
+}
+
+// reapInit reaps the sandbox's init once bwrap is gone (art is its
+// reaper then: subreaper) and returns its rusage and I/O counts, which are
+// the whole sandbox's: init reaps every process of its pid namespace
+// (the command, orphans, and at its own exit everything left), and a
+// reaped child's CPU time and I/O accounting are added to its reaper's.
+// The counts are read from /proc/PID/io while init is a zombie, before
+// the reap (waitid WNOWAIT): nothing else can take the pid meanwhile. ok
+// is false when init was not art's to reap (a tracer reaped it).
+func (p *Process) reapInit() (*unix.Rusage, ioCounts, bool) {
+	if p.initFD < 0 {
+		return nil, ioCounts{}, false
+	}
+	defer unix.Close(p.initFD)
+	var info unix.Siginfo
+	if err := waitidRetry(p.initFD, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		return nil, ioCounts{}, false
+	}
+	io := readProcIO(p.initPid)
+	var ru unix.Rusage
+	if err := waitidRetry(p.initFD, &info, unix.WEXITED, &ru); err != nil {
+		return nil, ioCounts{}, false
+	}
+	return &ru, io, true
+}
+
+func waitidRetry(pidfd int, info *unix.Siginfo, options int, ru *unix.Rusage) error {
+	for {
+		err := unix.Waitid(unix.P_PIDFD, pidfd, info, options, ru)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// ioCounts are a process's rchar and wchar.
+type ioCounts struct{ read, written int64 }
+
+// readProcIO reads the I/O counts of pid (zero when unreadable).
+func readProcIO(pid int) ioCounts {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return ioCounts{}
+	}
+	var c ioCounts
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "rchar":
+			c.read = n
+		case "wchar":
+			c.written = n
+		}
+	}
+	return c
 }
 
 // Done is closed when the sandbox has exited.

@@ -216,7 +216,7 @@ func TestEnvironmentIsCleared(t *testing.T) {
 	c := direct(t)
 	c.Env = []string{"FOO=bar baz"}
 	got := sh(t, c, "env | sort")
-	want := "FOO=bar baz\nHOME=/home/agent\nLOGNAME=agent\nPATH=/usr/local/bin:/usr/bin:/bin\nPWD=/home/agent/ws\nUSER=agent\n"
+	want := "FOO=bar baz\nHOME=/home/agent\nLOGNAME=agent\nPATH=/usr/local/bin:/usr/bin:/bin\nPWD=/home/agent/ws\nSHELL=/bin/sh\nUSER=agent\n"
 	if got != want {
 		t.Fatalf("env inside:\n%s\nwant:\n%s", got, want)
 	}

@@ -19,6 +19,12 @@ type BlameLine struct {
 	Argv     []string `json:"argv,omitempty"`
 	Cwd      string   `json:"cwd,omitempty"`
 	Snapshot string   `json:"snapshot,omitempty"` // first snapshot holding the change
+	// Op is the operation that made the change, and its kind and
+	// description ("import", "push /src/ws"): what names a change no
+	// process made (a push, a pull, a checkout).
+	Op     int64  `json:"op,omitempty"`
+	OpKind string `json:"op_kind,omitempty"`
+	OpDesc string `json:"op_description,omitempty"`
 }
 
 // IsChange reports whether an event kind changes a path.
@@ -44,6 +50,7 @@ func Blame(ctx context.Context, db *journal.DB, branch, path string) ([]BlameLin
 		return nil, err
 	}
 	var out []BlameLine
+	ops := map[int64]journal.OpInfo{}
 	for i := range evs {
 		ev := &evs[i]
 		if !IsChange(ev.Kind) || (string(ev.Path) != path && string(ev.Path2) != path) {
@@ -53,6 +60,16 @@ func Blame(ctx context.Context, db *journal.DB, branch, path string) ([]BlameLin
 			Path: path, PID: ev.PID}
 		if v, ok := attr.Command(ev); ok {
 			l.Argv, l.Cwd = v.Argv, v.Cwd
+		}
+		if ev.Op != 0 {
+			o, ok := ops[ev.Op]
+			if !ok {
+				if o, err = db.Op(ctx, ev.Op); err != nil {
+					return nil, err
+				}
+				ops[ev.Op] = o
+			}
+			l.Op, l.OpKind, l.OpDesc = o.ID, o.Kind, o.Description
 		}
 		// Snapshots are newest first: the last one at or after the event
 		// on its branch is the first to hold it.

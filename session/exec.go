@@ -143,7 +143,8 @@ func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal
 		return execapi.Failed(execapi.Errorf(execapi.CodeStore, "journal the changes of %s: %v", req.ExecutionID, err))
 	}
 	out := execapi.Outcome{Started: started, Wall: res.Wall, User: res.UserTime, Kernel: res.SysTime,
-		MaxMemory: res.MaxMemory, Signal: res.Signal, TimedOut: res.TimedOut, Timeout: timeout, Cancelled: cancelled}
+		MaxMemory: res.MaxMemory, IORead: res.IORead, IOWritten: res.IOWritten,
+		Signal: res.Signal, TimedOut: res.TimedOut, Timeout: timeout, Cancelled: cancelled}
 	if res.Signal == 0 {
 		out.ExitCode = res.ExitCode
 	}

@@ -121,12 +121,19 @@ func DefaultUser(ws string) (int, int) {
 	return 65534, 65534 // nobody
 }
 
-// protectPolicy creates the host workspace's .art when the sandbox could
-// otherwise create it: where it can write the host workspace (direct
-// mode, or a read-write bind of a directory above it), an .art of the
-// host's own must exist, to be covered read-only inside; otherwise the
+// protectPolicy makes sure the host workspace's .art exists when the
+// sandbox could otherwise create it: where it can write the host workspace
+// (direct mode, or a read-write bind of a directory above it), an .art of
+// the host's own must exist, to be covered read-only inside; otherwise the
 // agent could create one and plant a binds.json for the next run.
-func protectPolicy(direct bool, ws string, cfg *sandbox.Config) error {
+//
+// An .art made here is the session's scaffolding, not something the user
+// asked for: release removes it again when still empty. Every session that
+// relies on the directory holds a shared flock on it until release, and the
+// one that made it removes it only under an exclusive one, so a concurrent
+// session's cover is never taken away (an rmdir on the host would detach
+// the read-only tmpfs in that session's mount namespace).
+func protectPolicy(direct bool, ws string, cfg *sandbox.Config) (release func(), err error) {
 	writable := direct
 	for _, b := range cfg.Binds {
 		if rel, err := filepath.Rel(b.Host, ws); err == nil && !b.ReadOnly && rel != ".." && !strings.HasPrefix(rel, "../") {
@@ -134,12 +141,42 @@ func protectPolicy(direct bool, ws string, cfg *sandbox.Config) error {
 		}
 	}
 	if !writable {
-		return nil
+		return func() {}, nil
 	}
-	if err := os.Mkdir(cfg.PolicyDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("protect sandbox policy: %w", err)
+	for {
+		made := true
+		if err := os.Mkdir(cfg.PolicyDir, 0o755); errors.Is(err, fs.ErrExist) {
+			made = false
+		} else if err != nil {
+			return nil, fmt.Errorf("protect sandbox policy: %w", err)
+		}
+		fd, err := unix.Open(cfg.PolicyDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			// Not a directory of ours to manage (a file or a link named
+			// .art): the sandbox covers what is there, as before.
+			return func() {}, nil
+		}
+		if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("protect sandbox policy: lock %s: %w", cfg.PolicyDir, err)
+		}
+		if !samePolicyDir(fd, cfg.PolicyDir) { // removed by its maker meanwhile
+			unix.Close(fd)
+			continue
+		}
+		return func() {
+			if made && unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil && samePolicyDir(fd, cfg.PolicyDir) {
+				_ = unix.Rmdir(cfg.PolicyDir) // fails, as it should, when not empty
+			}
+			unix.Close(fd)
+		}, nil
 	}
-	return nil
+}
+
+// samePolicyDir reports whether path still names the directory open as fd.
+func samePolicyDir(fd int, path string) bool {
+	var a, b unix.Stat_t
+	return unix.Fstat(fd, &a) == nil && unix.Lstat(path, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // bindMountPoints lists, deepest last, the directories bwrap will create

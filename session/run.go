@@ -74,9 +74,11 @@ func Run(ctx context.Context, o Options, c Command) (Result, error) {
 		Binds:     append(fileBinds, c.Binds...), Net: c.Net,
 		UID: o.UID, GID: o.GID, TmpSize: c.TmpSize, Limits: c.Limits, OwnsTTY: c.OwnsTTY,
 	}
-	if err := protectPolicy(o.Store == "", o.Workspace, cfg); err != nil {
+	release, err := protectPolicy(o.Store == "", o.Workspace, cfg)
+	if err != nil {
 		return Result{}, err
 	}
+	defer release()
 	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always;
 	// with tracing, also the calls that stop for the tracer.
 	if cfg.Seccomp, err = c.Trace.seccompProgram(); err != nil {

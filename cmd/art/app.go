@@ -41,13 +41,6 @@ type env struct {
 	stderr io.Writer
 }
 
-// usageError marks errors that are the caller's to fix.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
-
 // hinted adds a hint the user can act on to an error.
 type hinted struct {
 	err  error
@@ -72,7 +65,7 @@ func newApp(e *env) *cli.App {
 	app := &cli.App{
 		Name:      "art",
 		Usage:     "run AI agents in a sandbox with a full, rewindable history",
-		UsageText: "art [run flags] [-- COMMAND...]   (same as art run)\n   art command [command options] [arguments...]",
+		UsageText: "art [run flags] [-- COMMAND...]   (same as art run; also art [run flags] PROGRAM [ARGS...])\n   art [command flags] command [command flags] [arguments...]",
 		Description: `art keeps every change an agent makes in one SQLite store (-d FILE.db):
 content-addressed, hash-chained, snapshotted. States are named by revisions:
 
@@ -127,7 +120,9 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newCompleteCommand(e),
 			newManCommand(e),
 		},
+		OnUsageError: onUsageError,
 	}
+	setUsage(app.Commands, "")
 	return app
 }
 
@@ -139,13 +134,28 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// The words being completed are data, not this command's flags.
 		return completeStatus(app.RunContext(ctx, args))
 	}
-	err := app.RunContext(ctx, permuteArgs(app, args))
+	args, err := originalForm(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, permuteArgs(app, args))
+	}
 	if err == nil {
 		return exitOK
 	}
 	var se *silentExit
 	if errors.As(err, &se) {
 		return se.code
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		// git's way: one line (and, for an unknown verb, the similar
+		// ones), no help text.
+		line := "art: " + ue.line()
+		if h := (*hinted)(nil); errors.As(err, &h) {
+			line += " (hint: " + h.hint + ")"
+		}
+		fmt.Fprintln(stderr, line)
+		fmt.Fprint(stderr, ue.more)
+		return exitUsage
 	}
 	code, msg, hint := classify(err)
 	var h *hinted
@@ -173,7 +183,7 @@ func classify(err error) (code int, msg, hint string) {
 		return ec.code, msg, ""
 	case errors.Is(err, session.ErrCommandNotFound):
 		return 127, msg, "" // the shell's status for it (art net-bridge)
-	case errors.As(err, &ue), errors.As(err, &sue), isFlagError(err):
+	case errors.As(err, &ue), errors.As(err, &sue):
 		return exitUsage, msg, "see art help"
 	case errors.As(err, &inUse):
 		return exitFailure, msg, "end that session first (art status lists them), or work on another branch: art run --branch NAME"
@@ -204,18 +214,11 @@ func classify(err error) (code int, msg, hint string) {
 	return exitFailure, msg, ""
 }
 
-func isFlagError(err error) bool {
-	s := err.Error()
-	return strings.HasPrefix(s, "flag provided but not defined") || strings.HasPrefix(s, "invalid value") ||
-		strings.Contains(s, "Required flag") || strings.HasPrefix(s, "No help topic")
-}
-
 // permuteArgs moves a subcommand's flags in front of its positional
 // arguments, so `art branch try --from main~1` works: urfave/cli v2 stops
 // parsing flags at the first positional argument. Everything after "--" is
 // left alone.
 func permuteArgs(app *cli.App, args []string) []string {
-	args = originalForm(app, args)
 	if len(args) < 2 {
 		return args
 	}
@@ -270,43 +273,4 @@ func permuteArgs(app *cli.App, args []string) []string {
 		out = append(out, "--")
 	}
 	return append(out, pos...)
-}
-
-// originalForm rewrites the original art's command line - art [run flags]
-// [-- COMMAND...], no verb - as art run [run flags] [-- COMMAND...]. A
-// command named like a verb (art -m ws -- ls) stays the sandbox's command.
-// Bare art is art run too: the user's shell in the sandbox.
-func originalForm(app *cli.App, args []string) []string {
-	if len(args) < 1 {
-		return args
-	}
-	if len(args) >= 2 {
-		switch args[1] {
-		case "-h", "--help", "-help", "help", "--version", "-v":
-			return args
-		}
-	}
-	takesValue := map[string]bool{}
-	for _, f := range runFlags() {
-		_, isBool := f.(*cli.BoolFlag)
-		for _, n := range f.Names() {
-			takesValue[n] = !isBool
-		}
-	}
-	i := 1
-	for i < len(args) && len(args[i]) > 1 && strings.HasPrefix(args[i], "-") && args[i] != "--" {
-		name := strings.TrimLeft(args[i], "-")
-		if !strings.Contains(name, "=") && takesValue[name] {
-			i++
-		}
-		i++
-	}
-	if i < len(args) && args[i] != "--" && app.Command(args[i]) != nil {
-		if i == 1 {
-			return args // art VERB ...
-		}
-		// art FLAGS VERB: the flags were run's; keep urfave's reading.
-		return args
-	}
-	return append([]string{args[0], "run"}, args[1:]...)
 }

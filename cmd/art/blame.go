@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"strings"
 
+	"github.com/artrt/art/internal/termtext"
+	"github.com/artrt/art/journal"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
@@ -30,9 +34,15 @@ func newBlameCommand(e *env) *cli.Command {
 			}
 			defer db.Close()
 			branch := branchScope(c)
-			lines, err := session.Blame(c.Context, db, branch, guestPath(c.Args().First()))
+			path := guestPath(c.Args().First())
+			lines, err := session.Blame(c.Context, db, branch, path)
 			if err != nil {
 				return err
+			}
+			if len(lines) == 0 {
+				if err := blameKnown(c, db, path); err != nil {
+					return err
+				}
 			}
 			// Changes older than a forget are gone: say so rather than
 			// let the first line look like the path's origin.
@@ -59,6 +69,23 @@ func newBlameCommand(e *env) *cli.Command {
 	}
 }
 
+// blameKnown returns a not-found error for a path no change names and the
+// branch's head does not hold (a typo, a path that never existed); a path
+// whose changes were all forgotten (art forget) is still known.
+func blameKnown(c *cli.Context, db *journal.DB, path string) error {
+	st, err := db.Resolve(c.Context, "", c.String("branch"))
+	if err != nil {
+		return err
+	}
+	if _, err := db.Objects().LookupPath(c.Context, st.Root, path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("blame %s: no change recorded, and not in branch %s: %w", termtext.Quote(path), termtext.Quote(st.Branch), fs.ErrNotExist)
+		}
+		return err
+	}
+	return nil
+}
+
 // guestHome is where the sandbox sees the store's tree; journal paths are
 // relative to it.
 const guestHome = "/home/agent"
@@ -81,6 +108,9 @@ func blameString(l blameLine) string {
 		who = shellQuote(l.Argv)
 	} else if l.PID != 0 {
 		who = fmt.Sprintf("(pid %d, not named)", l.PID)
+	} else if l.Op != 0 {
+		// No process made it: an operation did (a push, a pull, a checkout).
+		who = fmt.Sprintf("(op %d: %s %s)", l.Op, l.OpKind, termtext.Text(l.OpDesc))
 	}
 	snap := "(no snapshot yet)"
 	if l.Snapshot != "" {

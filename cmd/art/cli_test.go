@@ -157,8 +157,8 @@ func TestExitCodes(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"log"}, exitUsage, "Required flag"},
-		{[]string{"log", "-d", db, "--bogus"}, exitUsage, "flag provided but not defined"},
+		{[]string{"log"}, exitUsage, "log needs a store: -d FILE"},
+		{[]string{"log", "-d", db, "--bogus"}, exitUsage, "art: log: unknown flag --bogus (see art log --help)\n"},
 		{[]string{"checkout", "-d", db}, exitUsage, "exactly one REV"},
 		{[]string{"log", "-d", filepath.Join(t.TempDir(), "none.db")}, exitNotFound, "art push -m DIR"},
 		{[]string{"checkout", "-d", db, "nosuch"}, exitNotFound, "not a branch, snapshot id or @seq"},

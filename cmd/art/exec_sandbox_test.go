@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +134,34 @@ func TestExecStreamOverOneMount(t *testing.T) {
 		t.Errorf("log.txt has %d lines, want 100", got)
 	}
 	t.Logf("100 warm requests in %v (%v each)", wall, wall/100)
+}
+
+// art exec's metrics are the command's - its whole process tree in the
+// sandbox - not bwrap's: a second of CPU in a grandchild, and 20 MiB
+// written to the overlay with dd (wchar: FUSE writes never reach a block
+// device of the sandbox's own) and read back.
+func TestExecMetricsOfTheCommand(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("needs python3 for a loop bounded by its own CPU time")
+	}
+	ws, db := overlayWorkspace(t)
+	loop := "import time\nwhile time.process_time() < 1:\n    for _ in range(100000): pass\n"
+	req, err := json.Marshal(map[string]any{"command": []string{"sh", "-c",
+		`sh -c 'python3 -c "$0"' "$LOOP"; dd if=/dev/zero of=big bs=1M count=20 2>/dev/null; cat big >/dev/null; rm big`},
+		"environment": map[string]string{"LOOP": loop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resps, _ := execIn(t, ws, db, "--json", string(req))
+	m := resps[0].Metrics
+	t.Logf("metrics %+v", m)
+	if resps[0].ExitCode != 0 {
+		t.Fatalf("exit %d: %s", resps[0].ExitCode, resps[0].Stderr)
+	}
+	if m.UserTimeMS < 800 {
+		t.Errorf("user_time_ms %d for a second of CPU, want >= 800", m.UserTimeMS)
+	}
+	if m.IOBytesWritten < 20<<20 || m.IOBytesRead < 20<<20 {
+		t.Errorf("io_bytes_read %d, io_bytes_written %d for a 20 MiB dd read back, want >= %d each", m.IOBytesRead, m.IOBytesWritten, 20<<20)
+	}
 }

@@ -106,6 +106,12 @@ duration (90m, 36h) or a number of days or weeks (7d, 2w).`,
 			if gc != nil {
 				fmt.Fprintf(e.stdout, "gc: removed %d objects (%s stored); store file %s -> %s\n",
 					gc.Removed, fmtBytes(gc.RemovedBytes), fmtBytes(gc.FileBefore), fmtBytes(gc.FileAfter))
+				if gc.Protected > 0 {
+					// What was forgotten was mostly written recently: without
+					// this line a prune that frees nothing looks broken.
+					fmt.Fprintf(e.stdout, "gc: kept %d unreferenced objects (%s) written within the grace period (%s); --grace 0 frees them now, safe when nothing else writes the store\n",
+						gc.Protected, fmtBytes(gc.ProtectedBytes), shortDuration(c.Duration("grace")))
+				}
 			} else if !rep.DryRun {
 				fmt.Fprintln(e.stdout, "run art gc to give the space back")
 			}
@@ -175,4 +181,16 @@ func retentionFlags(c *cli.Context) (journal.Retention, error) {
 		r.Within = d
 	}
 	return r, nil
+}
+
+// shortDuration prints d without zero tails: 1h, 1h30m, 90s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

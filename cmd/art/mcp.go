@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"io"
 
 	"github.com/artrt/art/execapi"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/mcpserver"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 )
 
@@ -60,12 +58,7 @@ func newMCPCommand(e *env) *cli.Command {
 				Policy:  policy,
 				Version: currentVersion().Version,
 			})
-			t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
-			return srv.Run(c.Context, t)
+			return srv.Run(c.Context, mcpserver.NewStdioTransport(e.stdin, e.stdout))
 		},
 	}
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -39,7 +39,7 @@ func loadNetPolicy(configPath string, allow, deny []string) (*netpolicy.Policy, 
 	}
 	fromFlags, err := netpolicy.Parse(allow, deny, "")
 	if err != nil {
-		return nil, "", &usageError{err.Error()}
+		return nil, "", &usageError{msg: err.Error(), err: err}
 	}
 	return fromFile.Merge(fromFlags), cfg.Mode, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,8 +39,8 @@ Several runs may use one store at once on different branches (parallel attempts)
 The sandbox: all capabilities dropped; as root, the command runs as an unprivileged uid
 (--user; default $SUDO_UID, else the workspace's owner, else nobody) in a user
 namespace; its own pid, ipc, uts and mount namespaces; no further user namespaces; a
-seccomp deny-list; only fds 0-2; no environment but HOME, PATH, PWD, USER, TERM and
---env; the store and art's state hidden. Extra binds come from --bind and from the host
+seccomp deny-list; only fds 0-2; no environment but HOME, PATH, PWD, USER, SHELL (your login
+shell, else /bin/sh), TERM and --env; the store and art's state hidden. Extra binds come from --bind and from the host
 workspace's .art/config/binds.json ({"binds":[{"host":..,"guest":..,"readonly":..}]}),
 which the sandbox sees as an empty read-only directory and pull never writes.`
 
@@ -233,6 +234,9 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		}
 		o.Env = append(o.Env, kv)
 	}
+	if !slices.ContainsFunc(o.Env, func(kv string) bool { return strings.HasPrefix(kv, "SHELL=") }) {
+		o.Env = append([]string{"SHELL=" + loginShell()}, o.Env...)
+	}
 	if isTerminal(os.Stdout) {
 		if t := os.Getenv("TERM"); t != "" {
 			o.Env = append([]string{"TERM=" + t}, o.Env...)
@@ -356,7 +360,9 @@ func sandboxUser(flag, ws string) (int, int, error) {
 	return uid, gid, nil
 }
 
-// loginShell is the invoking user's shell from /etc/passwd, else /bin/sh.
+// loginShell is the invoking user's shell from /etc/passwd when the
+// sandbox can run it (it exists, outside the directories the sandbox
+// replaces with a private tmpfs), else /bin/sh.
 func loginShell() string {
 	data, _ := os.ReadFile("/etc/passwd")
 	uid := strconv.Itoa(os.Getuid())
@@ -366,7 +372,7 @@ func loginShell() string {
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Split(line, ":")
 		if len(f) == 7 && f[2] == uid && f[6] != "" {
-			if _, err := os.Stat(f[6]); err == nil {
+			if _, err := os.Stat(f[6]); err == nil && !sandbox.HiddenInside(f[6]) {
 				return f[6]
 			}
 		}
