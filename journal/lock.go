@@ -154,6 +154,11 @@ func (l *BranchLock) Release() error {
 	return err
 }
 
+// BranchFree reports *BranchInUseError when a holder other than db has
+// branch's lock now. Advisory - for failing before a long transfer: the
+// change itself checks again in its own transaction.
+func (db *DB) BranchFree(branch string) error { return db.checkBranchFree(branch) }
+
 // checkBranchFree refuses a change of branch's tree while another holder
 // has its lock. Call it inside the write transaction that makes the change.
 func (db *DB) checkBranchFree(branch string) error {
