@@ -78,13 +78,23 @@ type BranchLock struct {
 	f      *os.File
 }
 
-// lockPath is the lock file of branch in db's store.
-func (db *DB) lockPath(branch string) string {
+// storeKey names db's store for its locks: its absolute path with every
+// link resolved, so that every process reaching the store by any path
+// (relative, through a linked directory or $PWD) names one lock.
+func (db *DB) storeKey() string {
 	abs, err := filepath.Abs(db.path)
 	if err != nil {
-		abs = db.path
+		return db.path
 	}
-	sum := sha256.Sum256([]byte(abs + "\x00" + branch))
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
+// lockPath is the lock file of branch in db's store.
+func (db *DB) lockPath(branch string) string {
+	sum := sha256.Sum256([]byte(db.storeKey() + "\x00" + branch))
 	return filepath.Join(db.lockDir, "lock-"+hex.EncodeToString(sum[:8]))
 }
 
@@ -123,9 +133,8 @@ func (db *DB) LockBranch(ctx context.Context, branch string) (*BranchLock, error
 			time.Sleep(10 * time.Millisecond)
 		}
 		// Who holds it, for session.List: a previous holder's lines go.
-		abs, _ := filepath.Abs(db.path)
 		if err := f.Truncate(0); err == nil {
-			fmt.Fprintf(f, "%d\n%s\n%s\n", os.Getpid(), abs, branch)
+			fmt.Fprintf(f, "%d\n%s\n%s\n", os.Getpid(), db.storeKey(), branch)
 		}
 		l = &BranchLock{db: db, branch: branch, f: f}
 		return nil

@@ -169,6 +169,9 @@ func describe(lock *os.File, store, branch string) error {
 	if err != nil {
 		return err
 	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil { // as List and the journal's locks name it
+		abs = real
+	}
 	_, err = fmt.Fprintf(lock, "%d\n%s\n%s\n", os.Getpid(), abs, branch)
 	return err
 }
