@@ -127,5 +127,14 @@ func pushImport(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportS
 		return workspace.ImportStats{}, err
 	}
 	defer db.Close()
+	// Before reading the workspace: a branch a session holds takes no
+	// import (the journal refuses its first change anyway).
+	branch := opts.Branch
+	if branch == "" {
+		branch = journal.DefaultBranch
+	}
+	if err := db.BranchFree(branch); err != nil {
+		return workspace.ImportStats{}, err
+	}
 	return workspace.Import(c.Context, db, opts)
 }
