@@ -5,15 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/migrations"
-	_ "github.com/mattn/go-sqlite3" // the store is one SQLite file
+	"github.com/mattn/go-sqlite3" // the store is one SQLite file
+	"golang.org/x/sys/unix"
 )
 
 // DefaultBranch is the branch a new store starts with.
@@ -48,6 +51,18 @@ type Options struct {
 	// branch whose live tree has changes not yet encoded fails, as
 	// encoding them is a write.
 	ReadOnly bool
+	// Read opens an existing store for a read verb (log, status, cat,
+	// ls, diff, blame, du, verify): nothing of the file is created,
+	// migrated or converted. A file that is empty or not an SQLite
+	// database is ErrNotStore. A store this process cannot write (its
+	// file or directory not writable, a read-only file system), in
+	// rollback-journal mode, or at an older schema is opened ReadOnly;
+	// one it can write is opened as usual - minus the migration, the
+	// default branch and the gc mark - so that reading a live branch's
+	// head can still encode its changed directories into tree objects.
+	Read bool
+	// LockDir is where branch locks live (default LockDir()).
+	LockDir string
 }
 
 // DB is an open store. It holds one writer connection (every write is a
@@ -74,6 +89,12 @@ type DB struct {
 	// syncFault, set by tests, runs before every pack sync of a commit;
 	// its error fails that commit as a failed fdatasync would.
 	syncFault func() error
+
+	// Branch locks (lock.go): their directory, and the ones this DB
+	// holds, by branch.
+	lockDir string
+	lockMu  sync.Mutex
+	held    map[string]*BranchLock
 }
 
 // Schema returns the version of the store's schema (see migrations): the
@@ -93,6 +114,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	if opts.BusyTimeout == 0 {
 		opts.BusyTimeout = 30 * time.Second
+	}
+	if opts.LockDir == "" {
+		opts.LockDir = LockDir()
 	}
 	sync := "NORMAL"
 	switch opts.Durability {
@@ -136,8 +160,24 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	if opts.ReadOnly {
-		return openReadOnly(ctx, path, opts, false)
+	if opts.Read || opts.ReadOnly {
+		// Before SQLite sees it: SQLite would take an empty file for a
+		// new database, and a rollback-journal one would be switched to
+		// WAL by a writable open.
+		wal, err := sniffStore(path)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+		if opts.ReadOnly || !wal || !canWrite(path) {
+			db, err := openReadOnly(ctx, path, opts, false)
+			if err == nil && opts.Read && db.schema < migrations.Latest() {
+				db.Close()
+				return nil, fmt.Errorf("open store %s: %w", path, oldSchema(db.schema))
+			}
+			return db, err
+		}
+	} else if !canWrite(path) {
+		return nil, fmt.Errorf("open store %s: %w", path, ErrReadOnly)
 	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
@@ -165,11 +205,13 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(4)
 	packs := cas.OpenPacks(cas.PacksDir(path), false)
-	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock}
+	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock,
+		lockDir: opts.LockDir, held: map[string]*BranchLock{}}
 	err = w.PingContext(ctx)
+	var v int
 	if err == nil {
 		// Before anything else reads it: the schema must be art's.
-		_, err = checkSchema(ctx, w)
+		v, err = checkSchema(ctx, w)
 	}
 	if err != nil {
 		db.Close()
@@ -180,6 +222,16 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 			return openReadOnly(ctx, path, opts, true)
 		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if opts.Read {
+		if v < migrations.Latest() {
+			// A read never migrates, and this binary's reads need the
+			// latest schema (packed objects, forgotten ranges).
+			db.Close()
+			return nil, fmt.Errorf("open store %s: %w", path, oldSchema(v))
+		}
+		db.schema = v
+		return db, nil
 	}
 	if _, db.schema, err = migrations.Apply(ctx, w, opts.Clock); err != nil {
 		db.Close()
@@ -197,6 +249,15 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 // read-only connections serves as both reader and "writer" (whose
 // transactions are then deferred and fail at their first write).
 //
+// SQLite reads a WAL store read-only (mode=ro) when its -wal and -shm files
+// exist (a read-only -shm included), or when it may create them. A store
+// whose last connection closed cleanly has neither, and in a directory
+// this process cannot write (or on a read-only file system) mode=ro cannot
+// start: then, and only when there is no -wal file - so no connection has
+// the store open and nothing is waiting in a WAL - it is opened immutable
+// (SQLite reads the file with no locks and no WAL). A writer that starts
+// meanwhile can make such a read fail; it never changes the store.
+//
 // full: the disk is full (the caller found so, or the first try does):
 // the connections then open the -shm file read-only (SQLite's
 // readonly_shm), which never grows it - SQLite reads the WAL into memory
@@ -208,9 +269,32 @@ func openReadOnly(ctx context.Context, path string, opts Options, full bool) (*D
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
 	}
+	db, err := openReadOnlyMode(ctx, path, opts, roMode{full: full})
+	if err != nil && !full && diskFull(err) {
+		return openReadOnly(ctx, path, opts, true)
+	}
+	if err != nil && cannotStartReadOnly(err) {
+		if _, werr := os.Lstat(path + "-wal"); errors.Is(werr, fs.ErrNotExist) {
+			db, err = openReadOnlyMode(ctx, path, opts, roMode{immutable: true, full: full})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// roMode is how openReadOnlyMode opens: immutable (no locks, no WAL) and
+// full (a read-only -shm).
+type roMode struct{ immutable, full bool }
+
+func openReadOnlyMode(ctx context.Context, path string, opts Options, m roMode) (*DB, error) {
 	q := url.Values{}
 	q.Set("mode", "ro")
-	if full {
+	if m.immutable {
+		q.Set("immutable", "1")
+	}
+	if m.full {
 		q.Set("readonly_shm", "1")
 	}
 	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
@@ -221,25 +305,72 @@ func openReadOnly(ctx context.Context, path string, opts Options, full bool) (*D
 	q.Set("_cache_size", "-32768")
 	r, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, err
 	}
 	r.SetMaxOpenConns(4)
 	// Read-only: the pack directory is only read, never created.
 	packs := cas.OpenPacks(cas.PacksDir(path), true)
-	db := &DB{path: path, w: r, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock, readOnly: true, full: full}
+	db := &DB{path: path, w: r, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock, readOnly: true, full: m.full,
+		lockDir: opts.LockDir, held: map[string]*BranchLock{}}
 	v, err := checkSchema(ctx, r)
 	if err == nil && v == 0 {
 		err = fmt.Errorf("%w: not an art store (no schema)", ErrCorrupt)
 	}
 	if err != nil {
 		r.Close()
-		if !full && diskFull(err) {
-			return openReadOnly(ctx, path, opts, true)
-		}
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, err
 	}
 	db.schema = v
 	return db, nil
+}
+
+// cannotStartReadOnly reports SQLite unable to begin reading a WAL store
+// read-only: it could not create the -shm (SQLITE_READONLY_CANTINIT and
+// kin, SQLITE_CANTOPEN).
+func cannotStartReadOnly(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrReadonly || se.Code == sqlite3.ErrCantOpen)
+}
+
+// oldSchema is the error of a read verb on a store an older art wrote.
+func oldSchema(v int) error {
+	return fmt.Errorf("%w (schema version %d, this art reads %d): run a write verb on it once to upgrade it (art snapshot -d FILE)",
+		ErrOldSchema, v, migrations.Latest())
+}
+
+// notSQLite is a store file that is not an SQLite database at all: not an
+// art store, and - as SQLite would call it (SQLITE_NOTADB) - damaged.
+type notSQLite struct{}
+
+func (notSQLite) Error() string        { return ErrNotStore.Error() + ": not an SQLite database" }
+func (notSQLite) Is(target error) bool { return target == ErrNotStore || target == ErrCorrupt }
+
+// canWrite reports whether this process may write the store at path: the
+// file, and its directory (SQLite creates the -wal and -shm there), on a
+// file system mounted read-write.
+func canWrite(path string) bool {
+	w := func(p string) bool { return unix.Faccessat(unix.AT_FDCWD, p, unix.W_OK, unix.AT_EACCESS) == nil }
+	return w(path) && w(filepath.Dir(path))
+}
+
+// sniffStore checks that path holds an SQLite database before SQLite opens
+// it, and says whether it is in WAL mode (as art's stores are).
+func sniffStore(path string) (wal bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var h [100]byte
+	n, err := io.ReadFull(f, h[:])
+	switch {
+	case n == 0:
+		return false, fmt.Errorf("%w: the file is empty", ErrNotStore)
+	case err != nil || string(h[:16]) != "SQLite format 3\x00":
+		return false, notSQLite{}
+	}
+	// Bytes 18 and 19: the file format write and read versions, 2 for WAL.
+	return h[18] == 2 && h[19] == 2, nil
 }
 
 // Path is the store file's path.

@@ -31,6 +31,16 @@ var (
 	// ErrCorrupt reports a journal whose chain, payloads or projection do
 	// not agree; object corruption is cas.ErrCorrupt.
 	ErrCorrupt = errors.New("corrupt journal")
+	// ErrReadOnly reports a write to a store this process can only read
+	// (its file or directory is not writable, or it was opened ReadOnly).
+	ErrReadOnly = errors.New("store is read-only")
+	// ErrNotStore reports a file that is not an art store where a read
+	// verb expected one: empty, or not an SQLite database (which is also
+	// ErrCorrupt, as SQLite's SQLITE_NOTADB is).
+	ErrNotStore = errors.New("not an art store")
+	// ErrOldSchema reports a read verb on a store an older art wrote: a
+	// read never migrates it.
+	ErrOldSchema = errors.New("store written by an older art")
 )
 
 // errno wraps a POSIX error with the path it concerns.

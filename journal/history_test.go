@@ -303,10 +303,14 @@ func TestDeleteBranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteBranch(ctx, "tmp"); err != nil {
+	head, err := db.DeleteBranch(ctx, "tmp")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteBranch(ctx, "tmp"); !errors.Is(err, journal.ErrBranchNotFound) {
+	if head.Snapshot != s.ID || head.Root != s.Root || head.Seq != s.Seq {
+		t.Errorf("deleted head %+v, want the snapshot %+v", head, s)
+	}
+	if _, err := db.DeleteBranch(ctx, "tmp"); !errors.Is(err, journal.ErrBranchNotFound) {
 		t.Fatalf("second delete: %v, want ErrBranchNotFound", err)
 	}
 	if _, err := db.Resolve(ctx, "tmp", "main"); !errors.Is(err, journal.ErrRevNotFound) {

@@ -315,14 +315,30 @@ func (db *DB) createBranchTx(ctx context.Context, tx *sql.Tx, name string, from 
 	return branchByName(ctx, tx, name)
 }
 
-// DeleteBranch retires a branch name. Its events and snapshots stay (they
-// are history, reachable by id and @seq); its projection is dropped.
-func (db *DB) DeleteBranch(ctx context.Context, name string) error {
-	return db.writeTx(ctx, func(tx *sql.Tx) error {
+// DeleteBranch retires a branch name and returns the state its head was
+// at (so the caller can say how to restore it: CreateBranch from that
+// state, or art branch NAME --from @SEQ). Its events and snapshots stay
+// (they are history, reachable by id and @seq); its projection is dropped.
+// A branch a session holds is *BranchInUseError.
+func (db *DB) DeleteBranch(ctx context.Context, name string) (State, error) {
+	var head State
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		b, err := branchByName(ctx, tx, name)
 		if err != nil {
 			return err
 		}
+		if err := db.checkBranchFree(name); err != nil {
+			return err
+		}
+		// The head's tree, encoded before the projection goes, so the
+		// state it names is whole in the store.
+		p := newProj(ctx, tx, db.objs, b.ID, 0, db.now())
+		root, err := p.computeRoot()
+		p.close()
+		if err != nil {
+			return fmt.Errorf("delete branch %s: %w", name, err)
+		}
+		head = State{BranchID: b.ID, Branch: b.Name, Seq: b.HeadSeq, Root: root}
 		if _, err := tx.ExecContext(ctx, `UPDATE branches SET name = NULL, deleted_ns = ? WHERE id = ?`, db.now(), b.ID); err != nil {
 			return err
 		}
@@ -331,6 +347,42 @@ func (db *DB) DeleteBranch(ctx context.Context, name string) error {
 			if _, err := tx.ExecContext(ctx, q, b.ID); err != nil {
 				return err
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		return State{}, err
+	}
+	head.Snapshot = db.snapshotAt(ctx, head.Seq)
+	return head, nil
+}
+
+// RenameBranch gives branch from the name to. Its history, projection and
+// import records go with it. A branch a session holds is
+// *BranchInUseError.
+func (db *DB) RenameBranch(ctx context.Context, from, to string) error {
+	if err := ValidBranchName(to); err != nil {
+		return err
+	}
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		b, err := branchByName(ctx, tx, from)
+		if err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM branches WHERE name = ?`, to).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: %s", ErrBranchExists, to)
+		}
+		for _, name := range []string{from, to} {
+			if err := db.checkBranchFree(name); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE branches SET name = ? WHERE id = ?`, to, b.ID); err != nil {
+			return fmt.Errorf("rename branch %s: %w", from, err)
 		}
 		return nil
 	})

@@ -87,6 +87,10 @@ func Damaged(err error) bool {
 	return false
 }
 
+// IsReadOnly reports a write refused because the store is read-only to
+// this process: ErrReadOnly, or SQLite refusing a write (SQLITE_READONLY).
+func IsReadOnly(err error) bool { return errors.Is(err, ErrReadOnly) || readOnlyRefused(err) }
+
 // readOnlyRefused reports SQLite refusing a write on a read-only
 // connection.
 func readOnlyRefused(err error) bool {

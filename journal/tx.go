@@ -31,6 +31,9 @@ type Tx struct {
 	// Batch's Tx: a transaction it loses names what it lost).
 	track   bool
 	changed []string
+	// free: this transaction checked that no other holder has the
+	// branch's lock (mayChange).
+	free bool
 }
 
 // Objects is the object store inside this transaction: content written
@@ -383,15 +386,42 @@ func (t *Tx) Snapshot(message string) (Snapshot, error) {
 
 // reset moves the branch to state st (kind is EvBranch or EvCheckout).
 func (t *Tx) reset(kind EventKind, st State, text string) error {
+	if err := t.mayChange(); err != nil {
+		return err
+	}
 	if err := t.p.reset(st.Root); err != nil {
 		return err
 	}
 	return t.append(&Event{Kind: kind, Root: st.Root, FromBranch: st.BranchID, FromSeq: st.Seq, Text: text})
 }
 
+// mayChange refuses a change of the branch's tree while a session other
+// than this DB's holds the branch (see the branch locks in lock.go). Once
+// per transaction: nobody can take the lock while it is open.
+func (t *Tx) mayChange() error {
+	if t.free {
+		return nil
+	}
+	if err := t.db.checkBranchFree(t.op.Branch); err != nil {
+		return err
+	}
+	t.free = true
+	return nil
+}
+
+// changesTree says whether an event of kind k changes the branch's tree.
+func changesTree(k EventKind) bool {
+	return k == EvBranch || k == EvCheckout || (k >= EvCreate && k <= EvRemovexattr)
+}
+
 // append fills in the chain fields of ev and inserts it, after the op's
 // lead event if that is still to come (Op.SetLead).
 func (t *Tx) append(ev *Event) error {
+	if changesTree(ev.Kind) {
+		if err := t.mayChange(); err != nil {
+			return err
+		}
+	}
 	if l := t.op.lead; l != nil {
 		t.op.lead = nil
 		if err := t.append(l); err != nil {

@@ -50,6 +50,9 @@ const maxAffected = 8
 // paths that damaged objects affect. Damage is reported, not returned as
 // an error; the error is for failures to read at all.
 func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
+	if opts.Rebuild && db.readOnly {
+		return nil, fmt.Errorf("verify --rebuild replays each branch into a scratch projection in the store: %w", ErrReadOnly)
+	}
 	rep := &VerifyReport{Problems: []Problem{}}
 	bad := map[cas.ID]*Problem{}
 

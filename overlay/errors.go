@@ -3,12 +3,11 @@ package overlay
 import (
 	"context"
 	"errors"
-	"log"
+	"fmt"
 	"os"
 	"syscall"
 
 	"github.com/artrt/art/cas"
-	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 )
 
@@ -35,26 +34,46 @@ func fuseUnavailable() string {
 // indefinitely, so it always finishes what it started.
 func uninterruptible(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
-// toErrno is the one translation from art errors to what the kernel gets.
-// go-fuse's own conversion does not unwrap, so a wrapped ENOENT would reach
-// the caller as ENOSYS; errors.As finds the errno at any depth. Anything
-// that is not a POSIX error is an I/O error, logged with its detail.
-func toErrno(err error) syscall.Errno {
+// errno is the one translation from art errors to what the kernel gets
+// (toErrno); an error that is not a POSIX one becomes EIO, and its detail
+// goes to the mount's log (Options.Log).
+func (f *FS) errno(err error) syscall.Errno {
+	e, known := toErrno(err)
+	if !known {
+		f.logf("%v", err)
+	}
+	return e
+}
+
+// toErrno maps err to an errno, and says whether err named one. go-fuse's
+// own conversion does not unwrap, so a wrapped ENOENT would reach the
+// caller as ENOSYS; errors.As finds the errno at any depth. Anything that
+// is not a POSIX error is an I/O error.
+func toErrno(err error) (syscall.Errno, bool) {
 	if err == nil {
-		return 0
+		return 0, true
 	}
 	var e syscall.Errno
 	switch {
 	case errors.As(err, &e):
-		return e
+		return e, true
 	case errors.Is(err, context.Canceled):
-		return syscall.EINTR
+		return syscall.EINTR, true
 	case errors.Is(err, cas.ErrTooLarge):
-		return syscall.EFBIG
+		return syscall.EFBIG, true
 	}
 	if e, ok := journal.StorageErrno(err); ok { // SQLite's "database or disk is full"
-		return e
+		return e, true
 	}
-	log.Printf("art overlay: %s", termtext.Text(err.Error())) // an error may name a path
-	return syscall.EIO
+	return syscall.EIO, false
+}
+
+// logf reports what the mount could not do that no caller will hear of
+// (a request's detail behind EIO, a background journal write) to
+// Options.Log: never to the process's standard logger, whose stderr may be
+// the terminal a sandboxed program draws on.
+func (f *FS) logf(format string, a ...any) {
+	if f.log != nil {
+		f.log("art overlay: " + fmt.Sprintf(format, a...))
+	}
 }

@@ -118,7 +118,7 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	pt, err := n.openPassthroughLocked(ctx, flags, modifies)
 	if err != nil {
-		return nil, 0, toErrno(err)
+		return nil, 0, n.fsys.errno(err)
 	}
 	if pt != nil {
 		if modifies {
@@ -131,7 +131,7 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	if flags&syscall.O_TRUNC != 0 {
 		if err := n.emptyLocked(); err != nil {
-			return nil, 0, toErrno(err)
+			return nil, 0, n.fsys.errno(err)
 		}
 		n.dirty.Store(true)
 		n.attr.MTime = now()
@@ -381,7 +381,7 @@ func (h *handle) lockContent(ctx context.Context, disk, gather bool) (fs.FileHan
 	if !gather {
 		if err := n.flushTailLocked(false); err != nil {
 			n.mu.Unlock()
-			return nil, toErrno(err)
+			return nil, h.n.fsys.errno(err)
 		}
 	}
 	if h.lf != nil {
@@ -389,7 +389,7 @@ func (h *handle) lockContent(ctx context.Context, disk, gather bool) (fs.FileHan
 	}
 	if err := n.ensureUpperLocked(ctx); err != nil {
 		n.mu.Unlock()
-		return nil, toErrno(err)
+		return nil, h.n.fsys.errno(err)
 	}
 	// A raw fd: go-fuse's loopback handle owns and closes it (an
 	// *os.File would close it a second time from its finalizer, by then
@@ -397,7 +397,7 @@ func (h *handle) lockContent(ctx context.Context, disk, gather bool) (fs.FileHan
 	fd, err := syscall.Open(n.upper, int(h.flags)|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		n.mu.Unlock()
-		return nil, toErrno(err)
+		return nil, h.n.fsys.errno(err)
 	}
 	h.lf = fs.NewLoopbackFile(fd)
 	return h.lf, 0
@@ -447,7 +447,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 			copy(n.mem[off:], data)
 			n.appendedLocked(off, len(data))
 			n.mu.Unlock()
-			return uint32(len(data)), toErrno(h.wrote(ctx, data, off))
+			return uint32(len(data)), h.n.fsys.errno(h.wrote(ctx, data, off))
 		}
 		n.mu.Unlock()
 		if lf, errno = h.lockContent(ctx, true, true); errno != 0 {
@@ -461,10 +461,10 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	}
 	n.mu.Unlock()
 	if err != nil {
-		return 0, toErrno(err)
+		return 0, h.n.fsys.errno(err)
 	}
 	if gathered {
-		return uint32(len(data)), toErrno(h.wrote(ctx, data, off))
+		return uint32(len(data)), h.n.fsys.errno(h.wrote(ctx, data, off))
 	}
 	w, errno := lf.(fs.FileWriter).Write(ctx, data, off)
 	if w > 0 {
@@ -472,7 +472,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		h.n.appendedLocked(off, int(w))
 		h.n.mu.Unlock()
 		if err := h.wrote(ctx, data[:w], off); err != nil {
-			return w, toErrno(err)
+			return w, h.n.fsys.errno(err)
 		}
 	}
 	return w, errno
@@ -579,12 +579,12 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 			return errno
 		}
 	}
-	return toErrno(h.n.journal(ctx, false))
+	return h.n.fsys.errno(h.n.journal(ctx, false))
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	ctx = uninterruptible(ctx)
-	return toErrno(h.n.journal(ctx, true))
+	return h.n.fsys.errno(h.n.journal(ctx, true))
 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
@@ -609,5 +609,5 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	n.dropMemLocked()
 	n.mu.Unlock()
 	n.afterRelease()
-	return toErrno(err)
+	return h.n.fsys.errno(err)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -49,8 +51,14 @@ type Options struct {
 	// 0: 1 GiB, or a quarter of the upper directory's free space at
 	// mount if less; negative: keep none.
 	KeepCopies int64
-	// Debug logs every FUSE request.
+	// Debug logs every FUSE request (to Log).
 	Debug bool
+	// Log receives, a line each, what the mount could not do that no
+	// caller hears of: the detail behind an EIO, a failed background
+	// write, go-fuse's own complaints. nil: the standard logger. A
+	// session must not leave it nil: the standard logger writes to
+	// stderr, which may be the terminal the sandboxed program draws on.
+	Log func(line string)
 	// Op, when set, is the caller's operation (art run's): the mount's
 	// changes are journaled under it and Unmount leaves it open for the
 	// caller to end. Otherwise Mount begins and Unmount ends a "mount" op.
@@ -117,6 +125,8 @@ type FS struct {
 
 	ptOK atomic.Bool // the kernel takes backing files from upperDir (passthrough.go); false until probed
 
+	log func(string) // Options.Log, never nil
+
 	watchStop chan struct{} // closed by Unmount: the mapped-node watcher ends
 	watchWG   sync.WaitGroup
 
@@ -145,6 +155,10 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, dirMTimes: map[int64]int64{}, mappedNodes: map[*node]struct{}{}, watchStop: make(chan struct{}), upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
 		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, nameCallers: opts.NameCallers}
 	f.quota.Store(opts.Quota)
+	f.log = opts.Log
+	if f.log == nil {
+		f.log = func(line string) { log.Print(line) }
+	}
 	if opts.Lower != "" {
 		abs, err := filepath.Abs(opts.Lower)
 		if err != nil {
@@ -208,6 +222,8 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 			// fusermount fallback hides EBUSY behind "not found".
 			DirectMountStrict: os.Geteuid() == 0,
 			Debug:             opts.Debug,
+			// go-fuse's own messages go where the mount's do.
+			Logger: log.New(lineWriter(f.log), "art fuse: ", 0),
 			// The kernel checks permissions against the modes we report.
 			Options: mountOptions(opts.ReadOnly),
 			// With HANDLE_KILLPRIV_V2 the kernel stops asking for
@@ -246,6 +262,16 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	go func() { server.Wait(); close(f.served) }()
 	f.ptOK.Store(f.probePassthrough())
 	return f, nil
+}
+
+// lineWriter is a log.Logger's output as calls of fn, one per line.
+type lineWriter func(string)
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w(l)
+	}
+	return len(p), nil
 }
 
 func mountOptions(ro bool) []string {
@@ -592,7 +618,7 @@ func (f *FS) newUpper() (*os.File, error) {
 func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 	var st unix.Statfs_t
 	if err := unix.Statfs(f.statDir, &st); err != nil {
-		return toErrno(err)
+		return f.errno(err)
 	}
 	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
 	out.Files, out.Ffree = st.Files, st.Ffree

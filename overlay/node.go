@@ -341,7 +341,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return err
 		})
 		if err != nil {
-			return nil, toErrno(err)
+			return nil, n.fsys.errno(err)
 		}
 	}
 	in := n.child(ctx, name, jn)
@@ -360,7 +360,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx = uninterruptible(ctx)
 	des, err := n.list(ctx)
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, n.fsys.errno(err)
 	}
 	return fs.NewListDirStream(dirEntries(des)), 0
 }
@@ -444,7 +444,7 @@ func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fus
 		return err
 	})
 	if err != nil {
-		return nil, nil, toErrno(err)
+		return nil, nil, n.fsys.errno(err)
 	}
 	n.touchDir()
 	n.listSet(name, &jn)
@@ -550,7 +550,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return err
 	})
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, n.fsys.errno(err)
 	}
 	n.touchDir()
 	n.listSet(name, nil)
@@ -578,7 +578,7 @@ func (n *node) removeChild(ctx context.Context, name string, remove func(tx *jou
 		return remove(tx, n.ino, []byte(name))
 	})
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, n.fsys.errno(err)
 	}
 	n.touchDir()
 	n.listDel(name)
@@ -687,7 +687,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return tx.Rename(n.ino, []byte(name), np.ino, []byte(newName), flags)
 	})
 	if err != nil {
-		return toErrno(err)
+		return n.fsys.errno(err)
 	}
 	n.touchDir()
 	np.touchDir()
@@ -740,7 +740,7 @@ func (n *node) refresh(ctx context.Context, inos ...int64) syscall.Errno {
 		return nil
 	})
 	if err != nil {
-		return toErrno(err)
+		return n.fsys.errno(err)
 	}
 	for _, s := range states { // node locks only outside the journal lock
 		s.c.mu.Lock()
@@ -809,7 +809,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return err
 		})
 		if err != nil {
-			return toErrno(err)
+			return n.fsys.errno(err)
 		}
 		// Only what was set: a directory's mtime and a file being
 		// written live in memory ahead of the journal.
@@ -902,14 +902,14 @@ func (n *node) truncate(ctx context.Context, size int64) syscall.Errno {
 	n.attr.MTime = now()
 	n.mu.Unlock()
 	if err != nil {
-		return toErrno(err)
+		return n.fsys.errno(err)
 	}
 	n.dirty.Store(true)
 	err = n.journal(ctx, false)
 	n.mu.Lock()
 	n.dropMemLocked()
 	n.mu.Unlock()
-	return toErrno(err)
+	return n.fsys.errno(err)
 }
 
 // dropMemLocked lets go of in-memory content the store holds now (no
@@ -944,7 +944,7 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	if h, ok := f.(fs.FileFsyncer); ok {
 		return h.Fsync(ctx, flags)
 	}
-	return toErrno(n.fsys.sync())
+	return n.fsys.errno(n.fsys.sync())
 }
 
 var _ fs.NodeFsyncer = (*node)(nil)
@@ -1024,7 +1024,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return err
 	})
 	if err != nil {
-		return toErrno(err)
+		return n.fsys.errno(err)
 	}
 	n.mu.Lock()
 	n.attr.Xattrs, n.ctime = jn.Xattrs, jn.CTime
@@ -1048,7 +1048,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		return err
 	})
 	if err != nil {
-		return toErrno(err)
+		return n.fsys.errno(err)
 	}
 	n.mu.Lock()
 	n.attr.Xattrs, n.ctime = jn.Xattrs, jn.CTime
@@ -1123,5 +1123,5 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 }
 
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
-	return toErrno(d.n.fsys.sync())
+	return d.n.fsys.errno(d.n.fsys.sync())
 }

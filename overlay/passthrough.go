@@ -3,7 +3,6 @@ package overlay
 import (
 	"context"
 	"errors"
-	"log"
 	"os"
 	"syscall"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
-
-	"github.com/artrt/art/internal/termtext"
 )
 
 // FUSE passthrough of file contents.
@@ -210,13 +207,13 @@ func (h *ptHandle) withWritable(fn func(fd int) error) syscall.Errno {
 	h.n.mu.Unlock()
 	fd, err := syscall.Open(upper, syscall.O_WRONLY|syscall.O_CLOEXEC|int(h.flags&syscall.O_APPEND), 0)
 	if err != nil {
-		return toErrno(err)
+		return h.n.fsys.errno(err)
 	}
 	err = fn(fd)
 	if cerr := syscall.Close(fd); err == nil {
 		err = cerr
 	}
-	return toErrno(err)
+	return h.n.fsys.errno(err)
 }
 
 // Write is reached only if the kernel declined passthrough.
@@ -263,13 +260,13 @@ func (h *ptHandle) Flush(ctx context.Context) syscall.Errno {
 	if h.write {
 		h.n.dirty.Store(true)
 	}
-	return toErrno(h.n.journal(ctx, false))
+	return h.n.fsys.errno(h.n.journal(ctx, false))
 }
 
 func (h *ptHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	ctx = uninterruptible(ctx)
 	h.force()
-	return toErrno(h.n.journal(ctx, true))
+	return h.n.fsys.errno(h.n.journal(ctx, true))
 }
 
 func (h *ptHandle) Release(ctx context.Context) syscall.Errno {
@@ -298,7 +295,7 @@ func (h *ptHandle) Release(ctx context.Context) syscall.Errno {
 	}
 	err := n.journal(ctx, false)
 	n.afterRelease()
-	return toErrno(err)
+	return h.n.fsys.errno(err)
 }
 
 // openForWrite says whether anything has the file at path open for
@@ -377,7 +374,7 @@ func (f *FS) watch() {
 			if gone || moved {
 				n.dirty.Store(true)
 				if err := n.journal(context.Background(), false); err != nil {
-					log.Printf("art overlay: journal mapped inode %d: %s", n.ino, termtext.Text(err.Error()))
+					f.logf("journal mapped inode %d: %v", n.ino, err)
 				}
 			}
 			if gone {

@@ -161,7 +161,7 @@ func (d *node) snapshot(ctx context.Context) (*dirSnap, syscall.Errno) {
 	if !ok {
 		des, err := d.list(ctx)
 		if err != nil {
-			return nil, toErrno(err)
+			return nil, d.fsys.errno(err)
 		}
 		ents = dirEntries(des)
 	}

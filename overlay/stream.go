@@ -3,13 +3,11 @@ package overlay
 import (
 	"context"
 	"errors"
-	"log"
 	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/artrt/art/cas"
-	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 )
 
@@ -176,7 +174,7 @@ func (s *fileStream) halt() bool {
 	<-s.done
 	if s.err != nil {
 		if s.fsys.failure() == nil { // else Unmount's report says it
-			log.Printf("art overlay: storing %s while written: %s (stored at close instead)", termtext.Quote(s.f.Name()), termtext.Text(s.err.Error()))
+			s.fsys.logf("storing %s while written: %v (stored at close instead)", s.f.Name(), s.err)
 		}
 		return false
 	}

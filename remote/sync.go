@@ -443,6 +443,11 @@ func pullBranch(ctx context.Context, db *journal.DB, r Remote, ref Ref, opts Opt
 	case err != nil:
 		return res, err
 	default:
+		// Before fetching anything: a branch a session holds cannot move
+		// (MoveBranch would refuse it at the end).
+		if err := db.BranchFree(ref.Branch); err != nil {
+			return res, err
+		}
 		expect = b.HeadHash
 		head, err := db.Head(ctx, ref.Branch)
 		if err != nil {

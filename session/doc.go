@@ -6,7 +6,8 @@
 //
 //  1. Open: the store is opened (created if missing); the branch is
 //     prepared (created from main's head when new, or from revision At);
-//     a lock under StateDir keeps other sessions off the branch; the host
+//     the branch's lock (journal.DB.LockBranch) keeps other sessions, and
+//     every other change of the branch's tree, off it; the host
 //     workspace is captured into the branch (Capture: an incremental
 //     push); sessions a SIGKILL left behind are cleaned up (CleanStale);
 //     the overlay mounts the branch at StateDir/session-*/home, with a lock

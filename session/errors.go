@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 
+	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 )
 
@@ -15,12 +16,9 @@ func (e *UsageError) Error() string { return e.msg }
 func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
 
 // BranchInUseError says another session holds the branch's lock: two
-// mounts of one branch would interleave their changes.
-type BranchInUseError struct{ Store, Branch string }
-
-func (e *BranchInUseError) Error() string {
-	return fmt.Sprintf("branch %s of %s is in use by another art run", e.Branch, e.Store)
-}
+// mounts of one branch would interleave their changes. It is the
+// journal's: every change of a held branch's tree is refused with it.
+type BranchInUseError = journal.BranchInUseError
 
 // FailedError says the session's mount failed: the store could not keep
 // everything the sandbox wrote (see overlay.FailedError, which it wraps,

@@ -138,7 +138,9 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		}
 	}
 	made := bindMountPoints(cfg)
+	restoreLog := holdStdLog(s.log) // nothing of art's lands on the command's screen
 	res, runErr := supervise(ctx, o, c, cfg, s.FS.Record)
+	restoreLog()
 	removeMountPoints(made)
 	if proxy != nil {
 		// Before the unmount commits the run's Batch for the last time:

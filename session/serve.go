@@ -3,8 +3,10 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/workspace"
@@ -67,16 +69,12 @@ func Serve(ctx context.Context, db *journal.DB, mnt string, o ServeOptions) (s *
 		s.undo = append(s.undo, func() { db.DeleteBranch(context.WithoutCancel(ctx), tmp.Name) })
 		branch = tmp.Name
 	} else {
-		base, err := StateDir()
-		if err != nil {
-			return s, err
-		}
 		if !o.ReadOnly {
-			lock, err := branchLock(base, db.Path(), branch)
+			lock, err := db.LockBranch(ctx, branch)
 			if err != nil {
 				return s, err
 			}
-			s.undo = append(s.undo, func() { lock.Close() })
+			s.undo = append(s.undo, func() { lock.Release() })
 		}
 		if o.Workspace != "" {
 			st, err := Capture(ctx, db, o.Workspace, branch, "capture lower layer for mount", o.Warn, nil)
@@ -89,7 +87,11 @@ func Serve(ctx context.Context, db *journal.DB, mnt string, o ServeOptions) (s *
 	desc := "mount " + mnt
 	s.FS, err = overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: branch, Lower: o.Workspace,
 		ReadOnly: o.ReadOnly, JournalWrites: o.JournalWrites, AllowOther: o.AllowOther, Debug: o.Debug,
-		Description: desc})
+		Description: desc, Log: func(line string) {
+			if o.Warn != nil {
+				fmt.Fprintln(o.Warn, termtext.Text(line))
+			}
+		}})
 	if err != nil {
 		return s, err
 	}

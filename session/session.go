@@ -64,6 +64,11 @@ type Session struct {
 	// the host and the branch changed, reported to the user.
 	Capture workspace.ImportStats
 	undo    []func() // run by Close, last first
+	// log holds the overlay's messages while the session runs: its
+	// program may own the terminal art's stderr is. Close writes them to
+	// Options.Warn.
+	log  *heldLog
+	warn io.Writer
 }
 
 // Open prepares o's store and branch, captures the workspace and mounts
@@ -73,7 +78,7 @@ type Session struct {
 // returned Session is half open: Close it, then close its DB if set.
 func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	newOp func(db *journal.DB, branch string) (*journal.Op, error)) (s *Session, err error) {
-	s = &Session{}
+	s = &Session{log: &heldLog{}, warn: o.warn()}
 	defer func() {
 		if err != nil {
 			s.Close(context.WithoutCancel(ctx)) // the caller closes s.DB
@@ -91,11 +96,11 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if s.Branch, err = prepareBranch(ctx, db, o); err != nil {
 		return s, err
 	}
-	lock, err := branchLock(base, o.Store, s.Branch)
+	lock, err := db.LockBranch(ctx, s.Branch)
 	if err != nil {
 		return s, err
 	}
-	s.undo = append(s.undo, func() { lock.Close() })
+	s.undo = append(s.undo, func() { lock.Release() })
 
 	st, err := Capture(ctx, db, o.Workspace, s.Branch, "capture workspace", o.Warn, o.Progress)
 	if err != nil {
@@ -126,7 +131,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
 		return s, err
 	}
-	if err := describe(alive, o.Store, s.Branch); err != nil {
+	if err := describe(alive, db.Path(), s.Branch); err != nil {
 		return s, fmt.Errorf("session lock: %w", err)
 	}
 	mnt := filepath.Join(dir, "home")
@@ -158,7 +163,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		Owner:       &overlay.Owner{UID: uint32(o.UID), GID: uint32(o.GID)},
 		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
 		Quota:       o.DiskQuota, JournalWrites: o.JournalWrites, Description: "session " + filepath.Base(dir),
-		NameCallers: true})
+		NameCallers: true, Log: s.log.add})
 	if err != nil {
 		return s, err
 	}
@@ -184,7 +189,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 func (s *Session) Close(ctx context.Context) error {
 	var failed error
 	if s.FS != nil {
-		if err := s.FS.Unmount(ctx); err != nil {
+		err := s.FS.Unmount(ctx)
+		s.log.flush(s.warn)
+		if err != nil {
 			var fe *overlay.FailedError
 			if !errors.As(err, &fe) {
 				return fmt.Errorf("%w (session %s left for the next run to clean up)", err, filepath.Base(s.Dir))

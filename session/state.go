@@ -1,8 +1,6 @@
 package session
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,58 +11,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 	"golang.org/x/sys/unix"
 )
 
-// StateDir is where art keeps a session's mountpoint and private copies:
-// under /run (root) or the user's runtime dir - both covered by the
-// sandbox's private /run, so never visible inside.
+// StateDir is where art keeps a session's mountpoint and private copies,
+// next to the branch locks (journal.LockDir): under /run (root) or the
+// user's runtime dir - both covered by the sandbox's private /run, so never
+// visible inside.
 func StateDir() (string, error) {
-	base := "/run/art"
-	if os.Geteuid() != 0 {
-		if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
-			base = filepath.Join(x, "art")
-		} else {
-			base = filepath.Join(os.TempDir(), fmt.Sprintf("art-%d", os.Getuid()))
-		}
-	}
+	base := journal.LockDir()
 	// 0711: the sandbox's uid must reach the mountpoint to bind it, but
 	// may not list the sessions.
 	if err := os.MkdirAll(base, 0o711); err != nil {
 		return "", fmt.Errorf("state dir: %w", err)
 	}
 	return base, nil
-}
-
-// branchLock holds an exclusive lock on (store, branch) for a session:
-// two mounts of one branch would interleave their changes.
-func branchLock(base, db, branch string) (*os.File, error) {
-	abs, _ := filepath.Abs(db)
-	sum := sha256.Sum256([]byte(abs + "\x00" + branch))
-	p := filepath.Join(base, "lock-"+hex.EncodeToString(sum[:8]))
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	// A few tries: List (art status) takes a shared lock for an instant
-	// to see whether anyone holds it.
-	for try := 0; ; try++ {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if try == 5 {
-			f.Close()
-			return nil, &BranchInUseError{Store: db, Branch: branch}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Who holds it, for List (art status): a previous holder's lines go.
-	if err := f.Truncate(0); err == nil {
-		describe(f, db, branch)
-	}
-	return f, nil
 }
 
 // UpperParent is where sessions keep private copies of the files the
@@ -134,6 +97,10 @@ func List(base, store string) ([]Live, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Sessions name the store as the journal does: links resolved.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
 	dirs, err := filepath.Glob(filepath.Join(base, "session-*"))
 	if err != nil {
 		return nil, err
@@ -201,6 +168,9 @@ func describe(lock *os.File, store, branch string) error {
 	abs, err := filepath.Abs(store)
 	if err != nil {
 		return err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil { // as List and the journal's locks name it
+		abs = real
 	}
 	_, err = fmt.Fprintf(lock, "%d\n%s\n%s\n", os.Getpid(), abs, branch)
 	return err

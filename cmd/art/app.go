@@ -189,12 +189,18 @@ func classify(err error) (code int, msg, hint string) {
 	case errors.As(err, &ue), errors.As(err, &sue):
 		return exitUsage, msg, "see art help"
 	case errors.As(err, &inUse):
-		return exitFailure, msg, "run on another branch: art run --branch NAME"
+		return exitFailure, msg, "end that session first (art status lists them), or work on another branch: art run --branch NAME"
 	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt), journal.Damaged(err),
 		errors.Is(err, cas.ErrNotFound): // an object a state refers to is missing: the store is damaged
 		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
 	case errors.Is(err, overlay.ErrNoFUSE):
 		return exitFailure, msg, "make /dev/fuse usable by this user (chmod 0666 /dev/fuse, or join the group owning it); art doctor checks this host; without -d, art run works in direct mode (no history)"
+	case journal.IsReadOnly(err):
+		return exitFailure, msg, "this user cannot write the file or its directory, or the file system is read-only; read verbs (log, status, ls, cat, diff, verify) still work"
+	case errors.Is(err, journal.ErrOldSchema):
+		return exitFailure, msg, ""
+	case errors.Is(err, journal.ErrNotStore):
+		return exitNotFound, msg, "-d names the store file art push -m DIR -d FILE made"
 	case errors.Is(err, migrations.ErrTooNew):
 		return exitFailure, msg, ""
 	case errors.Is(err, journal.ErrBranchNotFound):

@@ -27,7 +27,7 @@ func newBlameCommand(e *env) *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("blame takes one PATH")
 			}
-			db, err := openStore(c, false)
+			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}

@@ -18,7 +18,7 @@ func newCatCommand(e *env) *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("cat takes one REV:PATH (e.g. main:ws/main.py)")
 			}
-			db, err := openStore(c, false)
+			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}

@@ -14,7 +14,8 @@ func newCheckoutCommand(e *env) *cli.Command {
 		Usage:     "move a branch to any past state (non-destructive; art undo returns)",
 		UsageText: "art checkout -d FILE [--branch B] REV",
 		Description: `Appends a checkout event: nothing is deleted, art log shows the old head and
-art undo returns to it. To write the state to the host directory, follow with art pull.`,
+art undo returns to it. To write the state to the host directory, follow with art pull.
+A branch a live session (art run, mount, exec, mcp) holds is not moved: end it first.`,
 		Flags: []cli.Flag{dbFlag(), durabilityFlag(), branchFlag("branch to move"), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {

@@ -249,7 +249,7 @@ func storeNames(ctx context.Context, words []string, revs bool) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	db, err := journal.Open(ctx, path, journal.Options{BusyTimeout: 500 * time.Millisecond})
+	db, err := journal.Open(ctx, path, journal.Options{Read: true, BusyTimeout: 500 * time.Millisecond})
 	if err != nil {
 		return nil
 	}

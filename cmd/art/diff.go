@@ -35,7 +35,7 @@ color off, --no-pager the pager.`,
 			if c.NArg() > 2 {
 				return usagef("diff takes at most two revisions")
 			}
-			db, err := openStore(c, false)
+			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}

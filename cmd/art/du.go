@@ -33,7 +33,7 @@ func newDuCommand(e *env) *cli.Command {
 			jsonFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			db, err := openStore(c, false)
+			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}

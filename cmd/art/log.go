@@ -32,7 +32,7 @@ func newLogCommand(e *env) *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("log takes no arguments")
 			}
-			db, err := openStore(c, false)
+			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}

@@ -66,7 +66,7 @@ func newLsCommand(e *env) *cli.Command {
 			if c.NArg() > 1 {
 				return usagef("ls takes one REV[:PATH]")
 			}
-			db, err := openStore(c, false)
+			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}

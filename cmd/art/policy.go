@@ -30,7 +30,7 @@ func newPolicyCommand(e *env) *cli.Command {
 				if c.NArg() > 0 {
 					return usagef("policy suggest takes no arguments")
 				}
-				db, err := openStore(c, false)
+				db, err := openStoreRead(c)
 				if err != nil {
 					return err
 				}

@@ -152,6 +152,15 @@ func pushImport(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportS
 		return workspace.ImportStats{}, journal.State{}, err
 	}
 	defer db.Close()
+	// Before reading the workspace: a branch a session holds takes no
+	// import (the journal refuses its first change anyway).
+	branch := opts.Branch
+	if branch == "" {
+		branch = journal.DefaultBranch
+	}
+	if err := db.BranchFree(branch); err != nil {
+		return workspace.ImportStats{}, journal.State{}, err
+	}
 	var before journal.State
 	if !opts.Capture {
 		if before, err = db.Resolve(c.Context, opts.Branch, opts.Branch); err != nil {

@@ -39,7 +39,11 @@ Names are used as REMOTE by art push and art pull.`,
 			if len(args) != n {
 				return usagef("usage: %s", map[string]string{"add": "remote add NAME URL", "list": "remote list", "remove": "remote remove NAME"}[args[0]])
 			}
-			db, err := openStore(c, false)
+			open := openStore
+			if args[0] == "list" {
+				open = func(c *cli.Context, _ bool) (*journal.DB, error) { return openStoreRead(c) }
+			}
+			db, err := open(c, false)
 			if err != nil {
 				return err
 			}

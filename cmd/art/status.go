@@ -53,7 +53,7 @@ func newStatusCommand(e *env) *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("status takes no arguments")
 			}
-			db, err := openStore(c, false)
+			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}

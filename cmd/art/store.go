@@ -41,13 +41,26 @@ func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print machine-readable JSON on stdout"}
 }
 
-// openStore opens the -d store; create makes it when missing.
+// openStore opens the -d store for a verb that writes it; create makes it
+// when missing.
 func openStore(c *cli.Context, create bool) (*journal.DB, error) {
+	return openStoreOpts(c, journal.Options{Create: create})
+}
+
+// openStoreRead opens the -d store for a read verb: never created,
+// migrated or converted, and read-only (SQLite mode=ro) when this user
+// cannot write it (journal.Options.Read).
+func openStoreRead(c *cli.Context) (*journal.DB, error) {
+	return openStoreOpts(c, journal.Options{Read: true})
+}
+
+func openStoreOpts(c *cli.Context, opts journal.Options) (*journal.DB, error) {
 	path := c.String("db")
 	if path == "" {
 		return nil, usagef("-d FILE is required")
 	}
-	opts := journal.Options{Create: create, Durability: journal.Durability(c.String("durability"))}
+	create := opts.Create
+	opts.Durability = journal.Durability(c.String("durability"))
 	if c.String("durability") == "" {
 		opts.Durability = journal.DurabilityNormal
 	}

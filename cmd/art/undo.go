@@ -15,7 +15,8 @@ func newUndoCommand(e *env) *cli.Command {
 		UsageText: "art undo -d FILE [--branch B]",
 		Description: `Undo appends a checkout to the state before the branch's last operation (an import,
 run, checkout...). Undos and already-undone operations are skipped, so repeating undo
-walks further back. Nothing is deleted: art log shows every step.`,
+walks further back. Nothing is deleted: art log shows every step. A branch a live
+session (art run, mount, exec, mcp) holds is not moved: end it first.`,
 		Flags: []cli.Flag{dbFlag(), durabilityFlag(), branchFlag("branch to undo on"), jsonFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {

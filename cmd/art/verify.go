@@ -28,7 +28,7 @@ damaged.`,
 			if c.NArg() > 0 {
 				return usagef("verify takes no arguments")
 			}
-			db, err := openStore(c, false)
+			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}
