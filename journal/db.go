@@ -227,6 +227,12 @@ func (db *DB) PacksDir() string { return db.packs.Dir() }
 // this process wrote, which gc may then compact). It is safe to call
 // twice.
 func (db *DB) Close() error {
+	if !db.readOnly {
+		// Bytes of transactions that rolled back (a failed or interrupted
+		// push) go back to the file system now rather than at the next
+		// gc. Best effort: gc reclaims them otherwise.
+		db.TrimPacks(context.Background())
+	}
 	err1 := db.r.Close()
 	var err2 error
 	if !db.readOnly {
@@ -256,6 +262,24 @@ func (db *DB) ensureDefaultBranch(ctx context.Context) error {
 		}
 		_, err = db.createBranchTx(ctx, tx, DefaultBranch, State{Root: empty}, "init")
 		return err
+	})
+}
+
+// TrimPacks gives back the bytes at the end of the pack this handle
+// appends to that no committed row names (cas.Packs.Trim): what a failed
+// or interrupted transaction appended. It returns how many bytes it
+// freed. The caller guarantees that nothing else in this process is
+// writing through db and every transaction of it is committed or rolled
+// back: a CLI verb after its work failed (before it records the failure,
+// which needs the space on a full disk), and Close.
+func (db *DB) TrimPacks(ctx context.Context) (int64, error) {
+	if db.readOnly {
+		return 0, nil
+	}
+	return db.packs.Trim(func(num int64) (int64, error) {
+		var end sql.NullInt64
+		err := db.r.QueryRowContext(ctx, `SELECT max(pack_off + pack_len) FROM objects WHERE pack = ? AND pack != 0`, num).Scan(&end)
+		return end.Int64, err
 	})
 }
 

@@ -147,6 +147,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if errors.As(err, &se) {
 		return se.code
 	}
+	if sig, ok := interruptedBy(ctx); ok {
+		// A signal ended the verb: 128+N, and one line on what was kept.
+		code, line := interruptedLine(sig, err)
+		fmt.Fprintln(stderr, line)
+		return code
+	}
 	code, msg, hint := classify(err)
 	var h *hinted
 	if errors.As(err, &h) {

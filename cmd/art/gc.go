@@ -64,7 +64,19 @@ carries on. See docs/remotes.md, "Garbage collection".`,
 				return usagef("--wait and --history apply to gc REMOTE")
 			}
 			db, err := openStore(c, false)
+			var early *journal.GCReport
+			if err != nil && journal.DiskFull(err) && !c.Bool("dry-run") {
+				// SQLite cannot open the store on a full file system:
+				// give back what needs no write first, then try again.
+				early, _ = journal.ReclaimPacks(c.Context, c.String("db"))
+				if early != nil && early.PackBytesFreed > 0 {
+					db, err = openStore(c, false)
+				}
+			}
 			if err != nil {
+				if journal.DiskFull(err) {
+					return withHint(err, "the file system holding the store is full and art gc found no pack bytes to give back; free space there first")
+				}
 				return err
 			}
 			defer db.Close()
@@ -72,6 +84,15 @@ carries on. See docs/remotes.md, "Garbage collection".`,
 			rep, err := db.GC(c.Context, journal.GCOptions{DryRun: c.Bool("dry-run"), Grace: c.Duration("grace"),
 				Progress: gcProgress(bar)})
 			bar.done()
+			if rep != nil && early != nil {
+				rep.PackBytesFreed += early.PackBytesFreed
+				rep.PacksRemoved += early.PacksRemoved
+				rep.FileBefore = early.FileBefore
+			}
+			if err != nil && c.Context.Err() != nil {
+				// The sweep is one transaction: it had not committed.
+				return &interruptedError{what: "gc interrupted: nothing removed (the next art gc starts over)", err: err}
+			}
 			if err != nil {
 				return err
 			}

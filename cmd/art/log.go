@@ -7,6 +7,7 @@ import (
 
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/session"
+	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 )
 
@@ -114,6 +115,9 @@ func newLogCommand(e *env) *cli.Command {
 				status := ""
 				if o.Status != nil && *o.Status != 0 {
 					status = "  " + paint(color, sgrRed, fmt.Sprintf("[exit %d]", *o.Status))
+					if *o.Status == workspace.InterruptedStatus && (o.Kind == "import" || o.Kind == "export") {
+						status = "  " + paint(color, sgrRed, "[interrupted]") // a signal stopped art push/pull -m
+					}
 				}
 				if o.EndSeq == 0 {
 					status = "  " + paint(color, sgrYellow, "[running or interrupted]")

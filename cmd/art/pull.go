@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -87,8 +88,12 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			status := 0
 			if err != nil {
 				status = 1
+				if c.Context.Err() != nil {
+					status = workspace.InterruptedStatus
+				}
 			}
-			if endErr := op.End(c.Context, &status); err == nil {
+			// Ended even after a signal: the op says it was interrupted.
+			if endErr := op.End(context.WithoutCancel(c.Context), &status); err == nil {
 				err = endErr
 			}
 			if err != nil {

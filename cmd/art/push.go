@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/migrations"
 	"github.com/artrt/art/workspace"
@@ -50,7 +52,7 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 			bar := newProgress(e.stderr)
 			opts := workspace.ImportOptions{
 				Dir: c.String("mount"), Branch: c.String("branch"), Message: c.String("message"),
-				Entries: entries, Warn: e.stderr,
+				Entries: entries, Warn: e.stderr, SoleWriter: true,
 				Progress: func(s workspace.ImportStats) {
 					bar.update("push: %d files, %s read, %s stored", s.Files, fmtBytes(s.BytesRead), fmtBytes(s.BytesStored))
 				},
@@ -127,5 +129,29 @@ func pushImport(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportS
 		return workspace.ImportStats{}, err
 	}
 	defer db.Close()
-	return workspace.Import(c.Context, db, opts)
+	branch := opts.Branch
+	if branch == "" {
+		branch = journal.DefaultBranch
+	}
+	before, _ := db.Branch(c.Context, branch)
+	st, err := workspace.Import(c.Context, db, opts)
+	if err != nil && c.Context.Err() != nil {
+		return st, importInterrupted(db, branch, before.EventCount, err)
+	}
+	return st, err
+}
+
+// importInterrupted says what an import stopped by a signal recorded: the
+// directories it committed before the signal stay on the branch (without
+// a snapshot), and the next push continues from them.
+func importInterrupted(db *journal.DB, branch string, before int64, err error) error {
+	after, berr := db.Branch(context.Background(), branch)
+	switch {
+	case berr != nil:
+		return &interruptedError{what: "push interrupted", err: err}
+	case after.EventCount == before:
+		return &interruptedError{what: "push interrupted: nothing recorded, branch " + termtext.Quote(branch) + " unchanged", err: err}
+	}
+	return &interruptedError{what: fmt.Sprintf("push interrupted: %d events recorded on branch %s before the signal, without a snapshot; art push -m again completes it, art undo drops it",
+		after.EventCount-before, termtext.Quote(branch)), err: err}
 }
