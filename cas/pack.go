@@ -894,3 +894,28 @@ func (p *Packs) Stat() ([]PackFile, error) {
 
 // PackName is the file name of pack num inside the pack directory.
 func PackName(num int64) string { return packName(num) }
+
+// Size is the current size of pack num, read through the same checks as
+// a read (the directory no link, the pack a regular file).
+func (p *Packs) Size(num int64) (int64, error) {
+	if num <= 0 {
+		return 0, fmt.Errorf("pack %d is invalid", num)
+	}
+	p.mu.Lock()
+	w := p.w
+	p.mu.Unlock()
+	if w != nil && w.num == num {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.next, nil // staged bytes count: reads write them out first
+	}
+	f, err := p.reader(num)
+	if err != nil {
+		return 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("pack %s: %w", packName(num), err)
+	}
+	return st.Size(), nil
+}

@@ -97,6 +97,8 @@ func transferInterrupted(verb string, st remote.Stats, err error) error {
 		what := verb + " interrupted: nothing recorded, no branch moved"
 		if verb == "pull" {
 			what += " (objects already received stay for the next pull; art gc reclaims them)"
+		} else {
+			what += " (objects already sent stay there for the next push; art gc there reclaims them)"
 		}
 		return &interruptedError{what: what, err: err}
 	}
