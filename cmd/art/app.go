@@ -32,6 +32,7 @@ const exitCodesHelp = `EXIT STATUS:
    2   usage error (bad flags or arguments)
    3   not found (store, branch, revision or path)
    4   corrupt store (a hash did not match; run art verify)
+   130 interrupted (128+N for signal N: 130 Ctrl-C, 143 SIGTERM); one line says what was recorded
 `
 
 // env is what a command needs from the process; tests supply their own.
@@ -73,8 +74,12 @@ func newApp(e *env) *cli.App {
 		Name:      "art",
 		Usage:     "run AI agents in a sandbox with a full, rewindable history",
 		UsageText: "art [run flags] [-- COMMAND...]   (same as art run)\n   art command [command options] [arguments...]",
-		Description: `art keeps every change an agent makes in one SQLite store (-d FILE.db):
-content-addressed, hash-chained, snapshotted. States are named by revisions:
+		Description: `art keeps every change an agent makes in a store (-d FILE.db): content-addressed,
+hash-chained, snapshotted. A store is the SQLite file FILE.db plus the directory
+FILE.db.packs/ beside it, which holds the bytes of large contents: cp FILE.db alone
+copies a store whose large files are missing. art backup -d FILE.db NEW.db copies a
+store, history included, consistently even while it is in use. States are named by
+revisions:
 
    NAME      the head of branch NAME (the default branch is main)
    HEX       a snapshot id or a unique prefix of it (4+ hex digits)
@@ -112,6 +117,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newLsCommand(e),
 			newCatCommand(e),
 			newVerifyCommand(e),
+			newBackupCommand(e),
 			newForgetCommand(e),
 			newGCCommand(e),
 			newMountCommand(e),

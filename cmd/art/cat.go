@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/artrt/art/cas"
 	"github.com/urfave/cli/v2"
@@ -39,6 +42,9 @@ func newCatCommand(e *env) *cli.Command {
 				// A missing or short pack (a store copied without its
 				// .packs directory) fails here, before any byte is written.
 				if err := db.Objects().CheckPacked(c.Context, ent.Target); err != nil {
+					if _, serr := os.Lstat(db.PacksDir()); errors.Is(serr, fs.ErrNotExist) {
+						return withHint(err, packsHint(db.Path()))
+					}
 					return err
 				}
 				n, err := db.Objects().ReadFile(c.Context, ent.Target, e.stdout)

@@ -40,7 +40,7 @@ looks again every minute): --grace 0 is safe only when no one else writes to the
 remote. Interrupting at any point leaves a remote that pulls right; the next run
 carries on. See docs/remotes.md, "Garbage collection".`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE` (SQLite); with REMOTE, only to resolve remote names and cache pack indexes", EnvVars: []string{"ART_DB"}},
+			&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE` (the SQLite file; its large contents are in FILE.packs/); with REMOTE, only to resolve remote names and cache pack indexes", EnvVars: []string{"ART_DB"}},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "report what would be removed; change nothing"},
 			&cli.DurationFlag{Name: "grace", Value: time.Hour, Usage: "store: keep objects written less than `DURATION` before gc began; S3 remote: delete a round's packs only once its marker is this old"},
 			&cli.BoolFlag{Name: "wait", Usage: "S3 remote: wait out the grace period and finish the round in this run"},

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/termtext"
 
 	"github.com/artrt/art/journal"
@@ -145,8 +144,7 @@ func printProblems(w io.Writer, problems []journal.Problem, store string) {
 		fmt.Fprintln(w, "art verify --json lists every finding")
 	}
 	if packs {
-		fmt.Fprintf(w, "hint: a store is %s plus the directory %s beside it; copy both, or copy a live store with art backup -d %s DEST\n",
-			termtext.Quote(store), termtext.Quote(cas.PacksDir(store)), termtext.Quote(store))
+		fmt.Fprintln(w, "hint: "+packsHint(store))
 	}
 }
 
