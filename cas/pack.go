@@ -420,6 +420,14 @@ func (p *Packs) create() (*packWriter, error) {
 			f.Close()
 			return nil, err
 		}
+		// Errors name the file by the name it has now: a duplicate
+		// descriptor shares the open file, and so its flock.
+		if fd, err := syscall.Dup(int(f.Fd())); err == nil {
+			syscall.CloseOnExec(fd)
+			named := os.NewFile(uintptr(fd), name)
+			f.Close()
+			f = named
+		}
 		buf, err := allocStaging(packBufSize)
 		if err != nil {
 			f.Close()

@@ -206,6 +206,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitNotFound, msg, "art remote list shows the remotes"
 	case errors.Is(err, fs.ErrNotExist):
 		return exitNotFound, msg, ""
+	case journal.DiskFull(err):
+		return exitFailure, msg, "the file system is full: free space there (art gc -d FILE gives back what no state needs)"
 	}
 	return exitFailure, msg, ""
 }
