@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
@@ -81,7 +82,9 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 				// The host now holds the pulled state: the branch's next
 				// capture must see that, not edits to bring in (which would
 				// undo the branch's newer work with the pulled files).
-				err = op.Update(c.Context, func(tx *journal.Tx) error {
+				// Recorded even if a signal came meanwhile: the host
+				// holds the pulled state now, whatever the signal.
+				err = op.Update(context.WithoutCancel(c.Context), func(tx *journal.Tx) error {
 					return workspace.RecordPulled(tx, dir, written, began)
 				})
 			}
@@ -95,6 +98,11 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			// Ended even after a signal: the op says it was interrupted.
 			if endErr := op.End(context.WithoutCancel(c.Context), &status); err == nil {
 				err = endErr
+			}
+			if err != nil && c.Context.Err() != nil && stats.Written+stats.Deleted+stats.Updated == 0 {
+				// Export writes nothing before it has planned and staged
+				// everything, and then does not stop.
+				return &interruptedError{what: "pull interrupted: " + termtext.Quote(dir) + " unchanged, nothing recorded", err: err}
 			}
 			if err != nil {
 				return err
