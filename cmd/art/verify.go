@@ -135,7 +135,14 @@ func printProblems(w io.Writer, problems []journal.Problem, store string) {
 		if g.n > len(g.where) {
 			more = ", ..."
 		}
-		fmt.Fprintf(w, "DAMAGED %d %ss: %s (%s%s)\n", g.n, g.first.What, termtext.Text(causeOf(g.first.Detail)), termtext.Text(strings.Join(g.where, ", ")), more)
+		short := make([]string, len(g.where))
+		for i, wh := range g.where {
+			short[i] = wh
+			if len(wh) == 64 && hexRun.MatchString(wh) {
+				short[i] = wh[:12]
+			}
+		}
+		fmt.Fprintf(w, "DAMAGED %s %s%s (%d %ss): %s\n", g.first.What, termtext.Text(strings.Join(short, ", ")), more, g.n, g.first.What, termtext.Text(causeOf(g.first.Detail)))
 		for _, path := range g.paths {
 			fmt.Fprintf(w, "        affects %s\n", termtext.Text(path))
 		}
