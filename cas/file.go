@@ -1013,3 +1013,50 @@ func (s *Store) putDataParallel(ctx context.Context, r io.Reader, m *Manifest, s
 	}
 	return nil
 }
+
+// CheckPacked checks, without reading their bytes, that every packed
+// chunk of the file whose manifest is id lies within a pack file that is
+// there: a reader about to stream the file (art cat) can fail before it
+// writes anything when a pack is missing or short (a store file copied
+// without its STORE.packs directory). A missing chunk row is ErrNotFound,
+// a pack that cannot hold a chunk a *CorruptError naming the chunk. The
+// bytes are still hashed as they are read.
+func (s *Store) CheckPacked(ctx context.Context, id ID) error {
+	m, err := s.GetManifest(ctx, id)
+	if err != nil {
+		return err
+	}
+	sizes := map[int64]int64{}
+	checked := map[ID]bool{}
+	for _, x := range m.Extents {
+		if x.IsHole() || checked[x.ID] {
+			continue
+		}
+		checked[x.ID] = true
+		var pack, off, n int64
+		err := s.db.QueryRowContext(ctx, `SELECT pack, pack_off, pack_len FROM objects WHERE id = ?`, x.ID[:]).Scan(&pack, &off, &n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("chunk %s: %w", x.ID.Short(), ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if pack == 0 {
+			continue
+		}
+		if s.packs == nil {
+			return corrupt(x.ID, "stored in pack %d, but this store has no pack directory", pack)
+		}
+		size, ok := sizes[pack]
+		if !ok {
+			if size, err = s.packs.Size(pack); err != nil {
+				return corrupt(x.ID, "%v", err)
+			}
+			sizes[pack] = size
+		}
+		if off < 0 || n <= 0 || off > size || n > size-off {
+			return corrupt(x.ID, "pack %s holds %d bytes, range %d+%d is past its end", packName(pack), size, off, n)
+		}
+	}
+	return nil
+}

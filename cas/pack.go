@@ -423,6 +423,14 @@ func (p *Packs) create() (*packWriter, error) {
 			f.Close()
 			return nil, err
 		}
+		// Errors name the file by the name it has now: a duplicate
+		// descriptor shares the open file, and so its flock.
+		if fd, err := syscall.Dup(int(f.Fd())); err == nil {
+			syscall.CloseOnExec(fd)
+			named := os.NewFile(uintptr(fd), name)
+			f.Close()
+			f = named
+		}
 		buf, err := allocStaging(packBufSize)
 		if err != nil {
 			f.Close()
@@ -550,6 +558,99 @@ func (p *Packs) AbandonFailed() (int64, error) {
 	return cut, nil
 }
 
+// Trim gives back the bytes at the end of this Packs' pack that no
+// committed row names, and returns how many: namedEnd(num) must return
+// the end of the last range the committed rows of the store name in pack
+// num (0: none). The pack is truncated there and the writer goes on
+// appending from there; a pack left empty is deleted by Close. Only the
+// pack's own writer ever inserts rows naming it, so once this handle's
+// transactions are done the rows naming it can only shrink (gc) and the
+// bytes past namedEnd are garbage of transactions that rolled back:
+// giving them back at once (rather than at the next gc) is what lets a
+// push that failed on a full disk leave the disk as it found it.
+//
+// A writer that failed (see packWriter.failed) works again afterwards:
+// the bytes the failure concerned are past the committed end, gone now.
+//
+// The caller guarantees that no transaction of this Packs is open and no
+// append is under way (a verb after its work failed, or Close).
+func (p *Packs) Trim(namedEnd func(num int64) (int64, error)) (int64, error) {
+	if p == nil {
+		return 0, nil
+	}
+	p.mu.Lock()
+	w := p.w
+	closed := p.closed
+	p.mu.Unlock()
+	if w == nil || closed {
+		return 0, nil
+	}
+	end, err := namedEnd(w.num)
+	if err != nil {
+		return 0, fmt.Errorf("trim pack %s: %w", packName(w.num), err)
+	}
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.truncateLocked(end)
+	if err != nil {
+		return 0, fmt.Errorf("trim pack %s: %w", packName(w.num), err)
+	}
+	return n, nil
+}
+
+// truncateLocked drops every byte at or past end, staged or in the file,
+// and returns how many bytes the file gave back. The caller holds w.mu.
+func (w *packWriter) truncateLocked(end int64) (int64, error) {
+	if w.buf == nil || end < 0 || end >= w.next {
+		return 0, nil
+	}
+	if w.flight != nil {
+		<-w.flight
+		w.flight = nil
+		if w.flightErr != nil {
+			if w.failed == nil {
+				w.failed = fmt.Errorf("write pack %s: %w", packName(w.num), w.flightErr)
+			}
+		} else {
+			w.inFile = max(w.inFile, w.flightEnd)
+		}
+	}
+	st, err := w.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if end >= w.base {
+		w.n = int(end - w.base)
+	} else {
+		base := end
+		if w.direct >= 0 {
+			base = end &^ (dioAlign - 1) // direct writes start aligned
+		}
+		if _, err := w.f.ReadAt(w.buf[:end-base], base); err != nil {
+			return 0, err
+		}
+		w.base, w.n = base, int(end-base)
+	}
+	var freed int64
+	if st.Size() > end {
+		if err := w.f.Truncate(end); err != nil {
+			return 0, err
+		}
+		freed = st.Size() - end
+	}
+	w.next = end
+	w.inFile = min(w.inFile, end)
+	// A failed write or fdatasync concerned bytes past the last commit:
+	// every committed row's bytes were written and synced before it
+	// committed, and everything past end is gone now. The writer can go
+	// on (the op that records the failure commits through it).
+	w.failed = nil
+	w.dirty.Store(false)
+	return freed, nil
+}
+
 // Writing reports the number of the pack this Packs appends to (0 if
 // none): gc leaves it alone.
 func (p *Packs) Writing() int64 {
@@ -669,8 +770,15 @@ func (p *Packs) Close() error {
 	if w := p.w; w != nil {
 		w.mu.Lock()
 		errs = append(errs, w.closeLocked())
+		empty := w.next == 0
 		w.mu.Unlock()
-		if w.dirty.Load() {
+		if empty {
+			// Nothing it holds can be named (Trim took it back to
+			// nothing): remove it while the lock still keeps gc off it.
+			if p.checkDir() == nil && os.Remove(filepath.Join(p.dir, packName(w.num))) == nil {
+				errs = append(errs, syncDir(p.dir))
+			}
+		} else if w.dirty.Load() {
 			errs = append(errs, fdatasync(w.f))
 		}
 		errs = append(errs, w.f.Close())
@@ -826,4 +934,70 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// PackFile describes one pack file on disk.
+type PackFile struct {
+	Num       int64
+	Size      int64 // bytes, holes included
+	Allocated int64 // disk space it takes (punched holes take none)
+	// Writing: its writer still holds it, so bytes past what committed
+	// rows name may belong to a transaction still open.
+	Writing bool
+}
+
+// Stat lists the pack files with their sizes. It opens each read-only and
+// never takes a lock a writer or gc would wait for.
+func (p *Packs) Stat() ([]PackFile, error) {
+	nums, err := p.List()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PackFile, 0, len(nums))
+	for _, num := range nums {
+		f, err := os.OpenFile(filepath.Join(p.dir, packName(num)), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			continue // removed meanwhile (gc)
+		}
+		st, err := f.Stat()
+		if err != nil || !st.Mode().IsRegular() {
+			f.Close()
+			continue
+		}
+		pf := PackFile{Num: num, Size: st.Size(), Allocated: st.Size(), Writing: p.Writing() == num || heldByWriter(f)}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			pf.Allocated = sys.Blocks * 512
+		}
+		f.Close()
+		out = append(out, pf)
+	}
+	return out, nil
+}
+
+// PackName is the file name of pack num inside the pack directory.
+func PackName(num int64) string { return packName(num) }
+
+// Size is the current size of pack num, read through the same checks as
+// a read (the directory no link, the pack a regular file).
+func (p *Packs) Size(num int64) (int64, error) {
+	if num <= 0 {
+		return 0, fmt.Errorf("pack %d is invalid", num)
+	}
+	p.mu.Lock()
+	w := p.w
+	p.mu.Unlock()
+	if w != nil && w.num == num {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.next, nil // staged bytes count: reads write them out first
+	}
+	f, err := p.reader(num)
+	if err != nil {
+		return 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("pack %s: %w", packName(num), err)
+	}
+	return st.Size(), nil
 }

@@ -81,3 +81,20 @@ func allocStaging(n int) ([]byte, error) {
 }
 
 func freeStaging(b []byte) { unix.Munmap(b) }
+
+// heldByWriter reports whether a writer (an exclusive flock, in any
+// process) holds f's pack. A shared lock, taken and dropped at once, is
+// the probe: it fails only against an exclusive one.
+func heldByWriter(f *os.File) bool {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return true
+		}
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		return false
+	}
+}

@@ -25,3 +25,5 @@ func openDirect(f *os.File, name string) int { return -1 }
 func allocStaging(n int) ([]byte, error) { return make([]byte, n), nil }
 
 func freeStaging(b []byte) {}
+
+func heldByWriter(f *os.File) bool { return true } // unknown: assume busy

@@ -387,6 +387,12 @@ func (db *DB) PacksDir() string { return db.packs.Dir() }
 // this process wrote, which gc may then compact). It is safe to call
 // twice.
 func (db *DB) Close() error {
+	if !db.readOnly {
+		// Bytes of transactions that rolled back (a failed or interrupted
+		// push) go back to the file system now rather than at the next
+		// gc. Best effort: gc reclaims them otherwise.
+		db.TrimPacks(context.Background())
+	}
 	err1 := db.r.Close()
 	var err2 error
 	if !db.readOnly {
@@ -418,6 +424,39 @@ func (db *DB) ensureDefaultBranch(ctx context.Context) error {
 		return err
 	})
 }
+
+// TrimPacks gives back the bytes at the end of the pack this handle
+// appends to that no committed row names (cas.Packs.Trim): what a failed
+// or interrupted transaction appended. It returns how many bytes it
+// freed. The caller guarantees that nothing else in this process is
+// writing through db and every transaction of it is committed or rolled
+// back: a CLI verb after its work failed (before it records the failure,
+// which needs the space on a full disk), and Close.
+//
+// It reads and truncates holding the process's one writer connection, so
+// no commit of this process can land between the read and the truncate
+// even if a caller broke that rule (other processes never name this
+// pack); it gives up after trimWait if the connection stays busy.
+func (db *DB) TrimPacks(ctx context.Context) (int64, error) {
+	if db.readOnly || db.packs.Writing() == 0 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, trimWait)
+	defer cancel()
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("trim packs: %w", err)
+	}
+	defer conn.Close()
+	return db.packs.Trim(func(num int64) (int64, error) {
+		var end sql.NullInt64
+		err := conn.QueryRowContext(ctx, `SELECT max(pack_off + pack_len) FROM objects WHERE pack = ? AND pack != 0`, num).Scan(&end)
+		return end.Int64, err
+	})
+}
+
+// trimWait bounds how long TrimPacks waits for the writer connection.
+const trimWait = 5 * time.Second
 
 // writeTx runs fn in one BEGIN IMMEDIATE transaction on the writer.
 func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -42,10 +43,14 @@ type GCReport struct {
 	FileAfter      int64 `json:"file_after"`
 	// PacksRemoved counts pack files deleted as wholly dead; PackBytesFreed
 	// the bytes of dead or unreferenced ranges punched out of packs.
-	PacksRemoved   int64   `json:"packs_removed"`
-	PackBytesFreed int64   `json:"pack_bytes_freed"`
-	Vacuum         string  `json:"vacuum"` // "incremental", "full" (first conversion), "skipped: ..."
-	Seconds        float64 `json:"seconds"`
+	PacksRemoved   int64 `json:"packs_removed"`
+	PackBytesFreed int64 `json:"pack_bytes_freed"`
+	// OrphanPackBytes is the disk space of pack bytes no row names in
+	// packs no writer holds (left by a crashed or interrupted writer):
+	// with DryRun what gc would free besides the removed objects' bytes.
+	OrphanPackBytes int64   `json:"orphan_pack_bytes"`
+	Vacuum          string  `json:"vacuum"` // "incremental", "full" (first conversion), "skipped: ..."
+	Seconds         float64 `json:"seconds"`
 }
 
 // DiskBytes is what the store at path occupies: its file, its WAL and the
@@ -196,11 +201,25 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		if err := run(tx, nil); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
+		if rep.OrphanPackBytes, err = db.orphanPackBytes(ctx, tx); err != nil {
+			return nil, fmt.Errorf("gc: %w", err)
+		}
 		rep.Vacuum = "skipped: dry run"
 	} else {
+		// First what needs no write: the packs of writers that are gone
+		// lose the bytes no row names (a crashed or interrupted push's).
+		// On a full disk that is what gives the sweep's transaction the
+		// room it needs.
+		if err := db.gcPacks(ctx, nil, rep); err != nil {
+			return nil, fmt.Errorf("gc: %w", err)
+		}
 		if err := db.writeTx(ctx, func(tx *sql.Tx) error { deadRanges = deadRanges[:0]; return run(tx, tx) }); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
+		// The sweep is committed: what follows runs to its end even if
+		// ctx is cancelled (a signal), so the bytes it freed in rows are
+		// freed on disk too; only the vacuum stops early.
+		done := context.WithoutCancel(ctx)
 		// The rows are gone (committed), but with synchronous=NORMAL the
 		// commit is not yet on disk: a power loss could bring the rows
 		// back while the punched bytes and removed packs stay gone. Make
@@ -208,7 +227,7 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		if err := syncStoreFiles(db.path); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
-		if err := db.gcPacks(ctx, deadRanges, rep); err != nil {
+		if err := db.gcPacks(done, deadRanges, rep); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
 		rep.Vacuum = db.gcVacuum(ctx, rep.Removed > 0)
@@ -419,7 +438,7 @@ func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int
 func (db *DB) gcPacks(ctx context.Context, dead []cas.PackRange, rep *GCReport) error {
 	packs := db.packs
 	before := packsAllocated(db.path)
-	defer func() { rep.PackBytesFreed = max(0, before-packsAllocated(db.path)) }()
+	defer func() { rep.PackBytesFreed += max(0, before-packsAllocated(db.path)) }()
 	for _, r := range dead {
 		if err := packs.PunchRange(r); err != nil {
 			if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EOPNOTSUPP) {
@@ -445,6 +464,85 @@ func (db *DB) gcPacks(ctx context.Context, dead []cas.PackRange, rep *GCReport) 
 		}
 	}
 	return nil
+}
+
+// ReclaimPacks gives back the pack bytes no row names in packs whose
+// writer is gone (a crashed, killed or failed writer's), as gc's first
+// step does, without writing to the store or needing any free space: for
+// a store whose file system is full, which SQLite cannot even open in WAL
+// mode (its shared-memory index and WAL need room). The store is read
+// through one connection in locking_mode=EXCLUSIVE, which keeps that index
+// in memory; other processes wait for the store meanwhile. The report
+// holds PackBytesFreed and PacksRemoved.
+func ReclaimPacks(ctx context.Context, path string) (*GCReport, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	q := url.Values{}
+	q.Set("_locking_mode", "EXCLUSIVE")
+	q.Set("_query_only", "1")
+	q.Set("_busy_timeout", "5000")
+	q.Set("_foreign_keys", "0")
+	r, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(1)
+	defer r.Close()
+	if v, err := checkSchema(ctx, r); err != nil || v == 0 {
+		if err == nil {
+			err = fmt.Errorf("%w: not an art store (no schema)", ErrCorrupt)
+		}
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	packs := cas.OpenPacks(cas.PacksDir(path), true) // never appended to
+	defer packs.Close()
+	db := &DB{path: path, w: r, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, readOnly: true}
+	rep := &GCReport{FileBefore: fileSize(path)}
+	if err := db.gcPacks(ctx, nil, rep); err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	rep.FileAfter = fileSize(path)
+	return rep, nil
+}
+
+// orphanPackBytes is the disk space that pack bytes no row names take in
+// packs whose writer is gone: what gcPacks would free besides the ranges
+// of the objects it removes.
+func (db *DB) orphanPackBytes(ctx context.Context, q gcQuerier) (int64, error) {
+	files, err := db.packs.Stat()
+	if err != nil || len(files) == 0 {
+		return 0, err
+	}
+	named := map[int64]int64{}
+	rows, err := q.QueryContext(ctx, `SELECT pack, sum(pack_len) FROM objects WHERE pack != 0 GROUP BY pack`)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+		var num, n int64
+		if err := rows.Scan(&num, &n); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		named[num] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	var orphan int64
+	for _, f := range files {
+		if f.Writing {
+			continue
+		}
+		// Allocation is in blocks: a few KiB of a pack's last block or of
+		// blocks around punched gaps are not bytes gc could free.
+		if d := min(f.Allocated, f.Size) - named[f.Num]; d >= 4096 {
+			orphan += d
+		}
+	}
+	return orphan, nil
 }
 
 // gcPack compacts pack num if its writer is gone (see gcPacks).

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -90,6 +91,17 @@ func Damaged(err error) bool {
 // IsReadOnly reports a write refused because the store is read-only to
 // this process: ErrReadOnly, or SQLite refusing a write (SQLITE_READONLY).
 func IsReadOnly(err error) bool { return errors.Is(err, ErrReadOnly) || readOnlyRefused(err) }
+
+// DiskFull reports whether err is the file system being full: SQLite's
+// SQLITE_FULL, or any layer's ENOSPC (a pack write, SQLite growing its
+// WAL or shared-memory index).
+func DiskFull(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrFull || se.SystemErrno == syscall.ENOSPC) {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC)
+}
 
 // readOnlyRefused reports SQLite refusing a write on a read-only
 // connection.

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/artrt/art/cas"
 )
@@ -17,7 +22,36 @@ type Problem struct {
 	Branch string   `json:"branch,omitempty"`
 	Seq    int64    `json:"seq,omitempty"`
 	Detail string   `json:"detail"`
-	Paths  []string `json:"paths,omitempty"` // states and paths that depend on the damaged object
+	Paths  []string `json:"paths,omitempty"` // states and paths that depend on the damaged object (the first maxAffected)
+	// Affected counts the distinct paths that depend on it (Paths holds
+	// the first few); States names the branches and snapshots they are in.
+	Affected int      `json:"affected,omitempty"`
+	States   []string `json:"states,omitempty"`
+	// Objects lists the objects a damaged pack held ("pack" problems),
+	// and Bytes their stored size.
+	Objects []string `json:"objects,omitempty"`
+	Bytes   int64    `json:"bytes,omitempty"`
+
+	seen map[string]bool // paths counted in Affected
+}
+
+// addPath records that where (a "STATE:PATH" label) depends on p.
+func (p *Problem) addPath(where string) {
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	if p.seen[where] {
+		return
+	}
+	p.seen[where] = true
+	p.Affected++
+	if len(p.Paths) < maxAffected {
+		p.Paths = append(p.Paths, where)
+	}
+	state, _, _ := strings.Cut(where, ":")
+	if !slices.Contains(p.States, state) && len(p.States) < maxAffected {
+		p.States = append(p.States, state)
+	}
 }
 
 // VerifyReport is the result of Verify.
@@ -56,6 +90,14 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 	rep := &VerifyReport{Problems: []Problem{}}
 	bad := map[cas.ID]*Problem{}
 
+	// 0. Packs: one problem per pack that is missing or shorter than its
+	// rows say, holding every object in it (a store copied without its
+	// .packs directory is one line per pack, not one per chunk).
+	packBad, err := db.verifyPacks(ctx)
+	if err != nil {
+		return nil, err
+	}
+
 	// 1. Objects.
 	var ids []cas.ID
 	if err := db.objs.Each(ctx, func(id cas.ID, _ cas.Kind) error { ids = append(ids, id); return nil }); err != nil {
@@ -63,7 +105,12 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 	}
 	for i, id := range ids {
 		if err := db.objs.Verify(ctx, id); err != nil {
-			bad[id] = &Problem{What: "object", Object: id.String(), Detail: err.Error()}
+			if p := db.inBadPack(ctx, id, packBad); p != nil {
+				bad[id] = p
+				p.Objects = append(p.Objects, id.String())
+			} else {
+				bad[id] = &Problem{What: "object", Object: id.String(), Detail: err.Error()}
+			}
 		}
 		if opts.Progress != nil && (i%1024 == 0 || i == len(ids)-1) {
 			opts.Progress(i+1, len(ids))
@@ -170,11 +217,104 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 	for m, label := range manifests {
 		w.manifest(m, label)
 	}
+	done := map[*Problem]bool{} // a pack's problem stands for all its objects
 	for _, p := range bad {
-		rep.Problems = append(rep.Problems, *p)
+		if !done[p] {
+			done[p] = true
+			rep.Problems = append(rep.Problems, *p)
+		}
 	}
-	sort.SliceStable(rep.Problems, func(i, j int) bool { return rep.Problems[i].What < rep.Problems[j].What })
+	for _, p := range packBad {
+		if !done[p] { // its objects were not damaged after all (rows beyond the end none of which is read)
+			rep.Problems = append(rep.Problems, *p)
+		}
+	}
+	sort.SliceStable(rep.Problems, func(i, j int) bool {
+		a, b := rep.Problems[i], rep.Problems[j]
+		if a.What != b.What {
+			return a.What < b.What
+		}
+		return a.Object < b.Object
+	})
 	return rep, nil
+}
+
+// packExtent is what the rows of one pack name.
+type packExtent struct {
+	objects   int
+	end, size int64 // the end of the last range named; the stored bytes named
+}
+
+// verifyPacks returns a problem for every pack the objects table names
+// that is missing, not a regular file, or shorter than the ranges its rows
+// name.
+func (db *DB) verifyPacks(ctx context.Context) (map[int64]*Problem, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT pack, count(*), max(pack_off + pack_len), sum(pack_len) FROM objects WHERE pack != 0 GROUP BY pack`)
+	if err != nil {
+		return nil, fmt.Errorf("list packs: %w", err)
+	}
+	named := map[int64]packExtent{}
+	var nums []int64
+	for rows.Next() {
+		var num int64
+		var e packExtent
+		if err := rows.Scan(&num, &e.objects, &e.end, &e.size); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		named[num] = e
+		nums = append(nums, num)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := map[int64]*Problem{}
+	if len(nums) == 0 {
+		return out, nil
+	}
+	dirGone := ""
+	if _, err := os.Lstat(db.packs.Dir()); err != nil {
+		dirGone = fmt.Sprintf("the pack directory %s is missing (%v)", db.packs.Dir(), errors.Unwrap(err))
+		if errors.Is(err, fs.ErrNotExist) {
+			dirGone = fmt.Sprintf("the pack directory %s is missing", db.packs.Dir())
+		}
+	}
+	for _, num := range nums {
+		e := named[num]
+		var detail string
+		switch size, err := db.packs.Size(num); {
+		case dirGone != "":
+			detail = fmt.Sprintf("missing: %s; %d objects were in it", dirGone, e.objects)
+		case errors.Is(err, fs.ErrNotExist):
+			detail = fmt.Sprintf("missing from %s; %d objects were in it", db.packs.Dir(), e.objects)
+		case err != nil:
+			detail = fmt.Sprintf("unreadable: %v; %d objects are in it", err, e.objects)
+		case size < e.end:
+			var past int
+			if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM objects WHERE pack = ? AND pack != 0 AND pack_off + pack_len > ?`, num, size).Scan(&past); err != nil {
+				return nil, err
+			}
+			detail = fmt.Sprintf("short: holds %d bytes, its rows name %d; %d of its %d objects lie past its end", size, e.end, past, e.objects)
+		default:
+			continue
+		}
+		out[num] = &Problem{What: "pack", Object: cas.PackName(num), Bytes: e.size, Detail: detail}
+	}
+	return out, nil
+}
+
+// inBadPack returns the problem of the damaged pack that holds object id
+// past the pack's end (or anywhere in it, if it is missing), or nil.
+func (db *DB) inBadPack(ctx context.Context, id cas.ID, packBad map[int64]*Problem) *Problem {
+	if len(packBad) == 0 {
+		return nil
+	}
+	var pack int64
+	if db.r.QueryRowContext(ctx, `SELECT pack FROM objects WHERE id = ?`, id[:]).Scan(&pack) != nil {
+		return nil
+	}
+	return packBad[pack]
 }
 
 // gap is a stretch of a chain art forget removed (table forgotten).
@@ -352,9 +492,7 @@ func (w *walker) affected(id cas.ID, kind cas.Kind, where string, err error) boo
 		p = &Problem{What: "object", Object: id.String(), Detail: fmt.Sprintf("%s: %v", kind, err)}
 		w.bad[id] = p
 	}
-	if len(p.Paths) < maxAffected {
-		p.Paths = append(p.Paths, where)
-	}
+	p.addPath(where)
 	return true
 }
 
@@ -393,9 +531,7 @@ func (w *walker) manifest(id cas.ID, where string) {
 			continue
 		}
 		if p, ok := w.bad[x.ID]; ok {
-			if len(p.Paths) < maxAffected {
-				p.Paths = append(p.Paths, where)
-			}
+			p.addPath(where)
 			continue
 		}
 		if w.seen[x.ID] {

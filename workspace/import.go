@@ -52,7 +52,17 @@ type ImportOptions struct {
 	// art log and main~1 as they were. It may still bring the import
 	// records up to date (a racy record read again).
 	SkipUnchanged bool
+
+	// SoleWriter says nothing else in this process writes to the store
+	// (art push -m): a failed import then gives back the pack bytes its
+	// rolled-back transaction appended before it records the failure
+	// (journal.DB.TrimPacks), which on a full disk needs that space.
+	SoleWriter bool
 }
+
+// InterruptedStatus is the status an import's op records when its context
+// was cancelled (a signal): the shell's 128+SIGINT.
+const InterruptedStatus = 130
 
 // ImportStats summarizes an import.
 type ImportStats struct {
@@ -200,8 +210,16 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 	status := 0
 	if err != nil {
 		status = 1
+		if ctx.Err() != nil {
+			status = InterruptedStatus
+		}
+		if opts.SoleWriter {
+			db.TrimPacks(context.WithoutCancel(ctx)) // best effort: gc reclaims them otherwise
+		}
 	}
-	if endErr := op.End(ctx, &status); err == nil {
+	// The op is ended even when ctx was cancelled: an interrupted import
+	// is recorded as such, not left looking like one still running.
+	if endErr := op.End(context.WithoutCancel(ctx), &status); err == nil {
 		err = endErr
 	}
 	return im.stats, err

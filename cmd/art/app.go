@@ -33,6 +33,7 @@ const exitCodesHelp = `EXIT STATUS:
    2   usage error (bad flags or arguments)
    3   not found (store, branch, revision or path)
    4   corrupt store (a hash did not match; run art verify)
+   130 interrupted (128+N for signal N: 130 Ctrl-C, 143 SIGTERM); one line says what was recorded
 `
 
 // env is what a command needs from the process; tests supply their own.
@@ -67,8 +68,12 @@ func newApp(e *env) *cli.App {
 		Name:      "art",
 		Usage:     "run AI agents in a sandbox with a full, rewindable history",
 		UsageText: "art [run flags] [-- COMMAND...]   (same as art run; also art [run flags] PROGRAM [ARGS...])\n   art [command flags] command [command flags] [arguments...]",
-		Description: `art keeps every change an agent makes in one SQLite store (-d FILE.db):
-content-addressed, hash-chained, snapshotted. States are named by revisions:
+		Description: `art keeps every change an agent makes in a store (-d FILE.db): content-addressed,
+hash-chained, snapshotted. A store is the SQLite file FILE.db plus the directory
+FILE.db.packs/ beside it, which holds the bytes of large contents: cp FILE.db alone
+copies a store whose large files are missing. art backup -d FILE.db NEW.db copies a
+store, history included, consistently even while it is in use. States are named by
+revisions:
 
    NAME      the head of branch NAME (the default branch is main)
    HEX       a snapshot id or a unique prefix of it (4+ hex digits)
@@ -106,6 +111,7 @@ content-addressed, hash-chained, snapshotted. States are named by revisions:
 			newLsCommand(e),
 			newCatCommand(e),
 			newVerifyCommand(e),
+			newBackupCommand(e),
 			newForgetCommand(e),
 			newGCCommand(e),
 			newMountCommand(e),
@@ -145,6 +151,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var se *silentExit
 	if errors.As(err, &se) {
 		return se.code
+	}
+	if sig, ok := interruptedBy(ctx); ok {
+		// A signal ended the verb: 128+N, and one line on what was kept.
+		code, line := interruptedLine(sig, err)
+		fmt.Fprintln(stderr, line)
+		return code
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -213,6 +225,8 @@ func classify(err error) (code int, msg, hint string) {
 		return exitNotFound, msg, "art remote list shows the remotes"
 	case errors.Is(err, fs.ErrNotExist):
 		return exitNotFound, msg, ""
+	case journal.DiskFull(err):
+		return exitFailure, msg, "the file system is full: free space there (art gc -d FILE gives back what no state needs)"
 	}
 	return exitFailure, msg, ""
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/termtext"
@@ -37,7 +40,18 @@ func newCatCommand(e *env) *cli.Command {
 			}
 			switch ent.Kind {
 			case cas.EntryFile:
-				_, err = db.Objects().ReadFile(c.Context, ent.Target, e.stdout)
+				// A missing or short pack (a store copied without its
+				// .packs directory) fails here, before any byte is written.
+				if err := db.Objects().CheckPacked(c.Context, ent.Target); err != nil {
+					if _, serr := os.Lstat(db.PacksDir()); errors.Is(serr, fs.ErrNotExist) {
+						return withHint(err, packsHint(db.Path()))
+					}
+					return err
+				}
+				n, err := db.Objects().ReadFile(c.Context, ent.Target, e.stdout)
+				if err != nil && n > 0 {
+					return fmt.Errorf("%w (%d bytes written before the error)", err, n)
+				}
 				return err
 			case cas.EntrySymlink:
 				_, err = fmt.Fprintln(e.stdout, string(ent.Link))

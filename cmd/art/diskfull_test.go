@@ -3,12 +3,10 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/artrt/art/internal/testutil"
@@ -29,28 +27,6 @@ func smallFS(t *testing.T, size string) string {
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	return dir
-}
-
-// fill writes a file on dir's file system until it is full, and returns
-// a function that removes it.
-func fill(t *testing.T, dir string) func() {
-	t.Helper()
-	p := filepath.Join(dir, "filler")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	return func() { os.Remove(p) }
 }
 
 // TestRunDiskFull is issue 28's case 4, run as written: the store on a

@@ -41,7 +41,7 @@ looks again every minute): --grace 0 is safe only when no one else writes to the
 remote. Interrupting at any point leaves a remote that pulls right; the next run
 carries on. See docs/remotes.md, "Garbage collection".`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE` (SQLite); with REMOTE, only to resolve remote names and cache pack indexes", EnvVars: []string{"ART_DB"}},
+			&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE` (the SQLite file; its large contents are in FILE.packs/); with REMOTE, only to resolve remote names and cache pack indexes", EnvVars: []string{"ART_DB"}},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "report what would be removed; change nothing"},
 			&cli.DurationFlag{Name: "grace", Value: time.Hour, Usage: "store: keep objects written less than `DURATION` before gc began; S3 remote: delete a round's packs only once its marker is this old"},
 			&cli.BoolFlag{Name: "wait", Usage: "S3 remote: wait out the grace period and finish the round in this run"},
@@ -65,7 +65,19 @@ carries on. See docs/remotes.md, "Garbage collection".`,
 				return usagef("--wait and --history apply to gc REMOTE")
 			}
 			db, err := openStore(c, false)
+			var early *journal.GCReport
+			if err != nil && journal.DiskFull(err) && !c.Bool("dry-run") {
+				// SQLite cannot open the store on a full file system:
+				// give back what needs no write first, then try again.
+				early, _ = journal.ReclaimPacks(c.Context, c.String("db"))
+				if early != nil && early.PackBytesFreed > 0 {
+					db, err = openStore(c, false)
+				}
+			}
 			if err != nil {
+				if journal.DiskFull(err) {
+					return withHint(err, "the file system holding the store is full and art gc found no pack bytes to give back; free space there first")
+				}
 				return err
 			}
 			defer db.Close()
@@ -73,6 +85,15 @@ carries on. See docs/remotes.md, "Garbage collection".`,
 			rep, err := db.GC(c.Context, journal.GCOptions{DryRun: c.Bool("dry-run"), Grace: c.Duration("grace"),
 				Progress: gcProgress(bar)})
 			bar.done()
+			if rep != nil && early != nil {
+				rep.PackBytesFreed += early.PackBytesFreed
+				rep.PacksRemoved += early.PacksRemoved
+				rep.FileBefore = early.FileBefore
+			}
+			if err != nil && c.Context.Err() != nil {
+				// The sweep is one transaction: it had not committed.
+				return &interruptedError{what: "gc interrupted: nothing removed (the next art gc starts over)", err: err}
+			}
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/session"
+	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 )
 
@@ -115,6 +116,9 @@ func newLogCommand(e *env) *cli.Command {
 				status := ""
 				if o.Status != nil && *o.Status != 0 {
 					status = "  " + paint(color, sgrRed, fmt.Sprintf("[exit %d]", *o.Status))
+					if *o.Status == workspace.InterruptedStatus && (o.Kind == "import" || o.Kind == "export") {
+						status = "  " + paint(color, sgrRed, "[interrupted]") // a signal stopped art push/pull -m
+					}
 				}
 				if o.Failed != "" { // the store could not keep the run's changes
 					status = "  " + paint(color, sgrRed, "[failed: "+termtext.Text(o.Failed)+"]")

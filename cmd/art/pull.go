@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -99,16 +100,27 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 				// The host now holds the pulled state: the branch's next
 				// capture must see that, not edits to bring in (which would
 				// undo the branch's newer work with the pulled files).
-				err = op.Update(c.Context, func(tx *journal.Tx) error {
+				// Recorded even if a signal came meanwhile: the host
+				// holds the pulled state now, whatever the signal.
+				err = op.Update(context.WithoutCancel(c.Context), func(tx *journal.Tx) error {
 					return workspace.RecordPulled(tx, dir, written, began)
 				})
 			}
 			status := 0
 			if err != nil {
 				status = 1
+				if c.Context.Err() != nil {
+					status = workspace.InterruptedStatus
+				}
 			}
-			if endErr := op.End(c.Context, &status); err == nil {
+			// Ended even after a signal: the op says it was interrupted.
+			if endErr := op.End(context.WithoutCancel(c.Context), &status); err == nil {
 				err = endErr
+			}
+			if err != nil && c.Context.Err() != nil && stats.Written+stats.Deleted+stats.Updated == 0 {
+				// Export writes nothing before it has planned and staged
+				// everything, and then does not stop.
+				return &interruptedError{what: "pull interrupted: " + termtext.Quote(dir) + " unchanged, nothing recorded", err: err}
 			}
 			if err != nil {
 				return err

@@ -74,8 +74,11 @@ func TestPullInterrupted(t *testing.T) {
 			if len(left) > 0 || listing() != before {
 				t.Fatalf("after SIGTERM (stderr %q) the destination holds:\n%s\nwant:\n%s", stderr.String(), listing(), before)
 			}
-			if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); len(lines) != 1 {
-				t.Errorf("SIGTERM: want one line on stderr, got %q", stderr.String())
+			if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "pull interrupted") || !strings.Contains(lines[0], "unchanged, nothing recorded") {
+				t.Errorf("SIGTERM: want one line on stderr saying nothing was recorded, got %q", stderr.String())
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+				t.Errorf("SIGTERM: exit %d, want %d", code, 128+int(syscall.SIGTERM))
 			}
 		case syscall.SIGKILL:
 			if len(left) == 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -67,7 +68,7 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 			quiet := (c.Bool("quiet") || c.Bool("json")) && c.String("message") == ""
 			opts := workspace.ImportOptions{
 				Dir: c.String("mount"), Branch: c.String("branch"), Message: c.String("message"),
-				Entries: entries, Warn: e.stderr, Capture: !c.Bool("replace"), SkipUnchanged: quiet,
+				Entries: entries, Warn: e.stderr, Capture: !c.Bool("replace"), SkipUnchanged: quiet, SoleWriter: true,
 				Progress: func(s workspace.ImportStats) {
 					bar.update("push: %d files, %s read, %s stored", s.Files, fmtBytes(s.BytesRead), fmtBytes(s.BytesStored))
 				},
@@ -167,7 +168,11 @@ func pushImport(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportS
 			return workspace.ImportStats{}, journal.State{}, err
 		}
 	}
+	prior, _ := db.Branch(c.Context, branch)
 	st, err := workspace.Import(c.Context, db, opts)
+	if err != nil && c.Context.Err() != nil {
+		return st, before, importInterrupted(db, branch, prior.EventCount, err)
+	}
 	return st, before, err
 }
 
@@ -196,4 +201,19 @@ func revOf(s journal.State) string {
 		return s.Snapshot.Short()
 	}
 	return fmt.Sprintf("@%d", s.Seq)
+}
+
+// importInterrupted says what an import stopped by a signal recorded: the
+// directories it committed before the signal stay on the branch (without
+// a snapshot), and the next push continues from them.
+func importInterrupted(db *journal.DB, branch string, before int64, err error) error {
+	after, berr := db.Branch(context.Background(), branch)
+	switch {
+	case berr != nil:
+		return &interruptedError{what: "push interrupted", err: err}
+	case after.EventCount == before:
+		return &interruptedError{what: "push interrupted: nothing recorded, branch " + termtext.Quote(branch) + " unchanged", err: err}
+	}
+	return &interruptedError{what: fmt.Sprintf("push interrupted: %d events recorded on branch %s before the signal, without a snapshot; art push -m again completes it, art undo drops it",
+		after.EventCount-before, termtext.Quote(branch)), err: err}
 }

@@ -131,6 +131,8 @@ func remoteTransfer(c *cli.Context, e *env, push bool) error {
 	}
 	bar.done()
 	switch {
+	case err != nil && c.Context.Err() != nil:
+		return transferInterrupted(verb, st, err)
 	case errors.Is(err, remote.ErrNonFastForward):
 		return withHint(err, "rerun with --force to replace the other side's branch")
 	case errors.Is(err, remote.ErrRefChanged):

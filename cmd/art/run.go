@@ -50,7 +50,7 @@ which the sandbox sees as an empty read-only directory and pull never writes.`
 func runFlags() []cli.Flag {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "mount", Aliases: []string{"m"}, Value: ".", Usage: "host workspace `DIR`, at /home/agent/<basename> (with -d, /, your home and the store's directory are captured only when named)"},
-		&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE`: overlay mode with history (without it the workspace is bound read-write, no history)"},
+		&cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE` (plus FILE.packs/ beside it): overlay mode with history (without it the workspace is bound read-write, no history)"},
 		durabilityFlag(),
 		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Value: true, Usage: "give the command a PTY when stdin and stdout are terminals (-i=false: plain pipes always)"},
 		&cli.StringFlag{Name: "branch", Aliases: []string{"b"}, Usage: "branch to run on, created from main's head if new (default main)"},

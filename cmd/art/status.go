@@ -164,6 +164,9 @@ func printStatus(e *env, rep *statusReport) {
 	fmt.Fprintf(w, "  import      %s in %s records of captured host paths\n", fmtBytes(u.ImportCache.Bytes), fmtCount(u.ImportCache.Rows))
 	if g := rep.GC; g != nil {
 		fmt.Fprintf(w, "art gc would reclaim %s in %s objects", fmtBytes(g.RemovedBytes), fmtCount(g.Removed))
+		if g.OrphanPackBytes > 0 {
+			fmt.Fprintf(w, " and %s of pack bytes no object names (a failed or killed writer's)", fmtBytes(g.OrphanPackBytes))
+		}
 		if g.Protected > 0 {
 			fmt.Fprintf(w, " (and %s in %s unreferenced objects younger than the 1h grace period)", fmtBytes(g.ProtectedBytes), fmtCount(g.Protected))
 		}

@@ -16,7 +16,7 @@ import (
 
 // Flags shared by the store verbs.
 func dbFlag() cli.Flag {
-	return &cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE` (SQLite)", EnvVars: []string{"ART_DB"}, Required: true}
+	return &cli.StringFlag{Name: "db", Aliases: []string{"d"}, Usage: "store `FILE`: the SQLite file, plus FILE.packs/ beside it for large contents (copy both, or use art backup)", EnvVars: []string{"ART_DB"}, Required: true}
 }
 
 func durabilityFlag() cli.Flag {
