@@ -48,8 +48,12 @@ type node struct {
 	// (tail.go); only with upper set, nil when not gathering.
 	tail    []byte
 	tailOff int64
-	// Neither upper nor inMem: the content is attr.Content.
-	opens int
+	// Neither upper nor inMem: the content is attr.Content, read from the
+	// store by readStore through layout (its manifest, cached) until
+	// storeRead bytes reach storeReadMax.
+	layout    *cas.Layout
+	storeRead int64
+	opens     int
 	// Of opens, how many are served by FUSE passthrough (passthrough.go):
 	// to the host file (lowerOpens), or to upper (ptOpens, ptWriters of
 	// them open for writing). The kernel refuses to mix passthrough and
@@ -202,6 +206,7 @@ func (n *node) OnForget() {
 	defer n.jmu.Unlock()
 	n.mu.Lock()
 	n.forgotten = true
+	n.layout = nil // a big file's manifest: read again if the kernel asks again
 	n.dropUpperLocked()
 	n.dropMemLocked()
 	n.mu.Unlock()
