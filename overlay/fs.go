@@ -312,7 +312,8 @@ func (f *FS) FastPaths() []string {
 	var out []string
 	out = append(out, "max_write=1MiB", "max_background=64", "entry/attr timeout=1h", "negative entries cached",
 		"directory listings cached by the kernel (cache_dir)", "small new files in memory until close",
-		"small writes gathered (1 MiB per file) before the private copy")
+		"small writes gathered (1 MiB per file) before the private copy",
+		"reads of files held only in the store from the chunks they touch (no copy-out up to 8 MiB read)")
 	if flags&fuse.CAP_NO_OPENDIR_SUPPORT != 0 {
 		out = append(out, "directories opened by the kernel (no_opendir)")
 	}
@@ -337,7 +338,7 @@ func (f *FS) FastPaths() []string {
 		out = append(out, "forensic mode: every write request journaled (slower)")
 	}
 	if f.lower != "" {
-		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it)")
+		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it; files under 64 KiB read by the daemon and cached by the kernel)")
 	}
 	if !f.journalWrites && f.quota.Load() == 0 {
 		out = append(out, "reads and writes of private copies by FUSE passthrough (when the kernel accepts it)")
