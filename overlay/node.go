@@ -362,7 +362,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 // directory looks up one name there, git status every name, and most
 // directories of a source tree hold fewer than 16 (Go's: 4.5 files on
 // average), so with 16 nearly every lookup of a first git status was a
-// query; with 2 the daemon's CPU for it fell by 14%.
+// query (docs/architecture.md, "Listings", has the measurements).
 const lookupsBeforeListing = 2
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
