@@ -31,6 +31,15 @@
 //	             --all --keep-last 2 and art gc --grace 0, timed, and the
 //	             store's size against a fresh store of the last 2 sessions.
 //	             Needs root, /dev/fuse and bwrap; skipped like overlay
+//	workloads    real developer workloads natively, under bare bwrap and in
+//	             art run on a store holding the workspace: go install gopls
+//	             (cold and no-op), npm ci of 500+ packages, find, du and
+//	             rm -rf of node_modules, git status, grep and commit in a
+//	             15k-file repository, tar x + rm -rf, a 2 GiB dd and its
+//	             cold read, art run start-up. Its data (Go modules, npm
+//	             packages, a git repository) is fetched once into -data
+//	             (default ~/.cache/art-bench). Needs bwrap, /dev/fuse, git,
+//	             npm; root to drop caches; skipped like overlay
 //
 // The machine bench was written for is a shared 2-core VM, so absolute times
 // drift from run to run; the ratios against peers measured in the same run
@@ -83,7 +92,7 @@ import (
 )
 
 // sections in the order they run and appear in the table.
-var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace", "sandbox", "lifecycle"}
+var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace", "sandbox", "lifecycle", "workloads"}
 
 // storeSections are the sections of the store table; the rest have their
 // own tables.
@@ -99,6 +108,8 @@ type config struct {
 	cpuprofile string
 	perf       string
 	keep       bool
+	data       string   // the workloads section's data cache
+	workloads  string   // the workloads section's rows to run, comma-separated; "" all
 	runSet     bool     // -run was given: a section that cannot run is an error
 	args       []string // as given, for the report
 }
@@ -194,9 +205,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			delete(cfg.run, "lifecycle")
 		}
 	}
+	if cfg.run["workloads"] {
+		if why := workloadsProbe(); why != "" {
+			if cfg.runSet {
+				return fmt.Errorf("workloads: %s", why)
+			}
+			b.progress("skipping the workloads section: %s", why)
+			delete(cfg.run, "workloads")
+		}
+	}
 	b.load = loadAvg()
 	start := time.Now()
-	var storeTook, overlayTook, traceTook, sandboxTook, lifecycleTook time.Duration
+	var storeTook, overlayTook, traceTook, sandboxTook, lifecycleTook, workloadsTook time.Duration
 	for _, s := range sections {
 		if !cfg.run[s] {
 			continue
@@ -226,6 +246,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			err = b.sandboxSection()
 		case "lifecycle":
 			err = b.lifecycle()
+		case "workloads":
+			err = b.workloads()
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
@@ -238,6 +260,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			sandboxTook += time.Since(began)
 		} else if s == "lifecycle" {
 			lifecycleTook += time.Since(began)
+		} else if s == "workloads" {
+			workloadsTook += time.Since(began)
 		} else {
 			overlayTook += time.Since(began)
 		}
@@ -264,6 +288,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.run["lifecycle"] {
 		parts = append(parts, part{lifecycleMarkers, b.lifecycleMarkdown(lifecycleTook)})
+	}
+	if cfg.run["workloads"] {
+		parts = append(parts, part{workloadsMarkers, b.workloadsMarkdown(workloadsTook)})
 	}
 	for i, p := range parts {
 		if i > 0 {
@@ -295,6 +322,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile to `FILE` (see the package doc)")
 	fs.StringVar(&cfg.perf, "perf", "", "record art's mount daemon with perf during an extra tar x into `FILE` (overlay section)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory")
+	fs.StringVar(&cfg.workloads, "workloads", "", "comma-separated `NAMES` of the workloads section's workloads to run: startup, git, untar, dd, npm, gopls (default all)")
+	fs.StringVar(&cfg.data, "data", "", "the workloads section's data cache `DIR` (default ~/.cache/art-bench): Go modules, npm packages, a git repository, kept between runs")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

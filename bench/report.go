@@ -39,6 +39,9 @@ type report struct {
 
 	lc      []lcRow // the lifecycle section's table
 	lcNotes []string
+
+	wl      []wlRow // the workloads section's table
+	wlNotes []string
 }
 
 func (r *report) add(x row) { r.rows = append(r.rows, x) }

@@ -1199,7 +1199,7 @@ func TestDifferential(t *testing.T) { runDifferential(t) }
 // TestDifferentialPassthrough runs the differential cases with every open
 // of a file with content served by FUSE passthrough.
 func TestDifferentialPassthrough(t *testing.T) {
-	defer overlay.PassthroughAll()()
+	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
 	runDifferential(t)
 }
 

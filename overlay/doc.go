@@ -16,12 +16,15 @@
 // OPENDIR, READDIR served from numbered snapshots).
 // A new or truncated file's content lives in memory while it is small and
 // written from the start (up to 128 KiB); otherwise, and for a file opened
-// with existing content, in a private "upper" copy. Opens of a file with
-// an upper copy (made at the open for 64 KiB or more) are served by FUSE
-// passthrough to it: the kernel reads, writes and maps the copy itself
-// (passthrough.go; not in forensic mode or with a quota); other opens go
-// through the daemon, which copies the content out at the first read or
-// write. At flush, fsync and release a changed file - and a file open for
+// for writing with existing content, in a private "upper" copy. Opens of a
+// file with an upper copy (made at an open for writing for 64 KiB or more)
+// are served by FUSE passthrough to it: the kernel reads, writes and maps
+// the copy itself (passthrough.go; not in forensic mode or with a quota);
+// other opens go through the daemon, which copies the content out at the
+// first write. Reads of a file held only in the store are answered from
+// the chunks they touch (file.go readStore) until 8 MiB of it were read,
+// then from a copy; reads of a small unmodified host file from that file
+// (lowerReader), checked against the import's record after each read. At flush, fsync and release a changed file - and a file open for
 // writing by passthrough, whose writes the daemon does not see - is
 // chunked, hashed and journaled in one transaction (coalesced per open
 // file, never per write request), together with the mode, owner and mtime

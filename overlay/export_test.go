@@ -11,3 +11,13 @@ func PassthroughAll() (restore func()) {
 
 // Fail makes f fail as if its store had failed with err (failed.go).
 func Fail(f *FS, err error) { f.fail(err) }
+
+// CopyOnRead makes every read of a file held only in the store copy the
+// file out first, as before reads were served from the store (readStore),
+// until the returned function restores the bound; tests of private copies
+// use it.
+func CopyOnRead() (restore func()) {
+	old := storeReadMax
+	storeReadMax = 0
+	return func() { storeReadMax = old }
+}

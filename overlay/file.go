@@ -30,13 +30,8 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 	if n.upper != "" {
 		return nil
 	}
-	if !n.inMem {
-		if p := n.fsys.kept.take(n.attr.Content); p != "" {
-			// A forgotten file's copy of this very content (kept.go).
-			n.upper, n.upperSum = p, n.attr.Content
-			n.fsys.stats.reuses.Add(1)
-			return nil
-		}
+	if !n.inMem && n.takeKeptLocked() {
+		return nil
 	}
 	f, err := n.fsys.newUpper()
 	if err != nil {
@@ -64,6 +59,19 @@ func (n *node) ensureUpperLocked(ctx context.Context) error {
 	n.upper, n.upperSum = f.Name(), content
 	n.fsys.stats.copies.Add(1)
 	return nil
+}
+
+// takeKeptLocked makes a forgotten file's kept copy of this very content
+// (kept.go) the file's private copy, if there is one. The caller holds
+// n.mu, and the file has no private copy and no content in memory.
+func (n *node) takeKeptLocked() bool {
+	p := n.fsys.kept.take(n.attr.Content)
+	if p == "" {
+		return false
+	}
+	n.upper, n.upperSum = p, n.attr.Content
+	n.fsys.stats.reuses.Add(1)
+	return true
 }
 
 // emptyLocked makes the file's content empty, in memory when it is not on
@@ -105,8 +113,19 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !modifies {
 		openFlags |= fuse.FOPEN_NOFLUSH
 	}
-	if !modifies && n.upper == "" && !n.inMem && n.cachedOpensLocked() == 0 && n.ptOpens == 0 {
-		if fd := n.openLowerLocked(ctx); fd >= 0 {
+	if small := n.attr.Size < ptMinCopy; !modifies && n.upper == "" && !n.inMem && n.ptOpens == 0 &&
+		(small && n.lowerOpens == 0 || !small && n.cachedOpensLocked() == 0) {
+		if fd := n.openLowerLocked(ctx); fd >= 0 && small {
+			// A small file: the daemon reads the host file (lowerReader),
+			// so the kernel keeps its pages and a warm re-read costs no
+			// request. By passthrough every read made the kernel drop
+			// the inode's atime and ask for its attributes at the next
+			// stat: a GETATTR per source file a no-op go build read.
+			n.opens++
+			n.fsys.stats.lowerOpens.Add(1)
+			h := &handle{n: n, flags: flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_DIRECT | syscall.O_TRUNC)}
+			return &lowerReader{handle: h, fd: fd, rec: n.lowerStat.StatCache}, openFlags, 0
+		} else if fd >= 0 {
 			n.opens++
 			n.lowerOpens++
 			n.lowerUsed = true
@@ -211,6 +230,45 @@ func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
 	h.n.lowerOpens--
 	h.n.mu.Unlock()
 	return errno
+}
+
+// lowerReader is a read-only open of a small unmodified host file served
+// by the daemon: reads come from the host file while the file still
+// holds what the import recorded, and the kernel caches them
+// (FOPEN_KEEP_CACHE). Every read is checked after the fact - the host
+// file's size, mtime, ctime and inode still the record's, so no write
+// began before the check (a write moves the ctime before it copies its
+// bytes, and the record is older than the racy window) - and otherwise,
+// as when the file changed through the mount since the open, the read is
+// the ordinary handle's (the store, or the private copy). It passes
+// nothing through: go-fuse sees no PassthroughFd.
+type lowerReader struct {
+	*handle
+	fd  int
+	rec journal.StatCache
+}
+
+var _ fs.FileReader = (*lowerReader)(nil)
+
+func (h *lowerReader) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n := h.n
+	n.mu.Lock()
+	same := n.upper == "" && !n.inMem && n.attr.Content == h.rec.Manifest
+	n.mu.Unlock()
+	if same {
+		got, err := syscall.Pread(h.fd, dest, off)
+		var st syscall.Stat_t
+		if err == nil && syscall.Fstat(h.fd, &st) == nil && st.Size == h.rec.Size && st.Mtim.Nano() == h.rec.MTime &&
+			st.Ctim.Nano() == h.rec.CTime && st.Ino == h.rec.Ino {
+			return fuse.ReadResultData(dest[:got]), 0
+		}
+	}
+	return h.handle.Read(ctx, dest, off)
+}
+
+func (h *lowerReader) Release(ctx context.Context) syscall.Errno {
+	syscall.Close(h.fd)
+	return h.handle.Release(ctx)
 }
 
 // journal records the file's current content if it changed. With durable,
@@ -405,6 +463,9 @@ func (h *handle) lockContent(ctx context.Context, disk, gather bool) (fs.FileHan
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	ctx = uninterruptible(ctx)
+	if res, ok, errno := h.n.readStore(ctx, dest, off); ok {
+		return res, errno
+	}
 	lf, errno := h.lockContent(ctx, false, false)
 	if errno != 0 {
 		return nil, errno
@@ -476,6 +537,66 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		}
 	}
 	return w, errno
+}
+
+// storeReadMax is how many bytes a file serves to reads straight from
+// the store (readStore) before its next read copies it out whole: what
+// reads a part of a file (go's look at an installed binary's build ID, a
+// linker's at an archive's index) never pays for the rest; a file read
+// in full is copied out once, and later opens pass through to the copy.
+var storeReadMax int64 = 8 << 20 // a variable only for tests (CopyOnRead)
+
+// readStore serves a read of a file whose content is only in the store
+// (no private copy, not in memory) from the chunks the range touches,
+// each verified, without copying the file out; ok is false when the
+// caller must read the private copy or memory instead (there is one,
+// or the file has served storeReadMax bytes so). The kernel keeps what
+// it read in its page cache (FOPEN_KEEP_CACHE), so a warm re-read costs
+// nothing here. A write racing with the read is ordered by the kernel's
+// page locks, as for any FUSE read.
+func (n *node) readStore(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, bool, syscall.Errno) {
+	n.mu.Lock()
+	if n.upper != "" || n.inMem || n.attr.Kind != cas.EntryFile || n.storeRead >= storeReadMax {
+		n.mu.Unlock()
+		return nil, false, 0
+	}
+	content, size, l := n.attr.Content, n.attr.Size, n.layout
+	if l != nil && l.ID != content {
+		l = nil
+	}
+	if off >= size {
+		n.mu.Unlock()
+		return fuse.ReadResultData(nil), true, 0
+	}
+	want := min(int64(len(dest)), size-off)
+	n.storeRead += want
+	n.mu.Unlock()
+	var got int
+	// Through the shared transaction: the content may have been
+	// journaled moments ago and not be committed yet.
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		objs := tx.Objects()
+		if l == nil {
+			m, err := objs.GetManifest(ctx, content)
+			if err != nil {
+				return err
+			}
+			l = cas.NewLayout(content, m)
+		}
+		var err error
+		got, err = objs.ReadAt(ctx, l, dest[:want], off)
+		return err
+	})
+	if err != nil {
+		return nil, true, n.fsys.errno(fmt.Errorf("read inode %d: %w", n.ino, err))
+	}
+	n.mu.Lock()
+	if n.attr.Content == content {
+		n.layout = l
+	}
+	n.mu.Unlock()
+	n.fsys.stats.storeReads.Add(1)
+	return fuse.ReadResultData(dest[:got]), true, 0
 }
 
 // wrote notes that data was written at off.

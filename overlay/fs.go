@@ -117,6 +117,7 @@ type FS struct {
 	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
 	stats   struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
+		storeReads                                                   atomic.Int64
 		streamed, streamStarts, streamBytes                          atomic.Int64
 	}
 	streams  streams    // files being stored while written (stream.go)
@@ -310,6 +311,9 @@ type Stats struct {
 	Kept      int
 	KeptBytes int64
 	Readdirs  int64 // READDIR requests: listings the kernel had not cached
+	// StoreReads counts reads served straight from the store, without a
+	// private copy (file.go readStore).
+	StoreReads int64
 	// UnlinksBehind counts unlinks answered before the journal had them
 	// (behind.go).
 	UnlinksBehind int64
@@ -324,7 +328,7 @@ func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
-		Readdirs: f.stats.readdirs.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
+		Readdirs: f.stats.readdirs.Load(), StoreReads: f.stats.storeReads.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
 }
 
@@ -335,7 +339,8 @@ func (f *FS) FastPaths() []string {
 	var out []string
 	out = append(out, "max_write=1MiB", "max_background=64", "entry/attr timeout=1h", "negative entries cached",
 		"directory listings cached by the kernel (cache_dir)", "small new files in memory until close",
-		"small writes gathered (1 MiB per file) before the private copy")
+		"small writes gathered (1 MiB per file) before the private copy",
+		"reads of files held only in the store from the chunks they touch (no copy-out up to 8 MiB read)")
 	if flags&fuse.CAP_NO_OPENDIR_SUPPORT != 0 {
 		out = append(out, "directories opened by the kernel (no_opendir)")
 	}
@@ -360,7 +365,7 @@ func (f *FS) FastPaths() []string {
 		out = append(out, "forensic mode: every write request journaled (slower)")
 	}
 	if f.lower != "" {
-		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it)")
+		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it; files under 64 KiB read by the daemon and cached by the kernel)")
 	}
 	if !f.journalWrites && f.quota.Load() == 0 {
 		out = append(out, "reads and writes of private copies by FUSE passthrough (when the kernel accepts it)")

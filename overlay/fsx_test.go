@@ -694,7 +694,7 @@ func TestFSX(t *testing.T) { runFSX(t, 1) }
 // content served by FUSE passthrough (the kernel reads and writes the
 // private copy itself), on a quarter of the operations.
 func TestFSXPassthrough(t *testing.T) {
-	defer overlay.PassthroughAll()()
+	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
 	runFSX(t, 4)
 }
 

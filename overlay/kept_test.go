@@ -156,6 +156,7 @@ func TestKeptCopyReused(t *testing.T) {
 // the file that takes it over and is written must not change the other,
 // nor a kept copy; a copy written by passthrough is never kept.
 func TestKeptCopyNotShared(t *testing.T) {
+	t.Cleanup(overlay.CopyOnRead()) // b's reads copy it out, for a copy to keep; restored after the unmount
 	s := newStore(t)
 	a, b, b2 := filepath.Join(s.mnt, "a"), filepath.Join(s.mnt, "b"), filepath.Join(s.mnt, "b2")
 	orig := seeded(1<<20, 2)

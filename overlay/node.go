@@ -48,8 +48,12 @@ type node struct {
 	// (tail.go); only with upper set, nil when not gathering.
 	tail    []byte
 	tailOff int64
-	// Neither upper nor inMem: the content is attr.Content.
-	opens int
+	// Neither upper nor inMem: the content is attr.Content, read from the
+	// store by readStore through layout (its manifest, cached) until
+	// storeRead bytes reach storeReadMax.
+	layout    *cas.Layout
+	storeRead int64
+	opens     int
 	// Of opens, how many are served by FUSE passthrough (passthrough.go):
 	// to the host file (lowerOpens), or to upper (ptOpens, ptWriters of
 	// them open for writing). The kernel refuses to mix passthrough and
@@ -202,6 +206,7 @@ func (n *node) OnForget() {
 	defer n.jmu.Unlock()
 	n.mu.Lock()
 	n.forgotten = true
+	n.layout = nil // a big file's manifest: read again if the kernel asks again
 	n.dropUpperLocked()
 	n.dropMemLocked()
 	n.mu.Unlock()
@@ -351,10 +356,14 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 // lookupsBeforeListing is how many names Lookup finds by a query each in
 // a directory without a listing before it reads the whole listing
-// instead: after the kernel forgot a directory (drop_caches, memory
-// pressure), a stat of each of its files then costs one read of it, not
-// a query per name.
-const lookupsBeforeListing = 16
+// instead: in a new session (or after the kernel forgot a directory) a
+// stat of each of its files then costs one read of it, not a query per
+// name. The second name looked up lists it: a path walked through a
+// directory looks up one name there, git status every name, and most
+// directories of a source tree hold fewer than 16 (Go's: 4.5 files on
+// average), so with 16 nearly every lookup of a first git status was a
+// query (docs/architecture.md, "Listings", has the measurements).
+const lookupsBeforeListing = 2
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx = uninterruptible(ctx)

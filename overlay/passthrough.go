@@ -86,9 +86,19 @@ func (n *node) openPassthroughLocked(ctx context.Context, flags uint32, modifies
 		}
 		if n.upper == "" && (n.inMem || n.attr.Size < ptMinCopy || flags&syscall.O_TRUNC != 0) {
 			// Small or about to be empty: the daemon serves it from
-			// memory (a new file until it grows), or copies it out at
-			// the first read. A private file per new file (and its
-			// removal) made tar x half as slow again.
+			// memory (a new file until it grows), or from the store
+			// (readStore) and copies it out at the first write. A
+			// private file per new file (and its removal) made tar x
+			// half as slow again.
+			return nil, nil
+		}
+		if n.upper == "" && !modifies && !n.takeKeptLocked() {
+			// Read-only, and only in the store: the daemon reads what is
+			// asked from the store (readStore) rather than copy the whole
+			// file out first - a no-op go install opened a 30 MB binary
+			// for its build ID, and copying it out was a third of the
+			// daemon's CPU. A file read in full is copied out as it goes
+			// on, and its later opens pass through.
 			return nil, nil
 		}
 	}

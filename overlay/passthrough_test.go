@@ -236,7 +236,7 @@ func TestPassthroughTruncateAppendHoles(t *testing.T) {
 // memory) is opened for reading meanwhile, and the open must not ask the
 // kernel for passthrough, which refuses to mix the two with EIO.
 func TestPassthroughMixedOpens(t *testing.T) {
-	defer overlay.PassthroughAll()()
+	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
 	s := newStore(t)
 	p := filepath.Join(s.mnt, "new")
 	w := mustOpen(t, p, unix.O_CREAT|unix.O_WRONLY|unix.O_EXCL)
@@ -263,7 +263,7 @@ func TestPassthroughMixedOpens(t *testing.T) {
 // TestPassthroughOff: forensic mode and a quota see every write request,
 // so nothing is passed through.
 func TestPassthroughOff(t *testing.T) {
-	defer overlay.PassthroughAll()()
+	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
 	for _, opts := range []overlay.Options{{JournalWrites: true}, {Quota: 1 << 30}} {
 		s := newStoreWith(t, opts)
 		p := filepath.Join(s.mnt, "f")
@@ -288,7 +288,7 @@ func TestPassthroughOff(t *testing.T) {
 // refuses the writer with EIO: it cannot switch an open inode's backing
 // file), and later opens go through the daemon.
 func TestPassthroughNeverReachesHost(t *testing.T) {
-	defer overlay.PassthroughAll()()
+	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
 	host := strings.Repeat("host bytes\n", 20000)
 	s := newLower(t, map[string]string{"a": host, "b": host})
 	m := func(p string) string { return filepath.Join(s.mnt, "ws", p) }

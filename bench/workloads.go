@@ -1,0 +1,1139 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// workloads: what an agent does between two model calls, on real data,
+// in three places side by side in every repetition: natively in a plain
+// directory on the disk that holds the stores (N), the same command under
+// bare bwrap with that directory bound (B), and `art run -m DIR -d STORE`
+// on a fresh copy of a store that already holds DIR (A: the capture at
+// the start finds nothing new, the workload runs in the FUSE overlay, the
+// run ends with a snapshot). The same bash script runs in all three; it
+// times its own steps with $EPOCHREALTIME (no fork) and prints them on
+// stdout, so a step's time excludes the sandbox's start and end, which the
+// "whole session" rows time from the outside.
+//
+// The data is real and prepared once into a cache directory (-data,
+// default ~/.cache/art-bench) that later runs reuse without the network:
+// a Go module cache holding everything gopls@v0.23.0 needs, an npm
+// project of 500+ packages with its lockfile and a filled npm cache, and
+// a git repository of $GOROOT's files, committed. Everything a run makes
+// lives in the run's temporary directory.
+
+var workloadsMarkers = markers{"<!-- bench:workloads:begin -->", "<!-- bench:workloads:end -->",
+	"## Workloads: real developer workloads natively, under bare bwrap and in art"}
+
+// Where a workload runs.
+type wlPlace int
+
+const (
+	wlNative wlPlace = iota // a plain directory
+	wlBwrap                 // bare bwrap, the directory bound read-write
+	wlArt                   // art run -m DIR -d STORE
+)
+
+var wlPlaces = []wlPlace{wlNative, wlBwrap, wlArt}
+
+func (p wlPlace) String() string { return [...]string{"N", "B", "A"}[p] }
+
+// The gopls build.
+const (
+	goplsPkg = "golang.org/x/tools/gopls"
+	goplsVer = "v0.23.0"
+)
+
+// npmPackageJSON is the npm project: popular development tools whose
+// dependency trees add up to 500+ packages. The lockfile is resolved once
+// against the registry and kept in the data cache.
+const npmPackageJSON = `{
+  "name": "art-bench-npm",
+  "version": "1.0.0",
+  "private": true,
+  "devDependencies": {
+    "@babel/core": "7.28.3",
+    "@babel/preset-env": "7.28.3",
+    "eslint": "9.34.0",
+    "jest": "30.1.1",
+    "webpack": "5.101.3",
+    "webpack-cli": "6.0.1"
+  }
+}
+`
+
+// wlRow is one line of the workloads table.
+type wlRow struct{ bench, n, b, a, ratio, goal string }
+
+// wlRun is one run of the workloads section.
+type wlRun struct {
+	b    *bench
+	root string // b.tmp/workloads
+	data string // the data cache
+	ctl  string // files the harness creates to resume a waiting script; bound at /tmp/ctl
+	in   string // inputs bound read-only at /tmp/in
+	tmpN string // TMPDIR and HOME of the native runs (the sandboxes have their own /tmp)
+	reps int
+	drop bool // drop_caches is writable
+	dd   int64
+
+	// samples[metric][place] are the timings, one per repetition.
+	samples map[string]map[wlPlace][]time.Duration
+	rows    []wlRow
+	notes   []string
+	facts   map[string]string // sizes and counts for the labels
+	seq     int               // names the ctl files
+}
+
+// workloadsProbe says why the section cannot run here ("" if it can):
+// art run with a store needs bwrap and FUSE, and the workloads need their
+// tools.
+func workloadsProbe() string {
+	for _, tool := range []string{"bwrap", "bash", "git", "npm", "tar", "dd", "cp"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return tool + " not found"
+		}
+	}
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return "cannot open /dev/fuse: " + err.Error()
+	}
+	f.Close()
+	return ""
+}
+
+func (b *bench) workloads() (err error) {
+	w := &wlRun{b: b, root: filepath.Join(b.tmp, "workloads"), reps: b.cfg.reps,
+		samples: map[string]map[wlPlace][]time.Duration{}, facts: map[string]string{}, dd: 2 << 30}
+	if b.cfg.quick {
+		w.reps = 1
+		w.dd = 256 << 20
+	}
+	w.data = b.cfg.data
+	if w.data == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			return fmt.Errorf("data cache: %w (give -data DIR)", err)
+		}
+		w.data = filepath.Join(c, "art-bench")
+	}
+	w.drop = unix.Access("/proc/sys/vm/drop_caches", unix.W_OK) == nil
+	if !w.drop {
+		w.notes = append(w.notes, "**Caches were not dropped** (/proc/sys/vm/drop_caches is not writable: not root): the npm rows ran with warm caches and the cold read is not cold.")
+	}
+	w.ctl = filepath.Join(w.root, "ctl")
+	w.in = filepath.Join(w.root, "in")
+	w.tmpN = filepath.Join(w.root, "tmp-native")
+	for _, d := range []string{w.root, w.ctl, w.in, w.tmpN, w.data} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	// The sandbox runs as an unprivileged uid: every directory above the
+	// workspaces and the bound inputs must let it through.
+	for _, d := range []string{b.tmp, w.root, w.ctl, w.in} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return err
+		}
+	}
+	steps := []struct {
+		name string
+		f    func() error
+	}{
+		{"startup", w.startup},
+		{"git", w.git},
+		{"untar", w.untar},
+		{"dd", w.ddRows},
+		{"npm", w.npm},
+		{"gopls", w.gopls},
+	}
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.name)
+	}
+	pick := map[string]bool{}
+	if b.cfg.workloads != "" {
+		for _, n := range strings.Split(b.cfg.workloads, ",") {
+			n = strings.TrimSpace(n)
+			if !slices.Contains(names, n) {
+				return fmt.Errorf("-workloads: unknown workload %q (have %s)", n, strings.Join(names, ", "))
+			}
+			pick[n] = true
+		}
+	}
+	for _, s := range steps {
+		if err := b.ctx.Err(); err != nil {
+			return err
+		}
+		if len(pick) > 0 && !pick[s.name] {
+			continue
+		}
+		b.progress("workloads: %s", s.name)
+		if err := s.f(); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	w.table()
+	b.rep.wl, b.rep.wlNotes = w.rows, w.notes
+	return nil
+}
+
+// ---- running a script in the three places
+
+// wlSession is one process running a script in one place.
+type wlSession struct {
+	place wlPlace
+	ws    string // the host workspace
+	store string // the store, for wlArt
+	body  string // bash; t NAME 'CMD' times CMD, w NAME waits for the harness
+	// hooks run when the script calls w NAME; the script resumes after.
+	hooks map[string]func() error
+}
+
+// wlPrelude starts every script: where it runs, a fixed environment (art
+// clears the environment; the harness passes the same one to the native
+// and bwrap runs), and the two helpers. t prints "@@t NAME START END" with
+// $EPOCHREALTIME, which bash reads without a fork.
+const wlPrelude = `set -e
+cd %s
+export LC_ALL=C PATH=%s HOME=%s TMPDIR=%s CTL=%s IN=%s
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
+export GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=gc.auto GIT_CONFIG_VALUE_0=0 GIT_CONFIG_KEY_1=safe.directory GIT_CONFIG_VALUE_1='*'
+t() { local n=$1; shift; local s=$EPOCHREALTIME; eval "$@" >/dev/null; local e=$EPOCHREALTIME; echo "@@t $n $s $e"; }
+w() { echo "@@w $1"; while [ ! -e "$CTL/$1" ]; do sleep 0.01; done; }
+`
+
+// script is s's body behind the prelude for its place.
+func (w *wlRun) script(s wlSession) string {
+	dir, tmp, ctl, in := s.ws, "/tmp", "/tmp/ctl", "/tmp/in"
+	switch s.place {
+	case wlNative:
+		tmp, ctl, in = w.tmpN, w.ctl, w.in
+	case wlArt:
+		dir = "/home/agent/" + filepath.Base(s.ws)
+	}
+	path := filepath.Join(w.b.goroot, "bin") + ":/usr/local/bin:/usr/bin:/bin"
+	return fmt.Sprintf(wlPrelude, shq(dir), shq(path), shq(tmp), shq(tmp), shq(ctl), shq(in)) + s.body
+}
+
+// shq quotes s for sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// wlEnv is the environment of the native and bwrap runs (the script sets
+// the rest), like art's cleared one.
+var wlEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}
+
+// run runs s and returns the step times the script printed and the whole
+// process's wall time.
+func (w *wlRun) run(s wlSession) (map[string]time.Duration, time.Duration, error) {
+	script := w.script(s)
+	var cmd *exec.Cmd
+	switch s.place {
+	case wlNative:
+		cmd = exec.CommandContext(w.b.ctx, "bash", "-c", script)
+		cmd.Dir = s.ws
+		cmd.Env = wlEnv
+	case wlBwrap:
+		cmd = exec.CommandContext(w.b.ctx, "bwrap", "--unshare-all", "--die-with-parent",
+			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+			"--bind", s.ws, s.ws, "--ro-bind", w.ctl, "/tmp/ctl", "--ro-bind", w.in, "/tmp/in",
+			"--chdir", s.ws, "--", "bash", "-c", script)
+		cmd.Dir = s.ws
+		cmd.Env = wlEnv
+	case wlArt:
+		cmd = exec.CommandContext(w.b.ctx, w.b.art, "run", "-m", s.ws, "-d", s.store, "-i=false", "-q",
+			"--bind", w.ctl+":/tmp/ctl:ro", "--bind", w.in+":/tmp/in:ro", "--", "bash", "-c", script)
+		cmd.Dir = filepath.Dir(s.ws)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, 0, err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	times := map[string]time.Duration{}
+	var hookErr error
+	var created []string
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, 0, err
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 4 && f[0] == "@@t":
+			d, err := epochDiff(f[2], f[3])
+			if err != nil {
+				hookErr = errors.Join(hookErr, err)
+			}
+			times[f[1]] = d
+		case len(f) == 2 && f[0] == "@@w":
+			if h := s.hooks[f[1]]; h != nil && hookErr == nil {
+				hookErr = h()
+			}
+			// Resume the script even after a failed hook, so it ends.
+			p := filepath.Join(w.ctl, f[1])
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				hookErr = errors.Join(hookErr, err)
+			}
+			created = append(created, p)
+		}
+	}
+	io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	whole := time.Since(start)
+	for _, p := range created {
+		os.Remove(p)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s run in %s: %w\n%s", s.place, s.ws, err, tail(stderr.Bytes()))
+	}
+	if hookErr != nil {
+		return nil, 0, hookErr
+	}
+	return times, whole, nil
+}
+
+// epochDiff is e - s for two $EPOCHREALTIME values (seconds.micros).
+func epochDiff(s, e string) (time.Duration, error) {
+	parse := func(v string) (int64, error) {
+		sec, frac, ok := strings.Cut(v, ".")
+		if !ok || len(frac) != 6 {
+			return 0, fmt.Errorf("bad $EPOCHREALTIME %q", v)
+		}
+		a, err := strconv.ParseInt(sec, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		b, err := strconv.ParseInt(frac, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		return a*1e6 + b, nil
+	}
+	a, err := parse(s)
+	if err != nil {
+		return 0, err
+	}
+	b, err := parse(e)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(b-a) * time.Microsecond, nil
+}
+
+// add records one sample.
+func (w *wlRun) add(metric string, p wlPlace, d time.Duration) {
+	m := w.samples[metric]
+	if m == nil {
+		m = map[wlPlace][]time.Duration{}
+		w.samples[metric] = m
+	}
+	m[p] = append(m[p], d)
+}
+
+// addSteps records the step times of one session, which must include
+// every name in want.
+func (w *wlRun) addSteps(p wlPlace, times map[string]time.Duration, want ...string) error {
+	for _, n := range want {
+		d, ok := times[n]
+		if !ok {
+			return fmt.Errorf("the %s script did not time %s", p, n)
+		}
+		w.add(n, p, d)
+	}
+	return nil
+}
+
+// ---- workspaces and stores
+
+// place makes the host workspaces for a workload: dirs[p] for the native
+// and bwrap runs (one directory, used in turn) and for art (its own, never
+// written after the capture). fill makes the contents of one.
+func (w *wlRun) workspaces(name string, fill func(dir string) error) (map[wlPlace]string, error) {
+	dirs := map[wlPlace]string{}
+	for _, side := range []string{"host", "art"} {
+		parent := filepath.Join(w.root, side)
+		dir := filepath.Join(parent, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		for _, d := range []string{parent, dir} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		if err := fill(dir); err != nil {
+			return nil, err
+		}
+		if side == "host" {
+			dirs[wlNative], dirs[wlBwrap] = dir, dir
+		} else {
+			dirs[wlArt] = dir
+		}
+	}
+	return dirs, nil
+}
+
+// baseStore captures dir into a new store, which each repetition copies.
+func (w *wlRun) baseStore(dir string) (string, error) {
+	db := filepath.Join(w.root, "stores", filepath.Base(dir)+".db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o755); err != nil {
+		return "", err
+	}
+	os.Chmod(filepath.Dir(db), 0o755)
+	_, d, err := w.b.command(w.root, nil, w.b.art, "push", "-m", dir, "-d", db, "-q")
+	if err != nil {
+		return "", err
+	}
+	w.b.progress("workloads: captured %s in %s, store %s", dir, fmtDur(d), fmtBytes(storeBytes(db)))
+	return db, nil
+}
+
+// storeCopy copies the store base (file, WAL, packs) for one repetition.
+func (w *wlRun) storeCopy(base string, rep int) (string, error) {
+	dst := strings.TrimSuffix(base, ".db") + fmt.Sprintf("-rep%d.db", rep)
+	removeStore(dst)
+	for _, suffix := range []string{"", "-wal", ".packs"} {
+		if _, err := os.Lstat(base + suffix); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if _, _, err := w.b.command(w.root, nil, "cp", "-a", base+suffix, dst+suffix); err != nil {
+			return "", err
+		}
+	}
+	return dst, nil
+}
+
+// cp copies src into the new path dst with cp -a.
+func (w *wlRun) cp(src, dst string) error {
+	_, _, err := w.b.command(w.root, nil, "cp", "-a", src, dst)
+	return err
+}
+
+// dropCaches empties the page cache, if it can.
+func (w *wlRun) dropCaches() error {
+	if !w.drop {
+		return nil
+	}
+	return dropCaches()
+}
+
+// readAll reads every regular file below the paths, to bring them into
+// the page cache after a drop.
+func readAll(paths ...string) error {
+	buf := make([]byte, 1<<20)
+	for _, root := range paths {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) && p == root {
+					return nil
+				}
+				return err
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.CopyBuffer(io.Discard, f, buf)
+			f.Close()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- data cache
+
+// cached returns the directory name in the data cache, making it with
+// make (into a temporary sibling, renamed when complete) if missing.
+func (w *wlRun) cached(name string, make func(dir string) error) (string, error) {
+	dir := filepath.Join(w.data, name)
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err == nil {
+		return dir, nil
+	}
+	w.b.progress("workloads: preparing %s (once; kept for later runs)", dir)
+	tmp := dir + ".partial"
+	os.RemoveAll(tmp)
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := make(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("prepare %s: %w", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
+		return "", err
+	}
+	return dir, os.Rename(tmp, dir)
+}
+
+// goModCache is a module cache holding everything go install gopls needs,
+// filled from the module proxy.
+func (w *wlRun) goModCache() (string, error) {
+	return w.cached("gomod-gopls-"+goplsVer, func(dir string) error {
+		mod := filepath.Join(dir, "mod")
+		env := []string{"GOMODCACHE=" + mod, "GOFLAGS=-modcacherw", "GOTOOLCHAIN=local", "GOTELEMETRY=off"}
+		if _, _, err := w.b.command(w.root, env, "go", "mod", "download", goplsPkg+"@"+goplsVer); err != nil {
+			return err
+		}
+		// Its dependencies: go mod download in a scratch module with
+		// gopls's go.mod and go.sum (not in the module cache itself).
+		scratch := filepath.Join(w.root, "gopls-scratch")
+		if err := os.MkdirAll(scratch, 0o755); err != nil {
+			return err
+		}
+		defer os.RemoveAll(scratch)
+		for _, f := range []string{"go.mod", "go.sum"} {
+			data, err := os.ReadFile(filepath.Join(mod, goplsPkg+"@"+goplsVer, f))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(scratch, f), data, 0o644); err != nil {
+				return err
+			}
+		}
+		_, _, err := w.b.command(scratch, env, "go", "mod", "download")
+		return err
+	})
+}
+
+// npmProject is the npm project with its lockfile and a filled cache.
+func (w *wlRun) npmProject() (string, error) {
+	sum := sha256.Sum256([]byte(npmPackageJSON))
+	return w.cached("npm-"+hex.EncodeToString(sum[:6]), func(dir string) error {
+		proj := filepath.Join(dir, "project")
+		if err := os.MkdirAll(proj, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(proj, "package.json"), []byte(npmPackageJSON), 0o644); err != nil {
+			return err
+		}
+		cache := filepath.Join(dir, "cache")
+		env := []string{"npm_config_update_notifier=false", "npm_config_cache=" + cache}
+		if _, _, err := w.b.command(proj, env, "npm", "install", "--package-lock-only", "--no-audit", "--no-fund"); err != nil {
+			return err
+		}
+		if _, _, err := w.b.command(proj, env, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"); err != nil {
+			return err
+		}
+		os.RemoveAll(filepath.Join(cache, "_logs"))
+		return os.RemoveAll(filepath.Join(proj, "node_modules"))
+	})
+}
+
+// gitRepo is a repository of $GOROOT's files, committed.
+func (w *wlRun) gitRepo() (string, error) {
+	v, err := os.ReadFile(filepath.Join(w.b.goroot, "VERSION"))
+	if err != nil {
+		return "", err
+	}
+	ver := strings.Fields(string(v))[0]
+	return w.cached("git-goroot-"+ver, func(dir string) error {
+		repo := filepath.Join(dir, "repo")
+		if _, err := copyTree(w.b.goroot, repo, 0); err != nil {
+			return err
+		}
+		if _, _, err := w.b.command(repo, gitEnv, "git", "init", "-q", "-b", "main"); err != nil {
+			return err
+		}
+		if _, _, err := w.b.command(repo, gitEnv, "git", "add", "-A"); err != nil {
+			return err
+		}
+		_, _, err := w.b.command(repo, gitEnv, "git", "commit", "-q", "-m", "goroot")
+		return err
+	})
+}
+
+// ---- the workloads
+
+// startup: art run -d -m TINY -- true against bwrap true, whole process.
+func (w *wlRun) startup() error {
+	dirs, err := w.workspaces("tiny", func(dir string) error {
+		for i := range 20 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), []byte("x\n"), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	db, err := w.baseStore(dirs[wlArt])
+	if err != nil {
+		return err
+	}
+	reps := max(w.reps, 15)
+	if w.b.cfg.quick {
+		reps = 5
+	}
+	bw := []string{"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"}
+	ar := []string{w.b.art, "run", "-d", db, "-m", dirs[wlArt], "-i=false", "-q", "--", "true"}
+	// One untimed run each warms the page cache.
+	for i := range reps + 1 {
+		_, d, err := w.b.command(w.root, nil, bw[0], bw[1:]...)
+		if err != nil {
+			return err
+		}
+		_, a, err := w.b.command(w.root, nil, ar[0], ar[1:]...)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			w.add("startup", wlBwrap, d)
+			w.add("startup", wlArt, a)
+		}
+	}
+	return nil
+}
+
+// git: a repository of $GOROOT's files committed on the host (its index
+// written there), status first in a session and again, grep, commit.
+func (w *wlRun) git() error {
+	src, err := w.gitRepo()
+	if err != nil {
+		return err
+	}
+	dirs, err := w.workspaces("gitrepo", func(dir string) error {
+		os.Remove(dir)
+		if err := w.cp(filepath.Join(src, "repo"), dir); err != nil {
+			return err
+		}
+		// The copy has new inodes and ctimes: refresh the index on the
+		// host, as after a checkout there.
+		if _, _, err := w.b.command(dir, gitEnv, "git", "update-index", "-q", "--refresh"); err != nil {
+			return err
+		}
+		_, _, err := w.b.command(dir, gitEnv, "git", "status", "--porcelain")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	host := dirs[wlNative]
+	out, _, err := w.b.command(host, gitEnv, "git", "ls-files")
+	if err != nil {
+		return err
+	}
+	files := bytes.Count(out, []byte("\n"))
+	out, _, err = w.b.command(host, gitEnv, "git", "grep", "foo")
+	if err != nil {
+		return err
+	}
+	hits := bytes.Count(out, []byte("\n"))
+	size, err := duBytes(host)
+	if err != nil {
+		return err
+	}
+	w.facts["git"] = fmt.Sprintf("%s-file repository ($GOROOT, %s with .git)", fmtInt(files), fmtBytes(size))
+	w.facts["grep"] = fmt.Sprintf("%s hits", fmtInt(hits))
+	base, err := w.baseStore(dirs[wlArt])
+	if err != nil {
+		return err
+	}
+	const first = "t status1 git status\n"
+	const second = "t status2 git status\nt status3 git status\nt grep git grep foo\n" +
+		"t commit 'git checkout -q -b bench && echo x >> README.md && git commit -q -a -m bench'\n"
+	// The host repository goes back to main for the next repetition.
+	const reset = "git checkout -q main && git branch -q -D bench\n"
+	for rep := range w.reps {
+		for _, p := range wlPlaces {
+			s := wlSession{place: p, ws: dirs[p]}
+			if p == wlArt {
+				if s.store, err = w.storeCopy(base, rep); err != nil {
+					return err
+				}
+			}
+			s.body = first
+			t1, _, err := w.run(s)
+			if err != nil {
+				return err
+			}
+			s.body = second
+			if p != wlArt {
+				s.body += reset
+			}
+			t2, _, err := w.run(s)
+			if err != nil {
+				return err
+			}
+			if err := w.addSteps(p, t1, "status1"); err != nil {
+				return err
+			}
+			if err := w.addSteps(p, t2, "status2", "status3", "grep", "commit"); err != nil {
+				return err
+			}
+			if p == wlArt {
+				removeStore(s.store)
+			}
+		}
+		w.b.progress("workloads: git rep %d/%d", rep+1, w.reps)
+	}
+	return nil
+}
+
+// untar: tar x of Go's src and rm -rf src/cmd, a whole session each.
+func (w *wlRun) untar() error {
+	var entries int
+	dirs, err := w.workspaces("untar", func(dir string) error {
+		out, _, err := w.b.command(dir, nil, "tar", "-cvf", "src.tar", "-C", w.b.goroot, "src")
+		entries = bytes.Count(out, []byte("\n"))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(filepath.Join(dirs[wlNative], "src.tar"))
+	if err != nil {
+		return err
+	}
+	w.facts["tar"] = fmt.Sprintf("%s entries, %s", fmtInt(entries), fmtBytes(st.Size()))
+	base, err := w.baseStore(dirs[wlArt])
+	if err != nil {
+		return err
+	}
+	const body = "t untar 'tar --no-same-owner -xf src.tar && rm -rf src/cmd'\n"
+	for rep := range w.reps {
+		for _, p := range wlPlaces {
+			s := wlSession{place: p, ws: dirs[p], body: body}
+			if p == wlArt {
+				if s.store, err = w.storeCopy(base, rep); err != nil {
+					return err
+				}
+			} else if err := os.RemoveAll(filepath.Join(s.ws, "src")); err != nil {
+				return err
+			}
+			t, whole, err := w.run(s)
+			if err != nil {
+				return err
+			}
+			if err := w.addSteps(p, t, "untar"); err != nil {
+				return err
+			}
+			w.add("untar-session", p, whole)
+			if p == wlArt {
+				removeStore(s.store)
+			}
+		}
+		w.b.progress("workloads: untar rep %d/%d", rep+1, w.reps)
+	}
+	return nil
+}
+
+// ddRows: a big file of random bytes written with dd bs=1M into the
+// workspace, then, after the harness dropped the caches, read back in the
+// same session.
+func (w *wlRun) ddRows() error {
+	src := filepath.Join(w.in, "big.src")
+	if err := writeRandom(src, w.dd); err != nil {
+		return err
+	}
+	defer os.Remove(src)
+	dirs, err := w.workspaces("dd", func(string) error { return nil })
+	if err != nil {
+		return err
+	}
+	base, err := w.baseStore(dirs[wlArt])
+	if err != nil {
+		return err
+	}
+	body := "t write dd if=\"$IN/big.src\" of=big bs=1M 2>/dev/null\nw drop\nt read dd if=big of=/dev/null bs=1M 2>/dev/null\nrm -f big\n"
+	for rep := range w.reps {
+		for _, p := range wlPlaces {
+			s := wlSession{place: p, ws: dirs[p], body: body, hooks: map[string]func() error{"drop": w.dropCaches}}
+			if p == wlArt {
+				if s.store, err = w.storeCopy(base, rep); err != nil {
+					return err
+				}
+			}
+			// No dirty pages of the last run, and the source in the
+			// page cache.
+			if err := w.dropCaches(); err != nil {
+				return err
+			}
+			if err := readAll(src); err != nil {
+				return err
+			}
+			t, _, err := w.run(s)
+			if err != nil {
+				return err
+			}
+			if err := w.addSteps(p, t, "write", "read"); err != nil {
+				return err
+			}
+			if p == wlArt {
+				removeStore(s.store)
+			}
+		}
+		w.b.progress("workloads: dd rep %d/%d", rep+1, w.reps)
+	}
+	return nil
+}
+
+// writeRandom writes n incompressible bytes to path.
+func writeRandom(path string, n int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	r := rand.New(rand.NewChaCha8([32]byte{'d', 'd'}))
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < n; off += int64(len(buf)) {
+		for i := 0; i < len(buf); i += 8 {
+			v := r.Uint64()
+			for j := range 8 {
+				buf[i+j] = byte(v >> (8 * j))
+			}
+		}
+		if _, err := f.Write(buf[:min(int64(len(buf)), n-off)]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// npm: npm ci --offline with the cache in the workspace (caches dropped
+// and the inputs read back before each run), then in the next session
+// find + du over node_modules and rm -rf of it.
+func (w *wlRun) npm() error {
+	src, err := w.npmProject()
+	if err != nil {
+		return err
+	}
+	dirs, err := w.workspaces("npmproj", func(dir string) error {
+		for _, f := range []string{"package.json", "package-lock.json"} {
+			if err := w.cp(filepath.Join(src, "project", f), filepath.Join(dir, f)); err != nil {
+				return err
+			}
+		}
+		return w.cp(filepath.Join(src, "cache"), filepath.Join(dir, ".npm-cache"))
+	})
+	if err != nil {
+		return err
+	}
+	base, err := w.baseStore(dirs[wlArt])
+	if err != nil {
+		return err
+	}
+	const ci = "export npm_config_cache=\"$PWD/.npm-cache\" npm_config_update_notifier=false\n" +
+		"t ci npm ci --offline --no-audit --no-fund --loglevel=error\n"
+	const after = "t find 'find node_modules | wc -l && du -s node_modules'\nt rm rm -rf node_modules\n"
+	for rep := range w.reps {
+		for _, p := range wlPlaces {
+			s := wlSession{place: p, ws: dirs[p], body: ci}
+			inputs := []string{s.ws}
+			if p == wlArt {
+				if s.store, err = w.storeCopy(base, rep); err != nil {
+					return err
+				}
+				inputs = append(inputs, s.store, s.store+"-wal", s.store+".packs")
+			} else if err := os.RemoveAll(filepath.Join(s.ws, "node_modules")); err != nil {
+				return err
+			}
+			if err := w.dropCaches(); err != nil {
+				return err
+			}
+			if err := readAll(inputs...); err != nil {
+				return err
+			}
+			t, whole, err := w.run(s)
+			if err != nil {
+				return err
+			}
+			if err := w.addSteps(p, t, "ci"); err != nil {
+				return err
+			}
+			w.add("ci-session", p, whole)
+			if rep == 0 && p == wlNative {
+				nm := filepath.Join(s.ws, "node_modules")
+				n, bytes, err := countTree(nm)
+				if err != nil {
+					return err
+				}
+				pkgs, err := installedPackages(nm)
+				if err != nil {
+					return err
+				}
+				w.facts["npm"] = fmt.Sprintf("%s packages (%s files, %s)", fmtInt(pkgs), fmtInt(n), fmtBytes(bytes))
+			}
+			s.body = after
+			t, _, err = w.run(s)
+			if err != nil {
+				return err
+			}
+			if err := w.addSteps(p, t, "find", "rm"); err != nil {
+				return err
+			}
+			if p == wlArt {
+				removeStore(s.store)
+			}
+		}
+		w.b.progress("workloads: npm rep %d/%d", rep+1, w.reps)
+	}
+	return nil
+}
+
+// installedPackages counts the packages npm installed into node_modules,
+// from the hidden lockfile it writes there.
+func installedPackages(nm string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(nm, ".package-lock.json"))
+	if err != nil {
+		return 0, err
+	}
+	var lk struct {
+		Packages map[string]json.RawMessage `json:"packages"`
+	}
+	if err := json.Unmarshal(data, &lk); err != nil {
+		return 0, fmt.Errorf("%s/.package-lock.json: %w", nm, err)
+	}
+	return len(lk.Packages), nil
+}
+
+// countTree counts the regular files below dir and their bytes.
+func countTree(dir string) (int, int64, error) {
+	var n int
+	var size int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n++
+		size += info.Size()
+		return nil
+	})
+	return n, size, err
+}
+
+// gopls: go install gopls cold with the module cache in the workspace and
+// offline (the proxy is the workspace's own module cache), the same again
+// three times (nothing changed), and in the next session three times more.
+func (w *wlRun) gopls() error {
+	if w.b.cfg.quick && w.b.cfg.workloads == "" {
+		w.notes = append(w.notes, "-quick skips the gopls rows (a cold build is about a minute per place) unless -workloads names them.")
+		return nil
+	}
+	src, err := w.goModCache()
+	if err != nil {
+		return err
+	}
+	dirs, err := w.workspaces("goplsws", func(dir string) error {
+		return w.cp(filepath.Join(src, "mod"), filepath.Join(dir, ".gomod"))
+	})
+	if err != nil {
+		return err
+	}
+	n, size, err := countTree(filepath.Join(dirs[wlNative], ".gomod"))
+	if err != nil {
+		return err
+	}
+	w.facts["gomod"] = fmt.Sprintf("%s files, %s", fmtInt(n), fmtBytes(size))
+	base, err := w.baseStore(dirs[wlArt])
+	if err != nil {
+		return err
+	}
+	const env = "export GOMODCACHE=\"$PWD/.gomod\" GOCACHE=\"$PWD/.gocache\" GOBIN=\"$PWD/bin\" GOFLAGS=-mod=mod " +
+		"GOPROXY=\"file://$PWD/.gomod/cache/download\" GOSUMDB=off GOTOOLCHAIN=local GOTELEMETRY=off GOENV=off\n"
+	const install = "go install " + goplsPkg + "@" + goplsVer
+	first := env + "t cold " + install + "\nt noop1 " + install + "\nt noop2 " + install + "\nt noop3 " + install + "\n"
+	next := env + "t next1 " + install + "\nt next2 " + install + "\nt next3 " + install + "\n"
+	for rep := range w.reps {
+		for _, p := range wlPlaces {
+			s := wlSession{place: p, ws: dirs[p], body: first}
+			if p == wlArt {
+				if s.store, err = w.storeCopy(base, rep); err != nil {
+					return err
+				}
+			} else {
+				for _, d := range []string{".gocache", "bin"} {
+					if err := os.RemoveAll(filepath.Join(s.ws, d)); err != nil {
+						return err
+					}
+				}
+			}
+			t, whole, err := w.run(s)
+			if err != nil {
+				return err
+			}
+			if err := w.addSteps(p, t, "cold"); err != nil {
+				return err
+			}
+			w.add("noop", p, median([]time.Duration{t["noop1"], t["noop2"], t["noop3"]}))
+			w.add("cold-session", p, whole)
+			s.body = next
+			t, _, err = w.run(s)
+			if err != nil {
+				return err
+			}
+			w.add("next", p, median([]time.Duration{t["next1"], t["next2"], t["next3"]}))
+			if p == wlArt {
+				removeStore(s.store)
+			}
+			w.b.progress("workloads: gopls rep %d/%d %s: cold %s, whole %s", rep+1, w.reps, p, fmtDur(t["cold"]), fmtDur(whole))
+		}
+	}
+	return nil
+}
+
+// ---- the table
+
+// wlSpec is how one row is made from the samples.
+type wlSpec struct {
+	metric string
+	label  string
+	places []wlPlace // measured places; the others show blank
+	rate   bool      // the goal is a rate ratio A/N >= goal; else a time ratio <= goal
+	goal   float64
+	vsB    bool // the ratio and goal are against bwrap (+ goalAdd), not native
+}
+
+func (w *wlRun) table() {
+	all := wlPlaces
+	f := func(k, def string) string {
+		if v := w.facts[k]; v != "" {
+			return v
+		}
+		return def
+	}
+	ddSize := fmtSize(w.dd)
+	specs := []wlSpec{
+		{"cold", fmt.Sprintf("`go install gopls@%s`, cold (module cache of %s in the workspace, offline)", goplsVer, f("gomod", "?")), all, false, 1.1, false},
+		{"noop", "the same `go install` again, nothing changed (median of 3 in the same session)", all, false, 1.5, false},
+		{"next", "the same in the next session (build cache in the store; median of 3)", all, false, 1.5, false},
+		{"ci", fmt.Sprintf("`npm ci --offline` of %s; caches dropped and inputs read back before each run", f("npm", "?")), all, false, 1.2, false},
+		{"ci-session", "the whole `art run` around it (start, capture, snapshot)", all, false, 1.3, false},
+		{"find", "`find` + `du` over that node_modules (next session)", all, false, 1.5, false},
+		{"rm", "`rm -rf node_modules` (after that)", all, false, 1.5, false},
+		{"status1", fmt.Sprintf("git, %s: first `git status` of a session (index written on the host)", f("git", "?")), all, false, 3, false},
+		{"status2", "the same in a second session (index refreshed inside art in the first)", all, false, 3, false},
+		{"status3", "second `git status` in the session", all, false, 1.2, false},
+		{"grep", fmt.Sprintf("`git grep foo` (%s)", f("grep", "?")), all, false, 1.5, false},
+		{"commit", "`git checkout -b` + append + `git commit -a`", all, false, 1.5, false},
+		{"untar-session", fmt.Sprintf("`tar x` of Go's src.tar (%s) then `rm -rf src/cmd`, whole session", f("tar", "?")), all, false, 2, false},
+		{"write", fmt.Sprintf("%s `dd bs=1M` of random bytes into the workspace", ddSize), all, true, 0.5, false},
+		{"read", "cold read of that file in the same session (caches dropped)", all, true, 0.8, false},
+		{"startup", "`art run -d STORE -m TINY -- true`, whole process (20-file workspace) against `bwrap ... true`", []wlPlace{wlBwrap, wlArt}, false, 0, true},
+	}
+	for _, sp := range specs {
+		m := w.samples[sp.metric]
+		if m == nil {
+			continue
+		}
+		r := wlRow{bench: sp.label}
+		cells := map[wlPlace]*string{wlNative: &r.n, wlBwrap: &r.b, wlArt: &r.a}
+		for _, p := range sp.places {
+			if len(m[p]) == 0 {
+				continue
+			}
+			*cells[p] = fmtDur(median(m[p]))
+			if sp.rate {
+				*cells[p] += " (" + fmtRate(w.dd, median(m[p])) + ")"
+			}
+		}
+		if sp.vsB {
+			bw, a := median(m[wlBwrap]), median(m[wlArt])
+			r.ratio = fmt.Sprintf("%.1fx bwrap (+%s)", float64(a)/float64(bw), fmtDur(a-bw))
+			r.goal = "<= bwrap + 10 ms: " + metText(a-bw <= 10*time.Millisecond)
+			w.rows = append(w.rows, r)
+			continue
+		}
+		x := pairedRatio(m[wlArt], m[wlNative], sp.rate)
+		if sp.rate {
+			r.ratio = fmt.Sprintf("%.2fx rate", x)
+			r.goal = fmt.Sprintf(">= %.1fx rate: %s", sp.goal, metText(x >= sp.goal))
+		} else {
+			r.ratio = fmtRatio(x)
+			r.goal = fmt.Sprintf("<= %gx: %s", sp.goal, metText(x <= sp.goal))
+		}
+		w.rows = append(w.rows, r)
+	}
+}
+
+// pairedRatio is the median over repetitions of a[i]/n[i] (time), or of
+// n[i]/a[i] (rate: art's throughput over native's).
+func pairedRatio(a, n []time.Duration, rate bool) float64 {
+	var rs []float64
+	for i := range min(len(a), len(n)) {
+		if rate {
+			rs = append(rs, float64(n[i])/float64(a[i]))
+		} else {
+			rs = append(rs, float64(a[i])/float64(n[i]))
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.Sort(rs)
+	return rs[len(rs)/2]
+}
+
+// workloadsMarkdown renders the workloads section.
+func (b *bench) workloadsMarkdown(took time.Duration) string {
+	var s strings.Builder
+	b.generated(&s, took)
+	if b.rev != "" {
+		fmt.Fprintf(&s, "art built from %s. ", b.rev)
+	}
+	reps := b.cfg.reps
+	if b.cfg.quick {
+		reps = 1
+	}
+	fmt.Fprintf(&s, "Machine: %s. N: natively in a directory on the disk that holds the stores; B: the same script under bare `bwrap` with the directory bound; A: `art run -m DIR -d STORE` on a fresh copy of a store that already holds DIR. %s Medians of %d repetitions, N, B and A back to back in each; A/N is the median of the per-repetition ratios (time: lower is better; rate: higher is better). The steps are timed inside the script with bash's `$EPOCHREALTIME`; \"whole\" rows time the process from outside.\n\n",
+		b.machine(), whoRuns(), reps)
+	s.WriteString("| Workload (real data) | N | B | A | A/N | Goal |\n|---|---|---|---|---|---|\n")
+	for _, r := range b.rep.wl {
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s |\n", cell(r.bench), cell(r.n), cell(r.b), cell(r.a), cell(r.ratio), cell(r.goal))
+	}
+	notes := append([]string{
+		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. A `go build ./...` no-op row is left out: it needs a module in the workspace and a second cold build.",
+		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A the store copy) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount.",
+		"git: the repository was committed on the host and its index refreshed there before the capture. A runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit. N and B run the same two scripts.",
+		"dd: the source file is bound read-only into the sandboxes (page cache warm); after the write the script waits while the harness drops the caches, then reads the file back with `dd bs=1M`.",
+	}, b.rep.wlNotes...)
+	s.WriteString("\n")
+	for _, n := range notes {
+		fmt.Fprintf(&s, "- %s\n", n)
+	}
+	return s.String()
+}
+
+// whoRuns says as whom the harness ran: as root, art runs the sandboxed
+// command as uid 65534, so git's index written on the host (uid 0) no
+// longer matches.
+func whoRuns() string {
+	if os.Geteuid() == 0 {
+		return "The harness ran as root: N and B ran as root, A's command as uid 65534."
+	}
+	return fmt.Sprintf("The harness ran as uid %d.", os.Geteuid())
+}
