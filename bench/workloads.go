@@ -998,7 +998,7 @@ func (w *wlRun) gopls() error {
 		reps = w.b.cfg.goplsReps
 	}
 	if reps != w.reps {
-		w.notes = append(w.notes, fmt.Sprintf("The gopls rows are medians of %d repetitions (-gopls-reps), not %d.", reps, w.reps))
+		w.notes = append(w.notes, fmt.Sprintf("The gopls rows come from %d repetition(s) (-gopls-reps), not %d.", reps, w.reps))
 	}
 	for rep := range reps {
 		for _, p := range wlPlaces {
