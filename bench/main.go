@@ -110,6 +110,7 @@ type config struct {
 	keep       bool
 	data       string   // the workloads section's data cache
 	workloads  string   // the workloads section's rows to run, comma-separated; "" all
+	goplsReps  int      // repetitions of its gopls rows; 0: reps
 	runSet     bool     // -run was given: a section that cannot run is an error
 	args       []string // as given, for the report
 }
@@ -323,6 +324,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.perf, "perf", "", "record art's mount daemon with perf during an extra tar x into `FILE` (overlay section)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory")
 	fs.StringVar(&cfg.workloads, "workloads", "", "comma-separated `NAMES` of the workloads section's workloads to run: startup, git, untar, dd, npm, gopls (default all)")
+	fs.IntVar(&cfg.goplsReps, "gopls-reps", 0, "repetitions of the workloads section's gopls rows (a cold build is about a minute per place on an idle machine); default -reps")
 	fs.StringVar(&cfg.data, "data", "", "the workloads section's data cache `DIR` (default ~/.cache/art-bench): Go modules, npm packages, a git repository, kept between runs")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

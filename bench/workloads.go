@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/internal/termtext"
 	"golang.org/x/sys/unix"
 )
 
@@ -187,8 +188,14 @@ func (b *bench) workloads() (err error) {
 			continue
 		}
 		b.progress("workloads: %s", s.name)
+		// A workload that fails leaves its rows out and says why under
+		// the table; the others still run.
 		if err := s.f(); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+			if b.ctx.Err() != nil {
+				return err
+			}
+			b.progress("workloads: %s FAILED: %v", s.name, err)
+			w.notes = append(w.notes, fmt.Sprintf("**The %s workload failed**, its rows are missing: %s", s.name, termtext.Text(firstLine(err.Error()))))
 		}
 	}
 	w.table()
@@ -311,6 +318,24 @@ func (w *wlRun) run(s wlSession) (map[string]time.Duration, time.Duration, error
 		return nil, 0, hookErr
 	}
 	return times, whole, nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// medianOf is the median of the named step times, which must all be there.
+func medianOf(times map[string]time.Duration, names ...string) (time.Duration, error) {
+	var ds []time.Duration
+	for _, n := range names {
+		d, ok := times[n]
+		if !ok {
+			return 0, fmt.Errorf("the script did not time %s", n)
+		}
+		ds = append(ds, d)
+	}
+	return median(ds), nil
 }
 
 // epochDiff is e - s for two $EPOCHREALTIME values (seconds.micros).
@@ -968,7 +993,14 @@ func (w *wlRun) gopls() error {
 	const install = "go install " + goplsPkg + "@" + goplsVer
 	first := env + "t cold " + install + "\nt noop1 " + install + "\nt noop2 " + install + "\nt noop3 " + install + "\n"
 	next := env + "t next1 " + install + "\nt next2 " + install + "\nt next3 " + install + "\n"
-	for rep := range w.reps {
+	reps := w.reps
+	if w.b.cfg.goplsReps > 0 {
+		reps = w.b.cfg.goplsReps
+	}
+	if reps != w.reps {
+		w.notes = append(w.notes, fmt.Sprintf("The gopls rows come from %d repetition(s) (-gopls-reps), not %d.", reps, w.reps))
+	}
+	for rep := range reps {
 		for _, p := range wlPlaces {
 			s := wlSession{place: p, ws: dirs[p], body: first}
 			if p == wlArt {
@@ -989,18 +1021,26 @@ func (w *wlRun) gopls() error {
 			if err := w.addSteps(p, t, "cold"); err != nil {
 				return err
 			}
-			w.add("noop", p, median([]time.Duration{t["noop1"], t["noop2"], t["noop3"]}))
+			noop, err := medianOf(t, "noop1", "noop2", "noop3")
+			if err != nil {
+				return err
+			}
+			w.add("noop", p, noop)
 			w.add("cold-session", p, whole)
+			w.b.progress("workloads: gopls rep %d/%d %s: cold %s, whole session %s", rep+1, reps, p, fmtDur(t["cold"]), fmtDur(whole))
 			s.body = next
 			t, _, err = w.run(s)
 			if err != nil {
 				return err
 			}
-			w.add("next", p, median([]time.Duration{t["next1"], t["next2"], t["next3"]}))
+			next, err := medianOf(t, "next1", "next2", "next3")
+			if err != nil {
+				return err
+			}
+			w.add("next", p, next)
 			if p == wlArt {
 				removeStore(s.store)
 			}
-			w.b.progress("workloads: gopls rep %d/%d %s: cold %s, whole %s", rep+1, w.reps, p, fmtDur(t["cold"]), fmtDur(whole))
 		}
 	}
 	return nil
