@@ -219,7 +219,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 	// request's context (cancelling would roll everything back).
 	bg := context.Background()
 	if b.conn == nil {
-		if err := b.op.db.fullErr(); err != nil {
+		if err := b.op.db.FullErr(); err != nil {
 			return err
 		}
 		conn, err := b.op.db.w.Conn(bg)

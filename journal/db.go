@@ -467,7 +467,7 @@ func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		if db.full && readOnlyRefused(err) {
-			return db.fullErr() // a write it needed (one that writes nothing succeeds)
+			return db.FullErr() // a write it needed (one that writes nothing succeeds)
 		}
 		return err
 	}

@@ -112,9 +112,10 @@ func diskFull(err error) bool {
 	return ok && (e == syscall.ENOSPC || e == syscall.EDQUOT)
 }
 
-// fullErr is the error of a write to a store opened on a full disk (see
-// openReadOnly), nil for any other store.
-func (db *DB) fullErr() error {
+// FullErr is the error of a write to a store opened on a full disk (see
+// openReadOnly: a writable open fell back to reading), nil for any other
+// store. A verb that must write can tell the user why it cannot.
+func (db *DB) FullErr() error {
 	if !db.full {
 		return nil
 	}

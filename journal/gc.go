@@ -104,6 +104,9 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 	var deadRanges []cas.PackRange // packed bytes of the removed objects
 	rep := &GCReport{DryRun: opts.DryRun, FileBefore: fileSize(db.path)}
 	if db.readOnly && !opts.DryRun {
+		if err := db.FullErr(); err != nil {
+			return nil, fmt.Errorf("gc: %w", err)
+		}
 		return nil, errors.New("gc: store opened read-only")
 	}
 	run := func(q gcQuerier, tx *sql.Tx) error {

@@ -65,6 +65,14 @@ carries on. See docs/remotes.md, "Garbage collection".`,
 				return usagef("--wait and --history apply to gc REMOTE")
 			}
 			db, err := openStore(c, false)
+			if err == nil {
+				if ferr := db.FullErr(); ferr != nil {
+					// Opened for reading only, the disk being full: gc must
+					// write, so it first gives back what needs no write.
+					db.Close()
+					db, err = nil, ferr
+				}
+			}
 			var early *journal.GCReport
 			if err != nil && journal.DiskFull(err) && !c.Bool("dry-run") {
 				// SQLite cannot open the store on a full file system:
