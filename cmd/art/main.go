@@ -7,11 +7,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/artrt/art/internal/phase"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	end := phase.Start("art (main to exit)")
 	code := run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	end()
+	phase.Report(os.Stderr)
 	os.Exit(code)
 }
