@@ -2,7 +2,10 @@ package journal
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -31,10 +34,16 @@ import (
 //     than the largest object art stores ever crosses into Go, whatever
 //     table it sits in.
 //   - checkSchema compares sqlite_schema (type, name, table, SQL text)
-//     with the schemas of versions 0..Latest, derived once per process by
-//     applying migrations to an in-memory database, so helpers who add a
-//     migration extend the check without touching it. No view, trigger,
-//     virtual table, extra index or altered column can pass.
+//     with the schemas of versions 0..Latest, derived by applying
+//     migrations to an in-memory database, so helpers who add a migration
+//     extend the check without touching it. No view, trigger, virtual
+//     table, extra index or altered column can pass. Deriving costs about
+//     5 ms of every art process's start, so the comparison is by digest
+//     (schemaDigest), against digests generated into schema_digests.go
+//     from the same migration files and the same SQLite (schemaSource
+//     says which); when those differ (a new migration not yet generated)
+//     the digests are derived as before, and TestSchemaDigests fails
+//     until `go test ./journal -run TestSchemaDigests -update` is run.
 
 // walSizeLimit is what the WAL file is truncated to when it restarts.
 const walSizeLimit = 64 << 20
@@ -174,13 +183,24 @@ func readSchema(ctx context.Context, db *sql.DB) ([]schemaRow, error) {
 // this binary knows wraps migrations.ErrTooNew; any other schema wraps
 // ErrCorrupt, naming the first difference from the closest version.
 func checkSchema(ctx context.Context, db *sql.DB) (int, error) {
-	known, err := knownSchemas()
-	if err != nil {
-		return 0, err
-	}
 	have, err := readSchema(ctx, db)
 	if err != nil {
 		return 0, fmt.Errorf("read schema: %w", err)
+	}
+	digests, err := knownDigests()
+	if err != nil {
+		return 0, err
+	}
+	d := schemaDigest(have)
+	for v, want := range digests {
+		if d == want {
+			return v, nil
+		}
+	}
+	// Not a schema art makes: say why, from the schemas themselves.
+	known, err := knownSchemas()
+	if err != nil {
+		return 0, err
 	}
 	for v, want := range known {
 		if equalSchema(have, want) {
@@ -206,6 +226,65 @@ func checkSchema(ctx context.Context, db *sql.DB) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: the schema is not one art makes (%s)", ErrCorrupt, schemaDiff(have, latest))
+}
+
+// schemaDigest is a SHA-256 of rows (in readSchema's order), each field
+// length-prefixed: two schemas have one digest only if they are equal
+// row for row.
+func schemaDigest(rows []schemaRow) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, r := range rows {
+		for _, f := range []string{r.typ, r.name, r.table, r.sql} {
+			binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+			h.Write(n[:])
+			h.Write([]byte(f))
+		}
+	}
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// schemaSource is a digest of what the schemas derive from: SQLite's
+// version and every migration file.
+func schemaSource() string {
+	h := sha256.New()
+	lib, _, src := sqlite3.Version()
+	fmt.Fprintf(h, "%s\x00%s\x00", lib, src)
+	for _, m := range migrations.All() {
+		fmt.Fprintf(h, "%d\x00%s\x00%d\x00%s", m.Version, m.Name, len(m.SQL), m.SQL)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// knownDigests holds schemaDigest of every version 0..Latest (index =
+// version): generatedDigests when they were generated from these
+// migrations and this SQLite, else derived from knownSchemas.
+var knownDigests = sync.OnceValues(func() ([][32]byte, error) {
+	if schemaSource() == generatedSource && len(generatedDigests) == migrations.Latest()+1 {
+		out := make([][32]byte, len(generatedDigests))
+		for v, s := range generatedDigests {
+			if _, err := hex.Decode(out[v][:], []byte(s)); err != nil || len(s) != 64 {
+				return nil, fmt.Errorf("schema digest %d: %q is not one", v, s)
+			}
+		}
+		return out, nil
+	}
+	return derivedDigests()
+})
+
+// derivedDigests computes the digests from the schemas themselves.
+func derivedDigests() ([][32]byte, error) {
+	known, err := knownSchemas()
+	if err != nil {
+		return nil, err
+	}
+	out := make([][32]byte, len(known))
+	for v, rows := range known {
+		out[v] = schemaDigest(rows)
+	}
+	return out, nil
 }
 
 func equalSchema(a, b []schemaRow) bool {

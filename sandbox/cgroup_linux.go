@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,9 +18,20 @@ import (
 // cgroup is the sandbox's control group: v2 (one directory) or v1 (one
 // directory per controller). It bounds the tree's resources, lists every
 // process of it (so a kill misses none) and reports peak memory.
+//
+// Joining it costs. Moving a process into a cgroup (a write of its pid to
+// cgroup.procs) takes the kernel's global threadgroup lock for writing,
+// which waits for an RCU grace period: 10-25 ms on these machines, most
+// of art run's start-up. A thread that moves only itself (a write of "0"
+// to a v1 hierarchy's tasks file) does not take that lock. So on v1 the
+// thread that forks bwrap joins the cgroup (joinThread), forks - bwrap is
+// born in it, and its child too - and leaves again before the command is
+// released; confine checks that bwrap and its child are in (holds) and
+// moves them the slow way only when they are not (a custom Starter, v2).
 type cgroup struct {
 	version int               // 1 or 2
 	dirs    map[string]string // controller ("" for v2) -> directory
+	pidsMax int64             // written by applyPidsMax once art's thread has left (0: none)
 }
 
 const cgroupRoot = "/sys/fs/cgroup"
@@ -78,9 +90,7 @@ func newCgroupV2(base, name string, lim Limits) (*cgroup, error) {
 	if lim.MemoryBytes > 0 {
 		errs = append(errs, writeFile(dir, "memory.max", lim.MemoryBytes), writeFile(dir, "memory.swap.max", 0))
 	}
-	if lim.Pids > 0 {
-		errs = append(errs, writeFile(dir, "pids.max", lim.Pids))
-	}
+	cg.pidsMax = lim.Pids
 	if lim.CPU > 0 {
 		errs = append(errs, writeFile(dir, "cpu.max", fmt.Sprintf("%d 100000", int64(lim.CPU*100000))))
 	}
@@ -120,9 +130,7 @@ func newCgroupV1(name string, lim Limits) (*cgroup, error) {
 		// No swap for the tree, so the limit is a limit.
 		errs = append(errs, writeFile(cg.dirs["memory"], "memory.swappiness", 0))
 	}
-	if lim.Pids > 0 {
-		errs = append(errs, writeFile(cg.dirs["pids"], "pids.max", lim.Pids))
-	}
+	cg.pidsMax = lim.Pids
 	if lim.CPU > 0 {
 		errs = append(errs, writeFile(cg.dirs["cpu"], "cpu.cfs_period_us", 100000),
 			writeFile(cg.dirs["cpu"], "cpu.cfs_quota_us", int64(lim.CPU*100000)))
@@ -145,6 +153,80 @@ func writeFile(dir, file string, v any) error {
 // String names the mechanism for the user.
 func (cg *cgroup) String() string { return fmt.Sprintf("cgroup v%d", cg.version) }
 
+// applyPidsMax writes the process limit. It waits until the tree is in
+// and art's forking thread has left (confine): that thread, while in,
+// counts as one of the cgroup's tasks, and bwrap may fork its child
+// before the thread is out.
+func (cg *cgroup) applyPidsMax() error {
+	if cg.pidsMax <= 0 {
+		return nil
+	}
+	dir := cg.dirs[""]
+	if cg.version == 1 {
+		dir = cg.dirs["pids"]
+	}
+	return writeFile(dir, "pids.max", cg.pidsMax)
+}
+
+// joinThread moves the calling thread, which must be locked to its
+// goroutine, into the cgroup (v1: "0" written to each hierarchy's tasks
+// file moves the writer alone, without the kernel's global lock); leave
+// moves it back to the cgroups it came from. What it forks meanwhile is
+// born in the cgroup. On v2 (no per-thread placement outside threaded
+// cgroups) it returns an error and changes nothing.
+func (cg *cgroup) joinThread() (leave func() error, err error) {
+	if cg.version != 1 {
+		return nil, errors.New("cgroup v2: no per-thread placement")
+	}
+	var joined []string
+	leave = func() error {
+		var errs []error
+		for _, dir := range joined {
+			// The thread's cgroup before it joined: the sandbox's
+			// parent, art's own cgroup when the sandbox's was made.
+			errs = append(errs, writeFile(filepath.Dir(dir), "tasks", 0))
+		}
+		joined = nil
+		return errors.Join(errs...)
+	}
+	for _, dir := range cg.dirs {
+		if err := writeFile(dir, "tasks", 0); err != nil {
+			return nil, errors.Join(err, leave())
+		}
+		joined = append(joined, dir)
+	}
+	return leave, nil
+}
+
+// holds reports whether process pid is in the cgroup in every hierarchy
+// (read from /proc/PID/cgroup; false when it cannot be read).
+func (cg *cgroup) holds(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for c, dir := range cg.dirs {
+		want := strings.TrimPrefix(dir, filepath.Join(cgroupRoot, c))
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) != 3 || parts[2] != want {
+				continue
+			}
+			if cg.version == 2 && parts[0] == "0" && parts[1] == "" {
+				found = true
+			}
+			if cg.version == 1 && slices.Contains(strings.Split(parts[1], ","), c) {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
 // add moves pids into the cgroup (every controller).
 func (cg *cgroup) add(pids ...int) error {
 	for _, dir := range cg.dirs {
@@ -166,7 +248,9 @@ func (cg *cgroup) procs() []int {
 	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	var out []int
 	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
+		// Never art itself: its forking thread is in the cgroup for a
+		// moment (joinThread), and a thread that could not leave stays.
+		if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 			out = append(out, pid)
 		}
 	}

@@ -82,6 +82,10 @@ type Process struct {
 	initPid, initFD int
 }
 
+// births holds the cgroup each started command is to be born in until its
+// thread has forked it (StartLocked): a Starter gets only the *exec.Cmd.
+var births sync.Map // *exec.Cmd -> *cgroup
+
 // subreaper makes art the reaper of its orphaned descendants, once: bwrap
 // exits as soon as it has the command's status, without reaping the
 // sandbox's init, which would then go to the host's init - and with it
@@ -200,6 +204,10 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 		plans.Store(cmd, stage)
 		defer plans.Delete(cmd)
 	}
+	if p.cg != nil {
+		births.Store(cmd, p.cg)
+		defer births.Delete(cmd)
+	}
 	wait, err := start(cmd)
 	if err != nil {
 		if p.tty != nil {
@@ -276,7 +284,17 @@ func (p *Process) confine(pids ...int) error {
 		}
 	}
 	if p.cg != nil {
-		if err := p.cg.add(pids...); err != nil {
+		// Born in it, normally (StartLocked, joinThread): checked, not
+		// assumed; otherwise moved now.
+		for _, pid := range pids {
+			if p.cg.holds(pid) {
+				continue
+			}
+			if err := p.cg.add(pid); err != nil {
+				return fmt.Errorf("confine sandbox: %w", err)
+			}
+		}
+		if err := p.cg.applyPidsMax(); err != nil {
 			return fmt.Errorf("confine sandbox: %w", err)
 		}
 		return nil
@@ -488,12 +506,28 @@ func StartLocked(cmd *exec.Cmd) (func() (syscall.WaitStatus, *syscall.Rusage, er
 			started <- err
 			return
 		}
-		if err := cmd.Start(); err != nil {
+		// bwrap is born in the sandbox's cgroup when this thread can
+		// join it cheaply (see cgroup); else Start's confine moves it.
+		var leave func() error
+		if v, ok := births.Load(cmd); ok {
+			leave, _ = v.(*cgroup).joinThread()
+		}
+		err := cmd.Start()
+		if leave != nil {
+			if lerr := leave(); lerr != nil && err == nil {
+				// This thread stays in the sandbox's cgroup: nothing may
+				// run under it. (The cgroup never lists art itself.)
+				cmd.Process.Kill()
+				cmd.Wait()
+				err = fmt.Errorf("leave the sandbox's cgroup: %w", lerr)
+			}
+		}
+		if err != nil {
 			started <- err
 			return
 		}
 		started <- nil
-		err := cmd.Wait()
+		err = cmd.Wait()
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			err = nil

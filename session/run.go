@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/execapi"
+	"github.com/artrt/art/internal/phase"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
@@ -62,6 +63,7 @@ type Result struct {
 // recorded. While the command runs, SIGINT and SIGQUIT sent to this
 // process are passed on to it, and SIGTERM and SIGHUP stop it.
 func Run(ctx context.Context, o Options, c Command) (Result, error) {
+	endPrep := phase.Start("prepare sandbox config")
 	name, err := workspace.Name(o.Workspace)
 	if err != nil {
 		return Result{}, err
@@ -86,6 +88,7 @@ func Run(ctx context.Context, o Options, c Command) (Result, error) {
 	if cfg.Seccomp, err = c.Trace.seccompProgram(); err != nil {
 		return Result{}, err
 	}
+	endPrep()
 	if o.Store == "" {
 		return runDirect(ctx, o, c, cfg)
 	}
@@ -110,7 +113,9 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 	desc := strings.Join(c.Argv, " ")
 	var op *journal.Op
 	status := -1
+	endOpen := phase.Start("session open")
 	s, err := Open(ctx, o, cfg, func(db *journal.DB, branch string) (*journal.Op, error) {
+		defer phase.Start("begin op + begin event")()
 		var err error
 		if op, err = db.BeginOp(ctx, branch, "run", desc); err != nil {
 			return nil, err
@@ -125,9 +130,11 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 			op.End(bg, &status)
 		}
 		if s.DB != nil {
+			defer phase.Start("db close")()
 			s.DB.Close()
 		}
 	}()
+	endOpen()
 	if err != nil {
 		return r, err
 	}
@@ -137,9 +144,13 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 			return r, errors.Join(err, s.Close(bg))
 		}
 	}
+	endBind := phase.Start("bind mount points")
 	made := bindMountPoints(cfg)
+	endBind()
 	restoreLog := holdStdLog(s.log) // nothing of art's lands on the command's screen
+	endSup := phase.Start("sandbox (start to exit)")
 	res, runErr := supervise(ctx, o, c, cfg, s.FS.Record)
+	endSup()
 	restoreLog()
 	removeMountPoints(made)
 	if proxy != nil {
@@ -147,7 +158,9 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		// the proxy records through it.
 		proxy.Close()
 	}
+	endClose := phase.Start("session close (unmount, undo)")
 	uerr := s.Close(bg)
+	endClose()
 	var failed *overlay.FailedError
 	if errors.As(uerr, &failed) {
 		// The session is over all the same: say so in the store.
@@ -169,6 +182,7 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 	}
 	status = res.ExitCode
 	var snap journal.Snapshot
+	endSnap := phase.Start("end event + snapshot")
 	if err := op.Update(bg, func(tx *journal.Tx) error {
 		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Status: int64(res.ExitCode), Text: DescribeExit(res)}); err != nil {
 			return err
@@ -179,12 +193,16 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 	}); err != nil {
 		return r, err
 	}
+	endSnap()
+	endOpEnd := phase.Start("op end")
 	if err := op.End(bg, &status); err != nil {
 		return r, err
 	}
+	endOpEnd()
 	op = nil
 	r = Result{Result: res, Branch: s.Branch, Snapshot: snap, Capture: s.Capture}
 	if !c.Quiet {
+		defer phase.Start("diff (changed count)")()
 		journal.Diff(bg, s.DB.Objects(), s.Before.Root, snap.Root, func(journal.Change) error { r.Changed++; return nil })
 	}
 	return r, nil
@@ -229,7 +247,10 @@ func supervise(ctx context.Context, o Options, c Command, cfg *sandbox.Config,
 	warn := o.warn()
 	// A missing command is the shell's 127 (126: not executable), not
 	// bwrap's 1, with art's own message.
-	if le := lookCommand(cfg); le != nil {
+	endLook := phase.Start("look command")
+	le := lookCommand(cfg)
+	endLook()
+	if le != nil {
 		fmt.Fprintf(warn, "art: %s\n", termtext.Text(le.Message))
 		code := 127
 		if le.Code == execapi.CodeNoExec {
@@ -259,7 +280,11 @@ func supervise(ctx context.Context, o Options, c Command, cfg *sandbox.Config,
 			}, nil
 		}
 	}
+	endStart := phase.Start("sandbox start (to release)")
 	p, err := sandbox.Start(cfg, sandbox.IO{Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr}, start)
+	endStart()
+	endWait := phase.Start("command (release to exit)")
+	defer endWait()
 	if err != nil {
 		return sandbox.Result{}, err
 	}

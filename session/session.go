@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/internal/phase"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
@@ -84,7 +85,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 			s.Close(context.WithoutCancel(ctx)) // the caller closes s.DB
 		}
 	}()
+	end := phase.Start("journal open")
 	db, err := journal.Open(ctx, o.Store, journal.Options{Create: true, Durability: journal.Durability(o.Durability)})
+	end()
 	if err != nil {
 		return s, err
 	}
@@ -93,6 +96,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if err != nil {
 		return s, err
 	}
+	end = phase.Start("state dir, branch, lock")
 	if s.Branch, err = prepareBranch(ctx, db, o); err != nil {
 		return s, err
 	}
@@ -102,13 +106,19 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	}
 	s.undo = append(s.undo, func() { lock.Release() })
 
+	end()
+	end = phase.Start("capture")
 	st, err := Capture(ctx, db, o.Workspace, s.Branch, "capture workspace", o.Warn, o.Progress)
 	if err != nil {
 		return s, err
 	}
 	s.Before, s.Capture = st.Snapshot, st
+	end()
 
+	end = phase.Start("clean stale")
 	CleanStale(base, o.warn())
+	end()
+	end = phase.Start("session dir, lock, upper dir")
 	dir, err := os.MkdirTemp(base, "session-")
 	if err != nil {
 		return s, fmt.Errorf("session dir: %w", err)
@@ -148,6 +158,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		}
 	}
 	s.undo = append(s.undo, release)
+	end()
 	var wst unix.Stat_t
 	if err := unix.Stat(o.Workspace, &wst); err != nil {
 		return s, fmt.Errorf("workspace: %w", err)
@@ -158,12 +169,14 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 			return s, err
 		}
 	}
+	end = phase.Start("overlay mount")
 	s.FS, err = overlay.Mount(ctx, mnt, overlay.Options{DB: db, Branch: s.Branch, Lower: o.Workspace, Op: op,
 		UpperDir: upper, AllowOther: os.Geteuid() == 0,
 		Owner:       &overlay.Owner{UID: uint32(o.UID), GID: uint32(o.GID)},
 		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
 		Quota:       o.DiskQuota, JournalWrites: o.JournalWrites, Description: "session " + filepath.Base(dir),
 		NameCallers: true, Log: s.log.add})
+	end()
 	if err != nil {
 		return s, err
 	}
@@ -189,7 +202,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 func (s *Session) Close(ctx context.Context) error {
 	var failed error
 	if s.FS != nil {
+		end := phase.Start("overlay unmount")
 		err := s.FS.Unmount(ctx)
+		end()
 		s.log.flush(s.warn)
 		if err != nil {
 			var fe *overlay.FailedError

@@ -5,11 +5,16 @@ package main
 import (
 	"context"
 	"os"
+
+	"github.com/artrt/art/internal/phase"
 )
 
 func main() {
 	ctx, stop := notifySignals(context.Background())
+	end := phase.Start("art (main to exit)")
 	code := run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	end()
+	phase.Report(os.Stderr)
 	os.Exit(code)
 }

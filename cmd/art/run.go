@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artrt/art/internal/phase"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
@@ -95,7 +96,9 @@ type runOptions struct {
 }
 
 func runAction(c *cli.Context, e *env) error {
+	endParse := phase.Start("parse options")
 	o, err := parseRunOptions(c)
+	endParse()
 	if err != nil {
 		return err
 	}
