@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -314,6 +315,13 @@ func (c *Config) args(seccompFD int, stage *stagePlan) []string {
 	}
 	for _, h := range c.Hide {
 		if !exists(h) {
+			continue
+		}
+		// As root, the command runs as c.UID, which cannot reach a file
+		// under a directory closed to it (a store in /root, mode 0700):
+		// nothing to hide, and bwrap, setting up as that user, could not
+		// place the cover there either ("Can't create file at ...").
+		if os.Geteuid() == 0 && c.UID != 0 && !searchableBy(h, c.UID, c.GID) {
 			continue
 		}
 		for _, g := range c.guestPaths(h) {

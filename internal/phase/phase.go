@@ -1,6 +1,6 @@
 // Package phase times the steps of one art process - a session's
 // set-up and tear-down - for people measuring start-up. It is off unless
-// the environment variable ART_PHASES is set (to anything but ""): then
+// the environment variable ART_PHASES is set to anything but "" or "0": then
 // Report prints, on stderr, how long each named step took and when it
 // began since the process started, so that "where do the milliseconds of
 // art run -- true go" has an answer without a profiler. Off, every call is
@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	on    = os.Getenv("ART_PHASES") != ""
+	on    = os.Getenv("ART_PHASES") != "" && os.Getenv("ART_PHASES") != "0"
 	start = time.Now() // close to the process's start: Go runs this before main
 
 	mu    sync.Mutex
