@@ -317,14 +317,16 @@ func (c *Config) args(seccompFD int, stage *stagePlan) []string {
 		if !exists(h) {
 			continue
 		}
-		// As root, the command runs as c.UID, which cannot reach a file
-		// under a directory closed to it (a store in /root, mode 0700):
-		// nothing to hide, and bwrap, setting up as that user, could not
-		// place the cover there either ("Can't create file at ...").
-		if os.Geteuid() == 0 && c.UID != 0 && !searchableBy(h, c.UID, c.GID) {
-			continue
-		}
 		for _, g := range c.guestPaths(h) {
+			// As root, the command runs as c.UID, which cannot reach a
+			// file under a directory closed to it (a store in a 0700
+			// directory): nothing to hide there, and bwrap, setting up as
+			// that user, could not place the cover either ("Can't create
+			// file at ..."). Only the directories this guest path passes
+			// through count: a bind's source skips those above it.
+			if os.Geteuid() == 0 && c.UID != 0 && !searchableBy(c.hostRoot(h, g), h, c.UID, c.GID) {
+				continue
+			}
 			if isDir(h) {
 				a = append(a, "--tmpfs", g, "--remount-ro", g)
 			} else {
@@ -370,6 +372,26 @@ func underTmpfs(p string) bool {
 // guestPaths lists where host path p is visible inside: at its own path
 // (unless a private tmpfs covers it), and through the workspace bind and
 // every extra bind whose source contains it.
+// hostRoot is the host directory where guest path g (one of
+// guestPaths(p)) enters the host's tree: / for p itself, else the
+// workspace or the bind whose source holds p.
+func (c *Config) hostRoot(p, g string) string {
+	if g == p {
+		return "/"
+	}
+	if c.Home == "" {
+		if rel, ok := within(c.Workspace, p); ok && g == filepath.Join(c.guestWorkspace(), rel) {
+			return c.Workspace
+		}
+	}
+	for _, b := range c.Binds {
+		if rel, ok := within(b.Host, p); ok && g == filepath.Join(filepath.Clean(b.Guest), rel) {
+			return b.Host
+		}
+	}
+	return "/"
+}
+
 func (c *Config) guestPaths(p string) []string {
 	var out []string
 	if !underTmpfs(p) {

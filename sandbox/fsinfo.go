@@ -20,11 +20,14 @@ func isSymlink(p string) bool {
 }
 
 // searchableBy reports whether a process with host ids uid and gid (and
-// no supplementary groups, as the sandboxed command has) could reach
-// path: every directory above it grants search (x) to that uid, its gid,
-// or others. A directory with a POSIX ACL counts as searchable, since its
+// no supplementary groups, as the sandboxed command has) could reach path
+// from root, a directory at or above it where the sandbox shows the host's
+// tree (/ for the host root, a bind's source): every directory from root
+// down to path's parent grants search (x) to that uid, its gid, or
+// others. A directory with a POSIX ACL counts as searchable, since its
 // entries may grant more than its mode shows: that errs towards hiding.
-func searchableBy(path string, uid, gid int) bool {
+func searchableBy(root, path string, uid, gid int) bool {
+	root = filepath.Clean(root)
 	for dir := filepath.Dir(filepath.Clean(path)); ; dir = filepath.Dir(dir) {
 		var st unix.Stat_t
 		if err := unix.Stat(dir, &st); err != nil {
@@ -35,7 +38,7 @@ func searchableBy(path string, uid, gid int) bool {
 				return false
 			}
 		}
-		if dir == "/" || dir == "." {
+		if dir == root || dir == "/" || dir == "." {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,19 +37,22 @@ func TestHideSkipsWhatTheCommandCannotReach(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if searchableBy(hidden, 65534, 65534) {
+	if searchableBy("/", hidden, 65534, 65534) {
 		t.Errorf("%s: searchable by 65534 under a 0700 directory", hidden)
 	}
-	if !searchableBy(reachable, 0, 0) {
+	if !searchableBy("/", reachable, 0, 0) {
 		t.Errorf("%s: not searchable by its directories' owner", reachable)
 	}
-	if !searchableBy(hidden, 0, 0) {
+	if !searchableBy("/", hidden, 0, 0) {
 		t.Errorf("%s: not searchable by its directory's owner", hidden)
 	}
 
 	// In the workspace, so the cover would be at /home/agent/ws/closed/s.db
 	// (a host path under /tmp gets none: /tmp is the sandbox's own).
 	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o755); err != nil { // only closed/ keeps 65534 out
+		t.Fatal(err)
+	}
 	inWS := filepath.Join(ws, "closed", "s.db")
 	if err := os.Mkdir(filepath.Dir(inWS), 0o700); err != nil {
 		t.Fatal(err)
@@ -57,10 +61,31 @@ func TestHideSkipsWhatTheCommandCannotReach(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &Config{Workspace: ws, Name: "ws", UID: 65534, GID: 65534, Command: []string{"true"}, Hide: []string{inWS}}
+	if searchableBy(ws, inWS, 65534, 65534) {
+		t.Errorf("%s: searchable by 65534 from the workspace", inWS)
+	}
+	if !searchableBy(ws, filepath.Join(ws, "s.db"), 65534, 65534) {
+		t.Errorf("a file at the workspace's top: not searchable by 65534 from the workspace (mode 0755)")
+	}
 	for _, a := range c.Args(-1) {
 		if strings.HasSuffix(a, "closed/s.db") {
 			t.Errorf("args cover %s, which uid 65534 cannot reach: %q", a, c.Args(-1))
 		}
+	}
+	// A bind's source below a closed directory is reached through the
+	// bind, which skips the directories above its source: covered there.
+	sub := filepath.Join(filepath.Dir(inWS), "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(sub, "s.db")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.Hide = []string{db}
+	c.Binds = []Bind{{Host: sub, Guest: "/mnt/sub", ReadOnly: true}}
+	if !slices.Contains(c.Args(-1), "/mnt/sub/s.db") {
+		t.Errorf("a store reached through a bind is not covered: %q", c.Args(-1))
 	}
 }
 
