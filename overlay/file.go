@@ -113,19 +113,8 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !modifies {
 		openFlags |= fuse.FOPEN_NOFLUSH
 	}
-	if small := n.attr.Size < ptMinCopy; !modifies && n.upper == "" && !n.inMem && n.ptOpens == 0 &&
-		(small && n.lowerOpens == 0 || !small && n.cachedOpensLocked() == 0) {
-		if fd := n.openLowerLocked(ctx); fd >= 0 && small {
-			// A small file: the daemon reads the host file (lowerReader),
-			// so the kernel keeps its pages and a warm re-read costs no
-			// request. By passthrough every read made the kernel drop
-			// the inode's atime and ask for its attributes at the next
-			// stat: a GETATTR per source file a no-op go build read.
-			n.opens++
-			n.fsys.stats.lowerOpens.Add(1)
-			h := &handle{n: n, flags: flags &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_DIRECT | syscall.O_TRUNC)}
-			return &lowerReader{handle: h, fd: fd, rec: n.lowerStat.StatCache}, openFlags, 0
-		} else if fd >= 0 {
+	if !modifies && n.upper == "" && !n.inMem && n.cachedOpensLocked() == 0 && n.ptOpens == 0 {
+		if fd := n.openLowerLocked(ctx); fd >= 0 {
 			n.opens++
 			n.lowerOpens++
 			n.lowerUsed = true
@@ -230,45 +219,6 @@ func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
 	h.n.lowerOpens--
 	h.n.mu.Unlock()
 	return errno
-}
-
-// lowerReader is a read-only open of a small unmodified host file served
-// by the daemon: reads come from the host file while the file still
-// holds what the import recorded, and the kernel caches them
-// (FOPEN_KEEP_CACHE). Every read is checked after the fact - the host
-// file's size, mtime, ctime and inode still the record's, so no write
-// began before the check (a write moves the ctime before it copies its
-// bytes, and the record is older than the racy window) - and otherwise,
-// as when the file changed through the mount since the open, the read is
-// the ordinary handle's (the store, or the private copy). It passes
-// nothing through: go-fuse sees no PassthroughFd.
-type lowerReader struct {
-	*handle
-	fd  int
-	rec journal.StatCache
-}
-
-var _ fs.FileReader = (*lowerReader)(nil)
-
-func (h *lowerReader) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n := h.n
-	n.mu.Lock()
-	same := n.upper == "" && !n.inMem && n.attr.Content == h.rec.Manifest
-	n.mu.Unlock()
-	if same {
-		got, err := syscall.Pread(h.fd, dest, off)
-		var st syscall.Stat_t
-		if err == nil && syscall.Fstat(h.fd, &st) == nil && st.Size == h.rec.Size && st.Mtim.Nano() == h.rec.MTime &&
-			st.Ctim.Nano() == h.rec.CTime && st.Ino == h.rec.Ino {
-			return fuse.ReadResultData(dest[:got]), 0
-		}
-	}
-	return h.handle.Read(ctx, dest, off)
-}
-
-func (h *lowerReader) Release(ctx context.Context) syscall.Errno {
-	syscall.Close(h.fd)
-	return h.handle.Release(ctx)
 }
 
 // journal records the file's current content if it changed. With durable,

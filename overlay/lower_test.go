@@ -1,13 +1,10 @@
 package overlay_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -215,55 +212,5 @@ func TestJournalWrites(t *testing.T) {
 	}
 	if want := "0+6:hello ,6+5:world"; strings.Join(got, ",") != want {
 		t.Fatalf("write records %q, want %q", got, want)
-	}
-}
-
-// TestLowerReaderHostChangesWhileOpen: a small host file opened through
-// the mount while unchanged, then changed on the host before the open
-// reads it: the read returns the captured bytes (the branch's content),
-// and so does every later read - the kernel never caches the host's new
-// bytes as the file's. The open is served by the daemon (no passthrough
-// to the host file), so a warm re-read is the kernel's alone.
-func TestLowerReaderHostChangesWhileOpen(t *testing.T) {
-	captured := "captured bytes\n"
-	s := newLower(t, map[string]string{"f": captured, "g": "other file\n"})
-	m := filepath.Join(s.mnt, "ws", "f")
-	// The child opens f, says so, waits for a line, then reads f from
-	// the descriptor it opened before the host's change.
-	cmd := exec.Command("sh", "-c", `exec 3<"$1"; echo open; read _; cat <&3`, "sh", m)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(stdout)
-	if line, err := r.ReadString('\n'); err != nil || line != "open\n" {
-		t.Fatalf("child: %q, %v", line, err)
-	}
-	if st := s.fsys.Stats(); st.LowerOpens != 1 || st.PtOpens != 0 {
-		t.Fatalf("open of an unchanged small host file: %+v, want one lower open, not passed through", st)
-	}
-	if err := os.WriteFile(filepath.Join(s.ws, "f"), []byte("HOST EDIT bytes\n"), 0o644); err != nil { // same size
-		t.Fatal(err)
-	}
-	fmt.Fprintln(stdin, "go")
-	rest, _ := io.ReadAll(r)
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if string(rest) != captured {
-		t.Fatalf("read after the host's change = %q, want the captured %q", rest, captured)
-	}
-	if got := s.read("f"); got != captured {
-		t.Fatalf("a later read = %q, want the captured %q", got, captured)
-	}
-	if got := s.read("g"); got != "other file\n" {
-		t.Fatalf("g = %q", got)
 	}
 }
