@@ -23,8 +23,7 @@
 // other opens go through the daemon, which copies the content out at the
 // first write. Reads of a file held only in the store are answered from
 // the chunks they touch (file.go readStore) until 8 MiB of it were read,
-// then from a copy; reads of a small unmodified host file from that file
-// (lowerReader), checked against the import's record after each read. At flush, fsync and release a changed file - and a file open for
+// then from a copy. At flush, fsync and release a changed file - and a file open for
 // writing by passthrough, whose writes the daemon does not see - is
 // chunked, hashed and journaled in one transaction (coalesced per open
 // file, never per write request), together with the mode, owner and mtime

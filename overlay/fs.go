@@ -365,7 +365,7 @@ func (f *FS) FastPaths() []string {
 		out = append(out, "forensic mode: every write request journaled (slower)")
 	}
 	if f.lower != "" {
-		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it; files under 64 KiB read by the daemon and cached by the kernel)")
+		out = append(out, "lower-layer reads from the host file (FUSE passthrough when the kernel accepts it)")
 	}
 	if !f.journalWrites && f.quota.Load() == 0 {
 		out = append(out, "reads and writes of private copies by FUSE passthrough (when the kernel accepts it)")
