@@ -337,15 +337,7 @@ func (w *packWriter) closeLocked() error {
 			err = w.f.Truncate(w.next)
 		}
 	}
-	if w.direct >= 0 {
-		syscall.Close(w.direct)
-		w.direct = -1
-	}
-	freeStaging(w.buf)
-	if w.spare != nil {
-		freeStaging(w.spare)
-	}
-	w.buf, w.spare = nil, nil
+	w.releaseBuffers()
 	return err
 }
 
@@ -539,15 +531,7 @@ func (p *Packs) AbandonFailed() (int64, error) {
 		cut = st.Size() - w.synced
 		err = w.f.Truncate(w.synced)
 	}
-	if w.direct >= 0 {
-		syscall.Close(w.direct)
-		w.direct = -1
-	}
-	freeStaging(w.buf)
-	if w.spare != nil {
-		freeStaging(w.spare)
-	}
-	w.buf, w.spare = nil, nil
+	w.releaseBuffers()
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
@@ -1000,4 +984,19 @@ func (p *Packs) Size(num int64) (int64, error) {
 		return 0, fmt.Errorf("pack %s: %w", packName(num), err)
 	}
 	return st.Size(), nil
+}
+
+// releaseBuffers closes the writer's O_DIRECT descriptor and gives back its
+// staging buffers: the end of a writer, closed or abandoned. The caller
+// holds w.mu.
+func (w *packWriter) releaseBuffers() {
+	if w.direct >= 0 {
+		syscall.Close(w.direct)
+		w.direct = -1
+	}
+	freeStaging(w.buf)
+	if w.spare != nil {
+		freeStaging(w.spare)
+	}
+	w.buf, w.spare = nil, nil
 }

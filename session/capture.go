@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/artrt/art/internal/termtext"
+	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/workspace"
 )
@@ -33,7 +34,7 @@ func Capture(ctx context.Context, db *journal.DB, dir, branch, message string, w
 	}
 	if err == nil && st.First && warn != nil {
 		// Say what was taken: -m defaults to the current directory.
-		fmt.Fprintf(warn, "art: first capture of %s: %s, %s\n", termtext.Quote(dir), FilesCount(st.Files), SizeString(st.BytesRead))
+		fmt.Fprintf(warn, "art: first capture of %s: %s, %s\n", termtext.Quote(dir), FilesCount(st.Files), units.FormatSize(st.BytesRead))
 	}
 	return st, err
 }
@@ -44,18 +45,4 @@ func FilesCount(n int) string {
 		return "1 file"
 	}
 	return fmt.Sprintf("%d files", n)
-}
-
-// SizeString is n bytes for people: "512 B", "3.4 MiB".
-func SizeString(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/internal/termtext"
+	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
 )
@@ -85,18 +86,7 @@ func fmtTime(ns int64) string {
 }
 
 // fmtBytes prints a byte count for people (IEC units).
-func fmtBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func fmtBytes(n int64) string { return units.FormatSize(n) }
 
 // isTerminal reports whether w is a terminal (progress bars only there).
 func isTerminal(w io.Writer) bool {

@@ -51,3 +51,18 @@ func ParseAge(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// FormatSize is n bytes for people, in powers of 1024: "512 B", "3.4 MiB"
+// (what ParseSize reads back, to a tenth).
+func FormatSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
