@@ -38,8 +38,9 @@ type Walker struct {
 	Load func(ctx context.Context, refs []Ref, got func(*Checked) error) error
 	// Visit, when set, is called with each batch of newly reached refs
 	// (chunks too), before any is loaded, and returns which of them to
-	// descend into (nil: every tree and manifest). Chunks are never
-	// loaded. An error ends the walk.
+	// load (a chunk only if asked: pull fetches chunks, nothing else
+	// does). Without Visit, or when it returns nil, every tree and
+	// manifest is loaded. An error ends the walk.
 	Visit func(ctx context.Context, refs []Ref) (descend []bool, err error)
 	// Refs, when set, lists what a loaded object references instead of
 	// Checked.Refs (push uses it to note each tree's delta base).
@@ -110,7 +111,7 @@ func (w *Walker) step(ctx context.Context, refs []Ref, reach func(Ref)) error {
 	}
 	var load []Ref
 	for i, r := range refs {
-		if r.Kind != KindChunk && (descend == nil || descend[i]) {
+		if descend == nil && r.Kind != KindChunk || descend != nil && descend[i] {
 			load = append(load, r)
 		}
 	}

@@ -109,7 +109,7 @@ func TestWalkerVisitPrunesAndSeenExtends(t *testing.T) {
 		out := make([]bool, len(refs))
 		for i, r := range refs {
 			visited = append(visited, r)
-			out[i] = r.ID != f.sub // the other side has sub: do not descend
+			out[i] = r.Kind != KindChunk && r.ID != f.sub // the other side has sub: do not descend
 		}
 		return out, nil
 	}}
