@@ -151,3 +151,32 @@ func TestRescuePlan(t *testing.T) {
 		t.Fatalf("claim = %+v (the read marker %v must not change)", final, m.Condemned)
 	}
 }
+
+func TestSendOrderChildrenFirst(t *testing.T) {
+	// root -> a -> c, root -> b -> c; d is missing but not under root.
+	n := map[string]*node{}
+	for _, name := range []string{"root", "a", "b", "c", "d"} {
+		n[name] = &node{id: pid(name)}
+	}
+	n["root"].children = []cas.ID{pid("a"), pid("b"), pid("gone")} // gone: r has it
+	n["a"].children = []cas.ID{pid("c")}
+	n["b"].children = []cas.ID{pid("c")}
+	missing := map[cas.ID]*node{}
+	for _, x := range n {
+		missing[x.id] = x
+	}
+	var got []string
+	for _, x := range sendOrder(missing, pid("root")) {
+		for name, y := range n {
+			if y == x {
+				got = append(got, name)
+			}
+		}
+	}
+	if want := []string{"c", "a", "b", "root"}; !slices.Equal(got, want) {
+		t.Fatalf("send order %v, want %v", got, want)
+	}
+	if got := sendOrder(missing, pid("gone")); len(got) != 0 {
+		t.Fatalf("send order of a root r has: %d objects, want none", len(got))
+	}
+}
