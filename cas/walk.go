@@ -46,7 +46,8 @@ type Walker struct {
 	// Checked.Refs (push uses it to note each tree's delta base).
 	Refs func(ctx context.Context, c *Checked, ref func(Ref)) error
 	// Batch is the most refs passed to Visit or Load at once (default
-	// 4096).
+	// 4096). Loads are gathered across Visit batches of one level, so
+	// each Load but the level's last gets a full batch.
 	Batch int
 	// Seen holds the ids reached so far: the walk adds every id it
 	// reaches and skips those already in it, so a second Walk with more
@@ -82,31 +83,50 @@ func (w *Walker) Walk(ctx context.Context, roots ...Ref) error {
 	for len(level) > 0 {
 		cur := level
 		level = nil
+		// Visit in batches; load in full batches across them (a remote's
+		// Fetch per batch), the rest at the end of the level.
+		var load []Ref
 		for lo := 0; lo < len(cur); lo += batch {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := w.step(ctx, cur[lo:min(lo+batch, len(cur))], reach); err != nil {
+			sel, err := w.visit(ctx, cur[lo:min(lo+batch, len(cur))])
+			if err != nil {
 				return err
 			}
-			if w.Progress != nil {
-				w.Progress(len(w.Seen))
+			for load = append(load, sel...); len(load) >= batch; load = load[batch:] {
+				if err := w.load(ctx, load[:batch], reach); err != nil {
+					return err
+				}
 			}
+			w.progress()
+		}
+		if len(load) > 0 {
+			if err := w.load(ctx, load, reach); err != nil {
+				return err
+			}
+			w.progress()
 		}
 	}
 	return nil
 }
 
-// step visits one batch and loads the trees and manifests to descend into.
-func (w *Walker) step(ctx context.Context, refs []Ref, reach func(Ref)) error {
+func (w *Walker) progress() {
+	if w.Progress != nil {
+		w.Progress(len(w.Seen))
+	}
+}
+
+// visit returns the refs of one batch to load (see Walker.Visit).
+func (w *Walker) visit(ctx context.Context, refs []Ref) ([]Ref, error) {
 	var descend []bool
 	if w.Visit != nil {
 		var err error
 		if descend, err = w.Visit(ctx, refs); err != nil {
-			return err
+			return nil, err
 		}
 		if descend != nil && len(descend) != len(refs) {
-			return fmt.Errorf("walk: visit answered %d of %d refs", len(descend), len(refs))
+			return nil, fmt.Errorf("walk: visit answered %d of %d refs", len(descend), len(refs))
 		}
 	}
 	var load []Ref
@@ -115,10 +135,7 @@ func (w *Walker) step(ctx context.Context, refs []Ref, reach func(Ref)) error {
 			load = append(load, r)
 		}
 	}
-	if len(load) == 0 {
-		return nil
-	}
-	return w.load(ctx, load, reach)
+	return load, nil
 }
 
 // load reads refs (distinct ids: Seen admits each once) and reaches what
