@@ -34,13 +34,20 @@ type Sizer struct {
 // ErrTooDeep reports a tree nested deeper than a Sizer's MaxDepth.
 var ErrTooDeep = errors.New("directories nested too deep")
 
-// WalkError names the tree a Sizer could not read.
+// WalkError names the object a Sizer or a Walker could not read.
 type WalkError struct {
-	ID  ID
-	Err error
+	ID   ID
+	Kind Kind // 0: a tree (a Sizer's)
+	Err  error
 }
 
-func (e *WalkError) Error() string { return fmt.Sprintf("tree %s: %v", e.ID, e.Err) }
+func (e *WalkError) Error() string {
+	k := KindTree
+	if e.Kind != 0 {
+		k = e.Kind
+	}
+	return fmt.Sprintf("%s %s: %v", k, e.ID, e.Err)
+}
 func (e *WalkError) Unwrap() error { return e.Err }
 
 // summary is one tree's own entries and file bytes, and its subtrees.

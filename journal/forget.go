@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -201,177 +200,61 @@ func (db *DB) Forget(ctx context.Context, opts ForgetOptions) (*ForgetReport, er
 
 var errDryRun = errors.New("dry run")
 
-// keepSnapshots applies a policy to snapshots sorted newest first and
-// returns the reasons each kept one is kept (nil: dropped).
-func keepSnapshots(snaps []Snapshot, r Retention, now time.Time) [][]string {
-	reasons := make([][]string, len(snaps))
-	why := func(i int, s string) { reasons[i] = append(reasons[i], s) }
-	for i := range snaps {
-		if i < r.Last {
-			why(i, fmt.Sprintf("last %d", r.Last))
-		}
-		if r.Within > 0 && now.Sub(time.Unix(0, snaps[i].Time)) <= r.Within {
-			why(i, "within "+r.Within.String())
-		}
-		for _, id := range r.Snapshots {
-			if id == snaps[i].ID {
-				why(i, "named")
-			}
-		}
-	}
-	bucket := func(n int, name string, key func(t time.Time) string) {
-		if n <= 0 {
-			return
-		}
-		last, used := "", 0
-		for i := range snaps {
-			k := key(time.Unix(0, snaps[i].Time).Local())
-			if k == last {
-				continue
-			}
-			last = k
-			if used >= n {
-				return
-			}
-			used++
-			why(i, fmt.Sprintf("%s %d", name, n))
-		}
-	}
-	bucket(r.Hourly, "hourly", func(t time.Time) string { return t.Format("2006-01-02 15") })
-	bucket(r.Daily, "daily", func(t time.Time) string { return t.Format("2006-01-02") })
-	bucket(r.Weekly, "weekly", func(t time.Time) string { y, w := t.ISOWeek(); return fmt.Sprintf("%d-%d", y, w) })
-	bucket(r.Monthly, "monthly", func(t time.Time) string { return t.Format("2006-01") })
-	return reasons
-}
-
-// chainEvent is one event of a branch's chain, as Forget needs it.
-type chainEvent struct {
-	seq     int64
-	prev    []byte
-	hash    []byte
-	hasRoot bool
-}
-
+// forgetBranch applies opts.Policy to one branch in tx: it loads the
+// branch's snapshots, running ops and chain, plans (planForget, no I/O)
+// and, unless DryRun, applies the plan.
 func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts ForgetOptions) (BranchForget, error) {
-	bf := BranchForget{Branch: b.Name, Keep: []SnapshotDecision{}, Forget: []SnapshotDecision{}}
 	snaps, err := db.snapshotsQ(ctx, tx, `WHERE s.branch = ?`, b.ID)
 	if err != nil {
-		return bf, err
+		return BranchForget{Branch: b.Name, Keep: []SnapshotDecision{}, Forget: []SnapshotDecision{}}, err
 	}
-	sort.Slice(snaps, func(i, j int) bool { return snaps[i].Seq > snaps[j].Seq }) // newest first
-	reasons := keepSnapshots(snaps, opts.Policy, time.Unix(0, db.now()))
-	// The state where the earliest running op on the branch began, and
-	// everything since, stays: its session may still undo to there. That
-	// is every snapshot at or after that point, and the last one before it
-	// as the base its state replays from (unless one is exactly there).
 	var running sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT min(before_seq) FROM ops WHERE branch = ? AND end_seq IS NULL`, b.ID).Scan(&running); err != nil {
-		return bf, err
+		return BranchForget{Branch: b.Name, Keep: []SnapshotDecision{}, Forget: []SnapshotDecision{}}, err
 	}
+	in := forgetInput{Branch: b.Name, Snapshots: snaps, Policy: opts.Policy, Now: time.Unix(0, db.now())}
 	if running.Valid {
-		base := true
-		for i := range snaps { // newest first
-			need := snaps[i].Seq >= running.Int64
-			if !need && base {
-				need, base = true, false
-			}
-			if snaps[i].Seq == running.Int64 {
-				base = false
-			}
-			if need && reasons[i] == nil {
-				reasons[i] = []string{"a running operation needs it"}
-				bf.Protected = "history since a running operation began is kept"
-			}
-		}
+		in.Running = &running.Int64
 	}
-	// Oldest first from here.
-	n := len(snaps)
-	keep := make([]bool, n)
-	for i := range snaps {
-		d := SnapshotDecision{ID: snaps[i].ID, Seq: snaps[i].Seq, Root: snaps[i].Root, Time: snaps[i].Time, Message: snaps[i].Message, Reasons: reasons[i]}
-		keep[n-1-i] = reasons[i] != nil
-		if reasons[i] != nil {
-			bf.Keep = append(bf.Keep, d)
-		} else {
-			bf.Forget = append(bf.Forget, d)
-		}
+	plan := planSnapshots(in)
+	if len(plan.Forget) == 0 {
+		return plan.BranchForget, nil
 	}
-	sort.Slice(snaps, func(i, j int) bool { return snaps[i].Seq < snaps[j].Seq })
-	if len(bf.Forget) == 0 {
-		return bf, nil
+	if plan.chain, err = branchChain(ctx, tx, b.ID); err != nil {
+		return plan.BranchForget, err
 	}
-	// The chain, oldest first (only what the cut needs).
-	rows, err := tx.QueryContext(ctx, `SELECT seq, prev, hash, root IS NOT NULL FROM events WHERE branch = ? ORDER BY seq`, b.ID)
+	plan.cut()
+	if opts.DryRun {
+		return plan.BranchForget, nil
+	}
+	return db.applyForget(ctx, tx, b, plan, opts)
+}
+
+// branchChain is branch's chain, oldest first (only what the cut needs).
+func branchChain(ctx context.Context, tx *sql.Tx, branch int64) ([]chainEvent, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT seq, prev, hash, root IS NOT NULL FROM events WHERE branch = ? ORDER BY seq`, branch)
 	if err != nil {
-		return bf, err
+		return nil, err
 	}
+	defer rows.Close()
 	var chain []chainEvent
 	for rows.Next() {
 		var e chainEvent
 		if err := rows.Scan(&e.seq, &e.prev, &e.hash, &e.hasRoot); err != nil {
-			rows.Close()
-			return bf, err
+			return nil, err
 		}
 		chain = append(chain, e)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return bf, err
-	}
-	// Mark the events to remove: unit i is (snaps[i-1].Seq, snaps[i].Seq].
-	// A kept snapshot's event stays; the rest of its unit stays only when
-	// the state it replays from stays too (the previous snapshot is kept,
-	// or it is the branch's first unit, which starts at the branch's own
-	// root). A dropped snapshot's unit goes, except the newest snapshot's
-	// event when dropped: the live events after it replay from it.
-	drop := make([]bool, len(chain))
-	anchors := map[int]bool{}
-	j := 0
-	for i := range snaps {
-		lo := int64(0)
-		if i > 0 {
-			lo = snaps[i-1].Seq
-		}
-		whole := keep[i] && (i == 0 || keep[i-1])
-		for ; j < len(chain) && chain[j].seq <= snaps[i].Seq; j++ {
-			switch {
-			case chain[j].seq <= lo || whole:
-			case chain[j].seq == snaps[i].Seq && keep[i]:
-			case chain[j].seq == snaps[i].Seq && i+1 == n:
-				anchors[j] = true
-			default:
-				drop[j] = true
-			}
-		}
-	}
-	// An anchor is needed only if the next event kept after it replays
-	// from it; if that event records a root of its own (a kept snapshot,
-	// a checkout, an anchor left by an earlier forget), the anchor would
-	// only keep a tree alive. Backwards, so each decision sees the final
-	// state of the chain after it. The branch's last event always stays:
-	// it is the head.
-	for k := len(chain) - 1; k >= 0; k-- {
-		if !anchors[k] {
-			continue
-		}
-		m := k + 1
-		for m < len(chain) && drop[m] {
-			m++
-		}
-		if m < len(chain) && chain[m].hasRoot {
-			drop[k] = true
-		} else {
-			bf.Anchors++
-		}
-	}
-	if opts.DryRun {
-		for _, d := range drop {
-			if d {
-				bf.Events++
-			}
-		}
-		return bf, nil
-	}
+	return chain, rows.Err()
+}
+
+// applyForget carries out plan in tx: an op records the forget, each
+// stretch of dropped events is removed and recorded in forgotten (joined
+// with a stretch an earlier forget removed right before it), each dropped
+// snapshot moves to forgotten_snapshots.
+func (db *DB) applyForget(ctx context.Context, tx *sql.Tx, b Branch, plan *forgetPlan, opts ForgetOptions) (BranchForget, error) {
+	bf := plan.BranchForget
+	bf.Events = 0 // counted as removed below
 	desc := fmt.Sprintf("forget %d snapshots of %s (%s)", len(bf.Forget), b.Name, opts.Policy)
 	if opts.Who != "" {
 		desc += " by " + opts.Who
@@ -382,40 +265,11 @@ func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts Forge
 	}
 	bf.Op = op.ID
 	now := db.now()
-	for k := 0; k < len(chain); {
-		if !drop[k] {
-			k++
-			continue
-		}
-		e := k
-		for e+1 < len(chain) && drop[e+1] {
-			e++
-		}
-		first, last := chain[k], chain[e]
-		// Join with a range forgotten earlier that ends right before this one.
-		var prevFrom, prevCount int64
-		var prevFirst []byte
-		err := tx.QueryRowContext(ctx, `SELECT from_seq, count, first_prev FROM forgotten WHERE branch = ? AND last_hash = ?`,
-			b.ID, first.prev).Scan(&prevFrom, &prevCount, &prevFirst)
-		from, count, firstPrev := first.seq, int64(e-k+1), first.prev
-		switch {
-		case err == nil:
-			from, count, firstPrev = prevFrom, count+prevCount, prevFirst
-			if _, err := tx.ExecContext(ctx, `DELETE FROM forgotten WHERE branch = ? AND from_seq = ?`, b.ID, prevFrom); err != nil {
-				return bf, err
-			}
-		case !errors.Is(err, sql.ErrNoRows):
+	for _, st := range plan.stretches() {
+		if err := forgetStretch(ctx, tx, b.ID, st, op.ID, now); err != nil {
 			return bf, err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO forgotten (branch, from_seq, to_seq, count, first_prev, last_hash, op, time_ns)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, b.ID, from, last.seq, count, firstPrev, last.hash, op.ID, now); err != nil {
-			return bf, err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE branch = ? AND seq BETWEEN ? AND ?`, b.ID, first.seq, last.seq); err != nil {
-			return bf, err
-		}
-		bf.Events += int64(e - k + 1)
-		k = e + 1
+		bf.Events += int64(len(st))
 	}
 	for _, d := range bf.Forget {
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO forgotten_snapshots (id, branch, seq, root, message, op, time_ns) VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -427,6 +281,33 @@ func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts Forge
 		}
 	}
 	return bf, op.endTx(ctx, tx, nil)
+}
+
+// forgetStretch removes the events of st (consecutive, oldest first) and
+// records the stretch in forgotten, joined with a range forgotten earlier
+// that ends right before it.
+func forgetStretch(ctx context.Context, tx *sql.Tx, branch int64, st []chainEvent, op, now int64) error {
+	first, last := st[0], st[len(st)-1]
+	var prevFrom, prevCount int64
+	var prevFirst []byte
+	err := tx.QueryRowContext(ctx, `SELECT from_seq, count, first_prev FROM forgotten WHERE branch = ? AND last_hash = ?`,
+		branch, first.prev).Scan(&prevFrom, &prevCount, &prevFirst)
+	from, count, firstPrev := first.seq, int64(len(st)), first.prev
+	switch {
+	case err == nil:
+		from, count, firstPrev = prevFrom, count+prevCount, prevFirst
+		if _, err := tx.ExecContext(ctx, `DELETE FROM forgotten WHERE branch = ? AND from_seq = ?`, branch, prevFrom); err != nil {
+			return err
+		}
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO forgotten (branch, from_seq, to_seq, count, first_prev, last_hash, op, time_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, branch, from, last.seq, count, firstPrev, last.hash, op, now); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM events WHERE branch = ? AND seq BETWEEN ? AND ?`, branch, first.seq, last.seq)
+	return err
 }
 
 // Forgotten lists the stretches of branch's chain ("" every branch) that

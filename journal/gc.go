@@ -101,7 +101,6 @@ type gcQuerier interface {
 // generation marks and opts.Grace. See docs/store-format.md.
 func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 	start := time.Now()
-	var deadRanges []cas.PackRange // packed bytes of the removed objects
 	rep := &GCReport{DryRun: opts.DryRun, FileBefore: fileSize(db.path)}
 	if db.readOnly && !opts.DryRun {
 		if err := db.FullErr(); err != nil {
@@ -109,135 +108,134 @@ func (db *DB) GC(ctx context.Context, opts GCOptions) (*GCReport, error) {
 		}
 		return nil, errors.New("gc: store opened read-only")
 	}
-	run := func(q gcQuerier, tx *sql.Tx) error {
-		now := db.now()
-		var maxRowid sql.NullInt64
-		if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(data) + pack_len), 0), max(rowid) FROM objects`).
-			Scan(&rep.ObjectsBefore, &rep.BytesBefore, &maxRowid); err != nil {
-			return err
-		}
-		cutoff := maxRowid.Int64
-		if opts.Grace > 0 {
-			var c sql.NullInt64
-			err := q.QueryRowContext(ctx, `SELECT max_rowid FROM gc_marks WHERE time_ns <= ? ORDER BY time_ns DESC LIMIT 1`,
-				now-opts.Grace.Nanoseconds()).Scan(&c)
-			if err != nil && err != sql.ErrNoRows {
-				return err
-			}
-			cutoff = min(c.Int64, maxRowid.Int64)
-		}
-		marked, err := db.gcMark(ctx, q, opts.Progress)
-		if err != nil {
-			return err
-		}
-		rep.Reachable = int64(len(marked))
-		// Never the row with the highest rowid: SQLite gives a new row
-		// max(rowid)+1, so keeping it keeps every future rowid above
-		// every recorded mark.
-		rows, err := q.QueryContext(ctx, `SELECT rowid, id, length(data) + pack_len, pack, pack_off, pack_len FROM objects`)
-		if err != nil {
-			return err
-		}
-		var doomed []int64
-		for rows.Next() {
-			var rowid, n int64
-			var pr cas.PackRange
-			var idb []byte
-			if err := rows.Scan(&rowid, &idb, &n, &pr.Pack, &pr.Off, &pr.Len); err != nil {
-				rows.Close()
-				return err
-			}
-			var id cas.ID
-			copy(id[:], idb)
-			if _, ok := marked[id]; ok {
-				continue
-			}
-			if rowid > cutoff || rowid == maxRowid.Int64 {
-				rep.Protected++
-				rep.ProtectedBytes += n
-				continue
-			}
-			doomed = append(doomed, rowid)
-			if pr.Pack != 0 {
-				deadRanges = append(deadRanges, pr)
-			}
-			rep.RemovedBytes += n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rep.Removed = int64(len(doomed))
-		rep.ObjectsAfter = rep.ObjectsBefore - rep.Removed
-		rep.BytesAfter = rep.BytesBefore - rep.RemovedBytes
-		if tx == nil {
-			return nil
-		}
-		for i, r := range doomed {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM objects WHERE rowid = ?`, r); err != nil {
-				return err
-			}
-			if opts.Progress != nil && (i%1024 == 0 || i == len(doomed)-1) {
-				opts.Progress("sweep", i+1, len(doomed))
-			}
-		}
-		// The mark's time is also the gc generation (GCGeneration): it
-		// must grow with every gc, even if the clock stepped back.
-		last, err := gcGeneration(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO gc_marks (time_ns, max_rowid, by_gc) VALUES (?, ?, 1)`, max(now, last+1), maxRowid.Int64); err != nil {
-			return err
-		}
-		// Keep the newest mark older than the grace period and all newer.
-		_, err = tx.ExecContext(ctx, `DELETE FROM gc_marks WHERE time_ns < (SELECT coalesce(max(time_ns), 0) FROM gc_marks WHERE time_ns <= ?)`,
-			now-opts.Grace.Nanoseconds())
-		return err
-	}
 	if opts.DryRun {
 		tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
 			return nil, err
 		}
 		defer tx.Rollback()
-		if err := run(tx, nil); err != nil {
+		if _, err := db.gcPlan(ctx, tx, opts, rep); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
 		if rep.OrphanPackBytes, err = db.orphanPackBytes(ctx, tx); err != nil {
 			return nil, fmt.Errorf("gc: %w", err)
 		}
 		rep.Vacuum = "skipped: dry run"
-	} else {
-		// First what needs no write: the packs of writers that are gone
-		// lose the bytes no row names (a crashed or interrupted push's).
-		// On a full disk that is what gives the sweep's transaction the
-		// room it needs.
-		if err := db.gcPacks(ctx, nil, rep); err != nil {
-			return nil, fmt.Errorf("gc: %w", err)
-		}
-		if err := db.writeTx(ctx, func(tx *sql.Tx) error { deadRanges = deadRanges[:0]; return run(tx, tx) }); err != nil {
-			return nil, fmt.Errorf("gc: %w", err)
-		}
-		// The sweep is committed: what follows runs to its end even if
-		// ctx is cancelled (a signal), so the bytes it freed in rows are
-		// freed on disk too; only the vacuum stops early.
-		done := context.WithoutCancel(ctx)
-		// The rows are gone (committed), but with synchronous=NORMAL the
-		// commit is not yet on disk: a power loss could bring the rows
-		// back while the punched bytes and removed packs stay gone. Make
-		// the store durable first, then free the packed bytes.
-		if err := syncStoreFiles(db.path); err != nil {
-			return nil, fmt.Errorf("gc: %w", err)
-		}
-		if err := db.gcPacks(done, deadRanges, rep); err != nil {
-			return nil, fmt.Errorf("gc: %w", err)
-		}
-		rep.Vacuum = db.gcVacuum(ctx, rep.Removed > 0)
+	} else if err := db.gcSweep(ctx, opts, rep); err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
 	}
 	rep.FileAfter = fileSize(db.path)
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// gcSweep is GC without DryRun: plan and sweep in one write transaction,
+// then give the freed pack bytes and pages back to the file system.
+func (db *DB) gcSweep(ctx context.Context, opts GCOptions, rep *GCReport) error {
+	// First what needs no write: the packs of writers that are gone lose
+	// the bytes no row names (a crashed or interrupted push's). On a full
+	// disk that is what gives the sweep's transaction the room it needs.
+	if err := db.gcPacks(ctx, nil, rep); err != nil {
+		return err
+	}
+	var plan *sweepPlan
+	if err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if plan, err = db.gcPlan(ctx, tx, opts, rep); err != nil {
+			return err
+		}
+		return db.gcExecute(ctx, tx, plan, opts)
+	}); err != nil {
+		return err
+	}
+	// The sweep is committed: what follows runs to its end even if ctx is
+	// cancelled (a signal), so the bytes it freed in rows are freed on
+	// disk too; only the vacuum stops early.
+	done := context.WithoutCancel(ctx)
+	// The rows are gone (committed), but with synchronous=NORMAL the
+	// commit is not yet on disk: a power loss could bring the rows back
+	// while the punched bytes and removed packs stay gone. Make the store
+	// durable first, then free the packed bytes.
+	if err := syncStoreFiles(db.path); err != nil {
+		return err
+	}
+	if err := db.gcPacks(done, plan.dead, rep); err != nil {
+		return err
+	}
+	rep.Vacuum = db.gcVacuum(ctx, rep.Removed > 0)
+	return nil
+}
+
+// gcPlan reads what the sweep decides on (the object counts, the
+// generation mark the grace period reaches back to, the marked set, the
+// rows) and returns the sweep's plan, filling rep's counts. It writes
+// nothing.
+func (db *DB) gcPlan(ctx context.Context, q gcQuerier, opts GCOptions, rep *GCReport) (*sweepPlan, error) {
+	now := db.now()
+	var maxRowid, mark sql.NullInt64
+	if err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(data) + pack_len), 0), max(rowid) FROM objects`).
+		Scan(&rep.ObjectsBefore, &rep.BytesBefore, &maxRowid); err != nil {
+		return nil, err
+	}
+	if opts.Grace > 0 {
+		err := q.QueryRowContext(ctx, `SELECT max_rowid FROM gc_marks WHERE time_ns <= ? ORDER BY time_ns DESC LIMIT 1`,
+			now-opts.Grace.Nanoseconds()).Scan(&mark)
+		if err != nil && err != sql.ErrNoRows {
+			return nil, err
+		}
+	}
+	marked, err := db.gcMark(ctx, q, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	plan := newSweepPlan(marked, maxRowid.Int64, gcCutoff(maxRowid.Int64, opts.Grace, mark.Int64))
+	rows, err := q.QueryContext(ctx, `SELECT rowid, id, length(data) + pack_len, pack, pack_off, pack_len FROM objects`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o gcObject
+		var idb []byte
+		if err := rows.Scan(&o.rowid, &idb, &o.size, &o.pack.Pack, &o.pack.Off, &o.pack.Len); err != nil {
+			return nil, err
+		}
+		copy(o.id[:], idb)
+		plan.consider(o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	plan.report(rep)
+	return plan, nil
+}
+
+// gcExecute applies a sweep plan in tx: it deletes the doomed rows and
+// records this gc's generation mark, pruning the marks the grace period no
+// longer reaches.
+func (db *DB) gcExecute(ctx context.Context, tx *sql.Tx, plan *sweepPlan, opts GCOptions) error {
+	now := db.now()
+	for i, r := range plan.doomed {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM objects WHERE rowid = ?`, r); err != nil {
+			return err
+		}
+		if opts.Progress != nil && (i%1024 == 0 || i == len(plan.doomed)-1) {
+			opts.Progress("sweep", i+1, len(plan.doomed))
+		}
+	}
+	// The mark's time is also the gc generation (GCGeneration): it must
+	// grow with every gc, even if the clock stepped back.
+	last, err := gcGeneration(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO gc_marks (time_ns, max_rowid, by_gc) VALUES (?, ?, 1)`, max(now, last+1), plan.maxRowid); err != nil {
+		return err
+	}
+	// Keep the newest mark older than the grace period and all newer.
+	_, err = tx.ExecContext(ctx, `DELETE FROM gc_marks WHERE time_ns < (SELECT coalesce(max(time_ns), 0) FROM gc_marks WHERE time_ns <= ?)`,
+		now-opts.Grace.Nanoseconds())
+	return err
 }
 
 // markInterval is how often opening a store for writing records a
@@ -308,15 +306,41 @@ func (db *DB) gcVacuum(ctx context.Context, removed bool) string {
 	return what
 }
 
-// gcMark returns every object reachable from a root (see GC).
+// gcMark returns every object reachable from a root (see GC). An object
+// missing from the store is no error here (art verify reports it); one
+// that does not decode is.
 func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int, int)) (map[cas.ID]struct{}, error) {
-	var trees, manifests []cas.ID
-	addID := func(b []byte, into *[]cas.ID) {
+	roots, err := gcRoots(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	objs := db.objs
+	if tx, ok := q.(*sql.Tx); ok {
+		objs = db.objs.With(tx)
+	}
+	w := &cas.Walker{Load: cas.StoreLoader(objs, true)}
+	if progress != nil {
+		w.Progress = func(n int) { progress("mark", n, 0) }
+	}
+	if err := w.Walk(ctx, roots...); err != nil {
+		var we *cas.WalkError
+		if errors.As(err, &we) {
+			return nil, fmt.Errorf("%s %s: %w (run art verify)", we.Kind, we.ID.Short(), we.Err)
+		}
+		return nil, err
+	}
+	return w.Seen, nil
+}
+
+// gcRoots lists what GC keeps, with everything under it: every event's
+// root tree and file manifest, every snapshot's root, every branch's live
+// trees and manifests (projection rows) and the import cache's manifests.
+func gcRoots(ctx context.Context, q gcQuerier) ([]cas.Ref, error) {
+	var roots []cas.Ref
+	add := func(b []byte, k cas.Kind) {
 		if len(b) == len(cas.ID{}) {
-			var id cas.ID
-			copy(id[:], b)
-			if !id.IsZero() {
-				*into = append(*into, id)
+			if id := cas.ID(b); !id.IsZero() {
+				roots = append(roots, cas.Ref{ID: id, Kind: k})
 			}
 		}
 	}
@@ -338,96 +362,32 @@ func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int
 		}
 		return rows.Err()
 	}
-	// Events: root trees and file manifests in every payload.
 	if err := scan(`SELECT kind, payload FROM events`, func(_ int, p []byte) error {
 		ev, err := DecodeEvent(p)
 		if err != nil {
 			return fmt.Errorf("%w: an event does not decode (run art verify): %v", ErrCorrupt, err)
 		}
-		if !ev.Root.IsZero() {
-			trees = append(trees, ev.Root)
-		}
-		if !ev.Attr.Content.IsZero() {
-			manifests = append(manifests, ev.Attr.Content)
-		}
+		add(ev.Root[:], cas.KindTree)
+		add(ev.Attr.Content[:], cas.KindManifest)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	if err := scan(`SELECT 0, root FROM snapshots`, func(_ int, b []byte) error { addID(b, &trees); return nil }); err != nil {
+	if err := scan(`SELECT 0, root FROM snapshots`, func(_ int, b []byte) error { add(b, cas.KindTree); return nil }); err != nil {
 		return nil, err
 	}
 	if err := scan(`SELECT kind, target FROM nodes WHERE kind IN (1, 2)`, func(k int, b []byte) error {
 		if cas.EntryKind(k) == cas.EntryDir {
-			addID(b, &trees)
+			add(b, cas.KindTree)
 		} else {
-			addID(b, &manifests)
+			add(b, cas.KindManifest)
 		}
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	if err := scan(`SELECT 0, manifest FROM import_cache`, func(_ int, b []byte) error { addID(b, &manifests); return nil }); err != nil {
-		return nil, err
-	}
-	var tx *sql.Tx
-	if t, ok := q.(*sql.Tx); ok {
-		tx = t
-	}
-	objs := db.objs
-	if tx != nil {
-		objs = db.objs.With(tx)
-	}
-	marked := map[cas.ID]struct{}{}
-	for len(trees) > 0 || len(manifests) > 0 {
-		if n := len(trees); n > 0 {
-			id := trees[n-1]
-			trees = trees[:n-1]
-			if _, ok := marked[id]; ok {
-				continue
-			}
-			marked[id] = struct{}{}
-			t, err := objs.GetTree(ctx, id)
-			if errors.Is(err, cas.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("tree %s: %w (run art verify)", id.Short(), err)
-			}
-			for i := range t.Entries {
-				switch e := &t.Entries[i]; e.Kind {
-				case cas.EntryDir:
-					trees = append(trees, e.Target)
-				case cas.EntryFile:
-					manifests = append(manifests, e.Target)
-				}
-			}
-		} else {
-			n := len(manifests)
-			id := manifests[n-1]
-			manifests = manifests[:n-1]
-			if _, ok := marked[id]; ok {
-				continue
-			}
-			marked[id] = struct{}{}
-			m, err := objs.GetManifest(ctx, id)
-			if errors.Is(err, cas.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("manifest %s: %w (run art verify)", id.Short(), err)
-			}
-			for _, x := range m.Extents {
-				if !x.ID.IsZero() {
-					marked[x.ID] = struct{}{}
-				}
-			}
-		}
-		if progress != nil && len(marked)%1024 == 0 {
-			progress("mark", len(marked), 0)
-		}
-	}
-	return marked, nil
+	err := scan(`SELECT 0, manifest FROM import_cache`, func(_ int, b []byte) error { add(b, cas.KindManifest); return nil })
+	return roots, err
 }
 
 // gcPacks gives back the space of packed bytes no row names: first the

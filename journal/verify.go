@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -88,8 +87,6 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 		return nil, fmt.Errorf("verify --rebuild replays each branch into a scratch projection in the store: %w", ErrReadOnly)
 	}
 	rep := &VerifyReport{Problems: []Problem{}}
-	bad := map[cas.ID]*Problem{}
-
 	// 0. Packs: one problem per pack that is missing or shorter than its
 	// rows say, holding every object in it (a store copied without its
 	// .packs directory is one line per pack, not one per chunk).
@@ -97,8 +94,55 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 	if err != nil {
 		return nil, err
 	}
-
 	// 1. Objects.
+	bad, err := db.verifyObjects(ctx, packBad, rep, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	// 2. Chains and snapshots, collecting every recorded state.
+	st := &verifyStates{roots: map[cas.ID]string{}, manifests: map[cas.ID]string{}}
+	branches, err := db.verifyBranches(ctx, rep, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.verifySnapshots(ctx, rep, st); err != nil {
+		return nil, err
+	}
+	// 3. Live heads, then reachability of every recorded state.
+	for _, b := range branches {
+		if b.deleted || b.name == "" {
+			continue
+		}
+		head, err := db.Head(ctx, b.name)
+		if err != nil {
+			rep.Problems = append(rep.Problems, Problem{What: "projection", Branch: b.name, Detail: err.Error()})
+			continue
+		}
+		st.roots[head.Root] = "branch " + b.name
+		if opts.Rebuild {
+			if err := db.rebuild(ctx, b.id, b.name, b.headSeq, rep); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := db.verifyReach(ctx, st, bad); err != nil {
+		return nil, err
+	}
+	rep.Problems = collectProblems(rep.Problems, bad, packBad)
+	return rep, nil
+}
+
+// verifyStates are the recorded states Verify walks: root trees and the
+// manifests events name, each with a label for reports.
+type verifyStates struct {
+	roots     map[cas.ID]string
+	manifests map[cas.ID]string
+}
+
+// verifyObjects re-hashes every object and returns the damaged ones, each
+// with its problem (its pack's when it lies in a damaged pack).
+func (db *DB) verifyObjects(ctx context.Context, packBad map[int64]*Problem, rep *VerifyReport, progress func(done, total int)) (map[cas.ID]*Problem, error) {
+	bad := map[cas.ID]*Problem{}
 	var ids []cas.ID
 	if err := db.objs.Each(ctx, func(id cas.ID, _ cas.Kind) error { ids = append(ids, id); return nil }); err != nil {
 		return nil, fmt.Errorf("list objects: %w", err)
@@ -112,27 +156,33 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 				bad[id] = &Problem{What: "object", Object: id.String(), Detail: err.Error()}
 			}
 		}
-		if opts.Progress != nil && (i%1024 == 0 || i == len(ids)-1) {
-			opts.Progress(i+1, len(ids))
+		if progress != nil && (i%1024 == 0 || i == len(ids)-1) {
+			progress(i+1, len(ids))
 		}
 	}
 	rep.Objects = len(ids)
+	return bad, nil
+}
 
-	// 2. Chains and snapshots.
-	type br struct {
-		id             int64
-		name           string
-		headSeq, count int64
-		head           cas.ID
-		deleted        bool
-	}
-	var branches []br
+// verifyBranch is a branches row as Verify needs it.
+type verifyBranch struct {
+	id             int64
+	name           string
+	headSeq, count int64
+	head           cas.ID
+	deleted        bool
+}
+
+// verifyBranches checks every branch's chain (deleted ones too) and
+// records the states its events name.
+func (db *DB) verifyBranches(ctx context.Context, rep *VerifyReport, st *verifyStates) ([]verifyBranch, error) {
+	var branches []verifyBranch
 	rows, err := db.r.QueryContext(ctx, `SELECT id, coalesce(name, ''), head_seq, head_hash, event_count, deleted_ns IS NOT NULL FROM branches ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
-		var b br
+		var b verifyBranch
 		var h []byte
 		if err := rows.Scan(&b.id, &b.name, &b.headSeq, &h, &b.count, &b.deleted); err != nil {
 			rows.Close()
@@ -142,8 +192,6 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 		branches = append(branches, b)
 	}
 	rows.Close()
-	roots := map[cas.ID]string{} // state root -> a label for reports
-	manifests := map[cas.ID]string{}
 	for _, b := range branches {
 		label := b.name
 		if label == "" {
@@ -152,91 +200,42 @@ func (db *DB) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, er
 		if !b.deleted {
 			rep.Branches++
 		}
-		n, err := db.verifyChain(ctx, b.id, label, b.head, b.headSeq, b.count, rep, roots, manifests)
+		n, err := db.verifyChain(ctx, b, label, rep, st)
 		if err != nil {
 			return nil, err
 		}
 		rep.Events += n
 	}
+	return branches, nil
+}
+
+// verifySnapshots checks each snapshot against its event and the chain's
+// event count up to it.
+func (db *DB) verifySnapshots(ctx context.Context, rep *VerifyReport, st *verifyStates) error {
 	snaps, err := db.snapshots(ctx, "")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rep.Snapshots = len(snaps)
 	for _, s := range snaps {
-		var payloadHash, root []byte
-		var branch int64
+		var ev snapshotEvent
 		var kind int
-		err := db.r.QueryRowContext(ctx, `SELECT hash, root, branch, kind FROM events WHERE seq = ?`, s.Seq).Scan(&payloadHash, &root, &branch, &kind)
+		err := db.r.QueryRowContext(ctx, `SELECT hash, root, branch, kind FROM events WHERE seq = ?`, s.Seq).Scan(&ev.hash, &ev.root, &ev.branch, &kind)
 		switch {
 		case err == sql.ErrNoRows:
-			rep.Problems = append(rep.Problems, Problem{What: "snapshot", Object: s.ID.String(), Seq: s.Seq, Detail: "its event is missing"})
+			ev.missing = true
 		case err != nil:
-			return nil, err
-		case EventKind(kind) != EvSnapshot || branch != s.BranchID || !bytes.Equal(payloadHash, s.ID[:]) || !bytes.Equal(root, s.Root[:]):
-			rep.Problems = append(rep.Problems, Problem{What: "snapshot", Object: s.ID.String(), Seq: s.Seq, Detail: "does not match its event"})
+			return err
 		}
-		var idx int64
+		ev.kind = EventKind(kind)
 		if err := db.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events WHERE branch = ?1 AND seq <= ?2)
-			+ (SELECT coalesce(sum(count), 0) FROM forgotten WHERE branch = ?1 AND to_seq < ?2)`, s.BranchID, s.Seq).Scan(&idx); err != nil {
-			return nil, err
+			+ (SELECT coalesce(sum(count), 0) FROM forgotten WHERE branch = ?1 AND to_seq < ?2)`, s.BranchID, s.Seq).Scan(&ev.index); err != nil {
+			return err
 		}
-		if idx != s.EventCount {
-			rep.Problems = append(rep.Problems, Problem{What: "snapshot", Object: s.ID.String(), Seq: s.Seq,
-				Detail: fmt.Sprintf("chain has %d events up to it, snapshot recorded %d (events removed?)", idx, s.EventCount)})
-		}
-		roots[s.Root] = "snapshot " + s.ID.Short()
+		rep.Problems = append(rep.Problems, checkSnapshot(s, ev)...)
+		st.roots[s.Root] = "snapshot " + s.ID.Short()
 	}
-
-	// 3. Live heads, then reachability of every recorded state.
-	for _, b := range branches {
-		if b.deleted || b.name == "" {
-			continue
-		}
-		st, err := db.Head(ctx, b.name)
-		if err != nil {
-			rep.Problems = append(rep.Problems, Problem{What: "projection", Branch: b.name, Detail: err.Error()})
-			continue
-		}
-		roots[st.Root] = "branch " + b.name
-		if opts.Rebuild {
-			if err := db.rebuild(ctx, b.id, b.name, b.headSeq, rep); err != nil {
-				return nil, err
-			}
-		}
-	}
-	w := walker{db: db, ctx: ctx, bad: bad, seen: map[cas.ID]bool{}, rep: rep}
-	labels := make([]cas.ID, 0, len(roots))
-	for r := range roots {
-		labels = append(labels, r)
-	}
-	sort.Slice(labels, func(i, j int) bool { return roots[labels[i]] < roots[labels[j]] })
-	for _, r := range labels {
-		w.tree(r, roots[r]+":", cas.KindTree)
-	}
-	for m, label := range manifests {
-		w.manifest(m, label)
-	}
-	done := map[*Problem]bool{} // a pack's problem stands for all its objects
-	for _, p := range bad {
-		if !done[p] {
-			done[p] = true
-			rep.Problems = append(rep.Problems, *p)
-		}
-	}
-	for _, p := range packBad {
-		if !done[p] { // its objects were not damaged after all (rows beyond the end none of which is read)
-			rep.Problems = append(rep.Problems, *p)
-		}
-	}
-	sort.SliceStable(rep.Problems, func(i, j int) bool {
-		a, b := rep.Problems[i], rep.Problems[j]
-		if a.What != b.What {
-			return a.What < b.What
-		}
-		return a.Object < b.Object
-	})
-	return rep, nil
+	return nil
 }
 
 // packExtent is what the rows of one pack name.
@@ -343,96 +342,32 @@ func (db *DB) gaps(ctx context.Context, branch int64) ([]gap, error) {
 	return out, rows.Err()
 }
 
-func (db *DB) verifyChain(ctx context.Context, branch int64, label string, head cas.ID, headSeq, count int64,
-	rep *VerifyReport, roots, manifests map[cas.ID]string) (int, error) {
-	gaps, err := db.gaps(ctx, branch)
+// verifyChain checks branch b's chain (chainCheck) and returns how many
+// of its events are present.
+func (db *DB) verifyChain(ctx context.Context, b verifyBranch, label string, rep *VerifyReport, st *verifyStates) (int, error) {
+	gaps, err := db.gaps(ctx, b.id)
 	if err != nil {
 		return 0, err
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT seq, op, kind, time_ns, path, root, payload, prev, hash FROM events WHERE branch = ? ORDER BY seq`, branch)
+	c := &chainCheck{branch: b.id, label: label, gaps: gaps, states: st}
+	rows, err := db.r.QueryContext(ctx, `SELECT seq, op, kind, time_ns, path, root, payload, prev, hash FROM events WHERE branch = ? ORDER BY seq`, b.id)
 	if err != nil {
 		return 0, err
 	}
 	defer rows.Close()
-	var prev cas.ID
-	var n, live int64
-	var last int64
-	fail := func(seq int64, detail string) {
-		rep.Problems = append(rep.Problems, Problem{What: "chain", Branch: label, Seq: seq, Detail: detail})
-	}
-	// skipGaps steps the chain over the stretches art forget removed
-	// before seq: each must start where the chain is and ends at its
-	// recorded last hash. The event after a gap must record a root, or
-	// its state could not be replayed.
-	skipGaps := func(seq int64) bool {
-		crossed := false
-		for len(gaps) > 0 && gaps[0].to < seq {
-			g := gaps[0]
-			gaps = gaps[1:]
-			if g.firstPrev != prev || g.from <= last {
-				fail(g.from, "a forgotten stretch of the chain does not join the events before it")
-			}
-			prev, last, n, crossed = g.lastID, g.to, n+g.count, true
-		}
-		return crossed
-	}
 	for rows.Next() {
-		var seq, op, timeNS int64
-		var kind int
-		var path, root, payload, p, h []byte
-		if err := rows.Scan(&seq, &op, &kind, &timeNS, &path, &root, &payload, &p, &h); err != nil {
-			return int(live), err
+		var r chainRow
+		if err := rows.Scan(&r.seq, &r.op, &r.kind, &r.time, &r.path, &r.root, &r.payload, &r.prev, &r.hash); err != nil {
+			return int(c.live), err
 		}
-		if skipGaps(seq) && root == nil {
-			fail(seq, "the event after a forgotten stretch records no root to replay from")
-		}
-		n++
-		live++
-		last = seq
-		if !bytes.Equal(p, prev[:]) {
-			fail(seq, "previous-hash link broken (an event was removed, reordered or altered)")
-		}
-		want := chainHash(cas.ID(p), seq, payload)
-		if !bytes.Equal(h, want[:]) {
-			fail(seq, "event hash does not match its contents")
-		}
-		copy(prev[:], h)
-		ev, err := DecodeEvent(payload)
-		if err != nil {
-			fail(seq, err.Error())
-			continue
-		}
-		var evRoot []byte
-		if !ev.Root.IsZero() {
-			evRoot = ev.Root[:]
-		}
-		if ev.Branch != branch || ev.Op != op || int(ev.Kind) != kind || ev.Time != timeNS || !bytes.Equal(evRoot, root) ||
-			(isPathEvent(ev.Kind) && !bytes.Equal(ev.Path, path)) {
-			fail(seq, "event columns disagree with its hashed payload")
-		}
-		if !ev.Root.IsZero() {
-			if _, ok := roots[ev.Root]; !ok {
-				roots[ev.Root] = fmt.Sprintf("%s@%d", label, seq)
-			}
-		}
-		if ev.Kind == EvWrite || ev.Kind == EvWriteData || (ev.Kind == EvCreate && ev.Attr.Kind == cas.EntryFile) {
-			manifests[ev.Attr.Content] = fmt.Sprintf("%s@%d:%s", label, seq, ev.Path)
-		}
+		c.event(r)
 	}
 	if err := rows.Err(); err != nil {
-		return int(live), err
+		return int(c.live), err
 	}
-	skipGaps(headSeq + 1)
-	if len(gaps) > 0 {
-		fail(gaps[0].from, "a forgotten stretch lies past the branch head")
-	}
-	if n != count {
-		fail(last, fmt.Sprintf("branch records %d events, chain has %d (truncated?)", count, n))
-	}
-	if prev != head || last != headSeq {
-		fail(last, "branch head does not match the last event of its chain")
-	}
-	return int(live), nil
+	c.finish(b.head, b.headSeq, b.count)
+	rep.Problems = append(rep.Problems, c.problems...)
+	return int(c.live), nil
 }
 
 // rebuild replays branch's whole chain and compares the result with the
@@ -474,75 +409,68 @@ func (db *DB) rebuild(ctx context.Context, branch int64, name string, headSeq in
 	})
 }
 
-// walker visits trees and manifests once each, attributing damage to paths.
-type walker struct {
-	db   *DB
-	ctx  context.Context
-	bad  map[cas.ID]*Problem
-	seen map[cas.ID]bool
-	rep  *VerifyReport
+// verifyReach walks every recorded state (roots in label order, then the
+// manifests events name) with cas.Walker, finding the objects that are
+// missing or do not decode and naming, for every damaged object, the paths
+// that depend on it (see reachCheck).
+func (db *DB) verifyReach(ctx context.Context, st *verifyStates, bad map[cas.ID]*Problem) error {
+	rc := &reachCheck{bad: bad, pending: map[cas.ID][]string{}}
+	w := &cas.Walker{Load: rc.loader(db.objs), Refs: rc.refs}
+	// Chunks are loaded too: the loader checks that they are present.
+	w.Visit = func(_ context.Context, refs []cas.Ref) ([]bool, error) {
+		load := make([]bool, len(refs))
+		for i := range load {
+			load[i] = true
+		}
+		return load, nil
+	}
+	rc.w = w
+	labels := make([]cas.ID, 0, len(st.roots))
+	for r := range st.roots {
+		labels = append(labels, r)
+	}
+	sort.Slice(labels, func(i, j int) bool { return st.roots[labels[i]] < st.roots[labels[j]] })
+	for _, r := range labels {
+		if err := rc.walk(ctx, cas.Ref{ID: r, Kind: cas.KindTree}, st.roots[r]+":"); err != nil {
+			return err
+		}
+	}
+	for m, label := range st.manifests {
+		if err := rc.walk(ctx, cas.Ref{ID: m, Kind: cas.KindManifest}, label); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (w *walker) affected(id cas.ID, kind cas.Kind, where string, err error) bool {
-	p, ok := w.bad[id]
-	if !ok && err == nil {
-		return false
-	}
-	if !ok {
-		p = &Problem{What: "object", Object: id.String(), Detail: fmt.Sprintf("%s: %v", kind, err)}
-		w.bad[id] = p
-	}
-	p.addPath(where)
-	return true
-}
-
-func (w *walker) tree(id cas.ID, where string, kind cas.Kind) {
-	if _, isBad := w.bad[id]; !isBad && w.seen[id] {
-		return
-	}
-	w.seen[id] = true
-	t, err := w.db.objs.GetTree(w.ctx, id)
-	if w.affected(id, kind, where, err) || t == nil {
-		return
-	}
-	for i := range t.Entries {
-		e := &t.Entries[i]
-		p := where + string(e.Name)
-		switch e.Kind {
-		case cas.EntryDir:
-			w.tree(e.Target, p+"/", cas.KindTree)
-		case cas.EntryFile:
-			w.manifest(e.Target, p)
-		}
-	}
-}
-
-func (w *walker) manifest(id cas.ID, where string) {
-	if _, isBad := w.bad[id]; !isBad && w.seen[id] {
-		return
-	}
-	w.seen[id] = true
-	m, err := w.db.objs.GetManifest(w.ctx, id)
-	if w.affected(id, cas.KindManifest, where, err) || m == nil {
-		return
-	}
-	for _, x := range m.Extents {
-		if x.ID.IsZero() {
-			continue
-		}
-		if p, ok := w.bad[x.ID]; ok {
-			p.addPath(where)
-			continue
-		}
-		if w.seen[x.ID] {
-			continue
-		}
-		w.seen[x.ID] = true
-		if ok, err := w.db.objs.Has(w.ctx, x.ID); err != nil || !ok {
-			if err == nil {
-				err = cas.ErrNotFound
+// loader is the walk's Load: it reads each object from objs (a chunk is
+// only looked up), records one that is missing or damaged as bad with
+// every path that reached it so far, and delivers it as empty so the walk
+// goes on.
+func (rc *reachCheck) loader(objs *cas.Store) func(context.Context, []cas.Ref, func(*cas.Checked) error) error {
+	return func(ctx context.Context, refs []cas.Ref, got func(*cas.Checked) error) error {
+		for _, r := range refs {
+			c := &cas.Checked{Raw: cas.Raw{ID: r.ID, Kind: r.Kind}}
+			var err error
+			switch r.Kind {
+			case cas.KindTree:
+				c.Tree, err = objs.GetTree(ctx, r.ID)
+			case cas.KindManifest:
+				c.Manifest, err = objs.GetManifest(ctx, r.ID)
+			default:
+				var ok bool
+				if ok, err = objs.Has(ctx, r.ID); err == nil && !ok {
+					err = cas.ErrNotFound
+				}
 			}
-			w.affected(x.ID, cas.KindChunk, where, err)
+			if err != nil {
+				rc.damaged(r, err)
+				c.Tree, c.Manifest = nil, nil
+			}
+			if err := got(c); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
 }

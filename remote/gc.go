@@ -403,206 +403,100 @@ func (s *S3Remote) gcMark(ctx context.Context, opts GCOptions, rep *GCReport, pr
 	if err != nil {
 		return nil, err
 	}
-	// Trees and manifests are fetched and verified, chunks are leaves
-	// (only their presence is checked).
-	retained := map[cas.ID]struct{}{}
-	want := map[cas.ID]cas.Kind{}
-	var level []cas.ID
-	add := func(id cas.ID, k cas.Kind) error {
-		if _, ok := retained[id]; ok {
-			return nil
-		}
-		retained[id] = struct{}{}
-		if k == cas.KindChunk {
-			if _, ok := s.loc(id); !ok {
-				return &ObjectError{ID: id, Kind: k, Err: fmt.Errorf("%w on the remote (a ref's state is incomplete; nothing collected)", cas.ErrNotFound)}
-			}
-			return nil
-		}
-		want[id] = k
-		level = append(level, id)
-		return nil
-	}
-	walk := func() error {
-		for len(level) > 0 {
-			cur := level
-			level = nil
-			for lo := 0; lo < len(cur); lo += fetchBatch {
-				batch := cur[lo:min(lo+fetchBatch, len(cur))]
-				got := 0
-				_, err := s.Fetch(ctx, batch, func(raw cas.Raw) error {
-					k, ok := want[raw.ID]
-					if !ok || raw.Kind != k {
-						return &ObjectError{ID: raw.ID, Kind: raw.Kind, Err: fmt.Errorf("%w: not the object asked for", cas.ErrCorrupt)}
-					}
-					delete(want, raw.ID)
-					got++
-					c, err := cas.Check(raw)
-					if err != nil {
-						return &ObjectError{ID: raw.ID, Kind: k, Err: err}
-					}
-					return c.Refs(func(id cas.ID, k cas.Kind, _ int64) error { return add(id, k) })
-				})
-				var oe *ObjectError
-				if errors.As(err, &oe) && oe.Kind == 0 {
-					oe.Kind = want[oe.ID]
-				}
-				if err != nil {
-					return fmt.Errorf("mark: %w", err)
-				}
-				if got != len(batch) {
-					return fmt.Errorf("mark: %d objects asked for, %d received", len(batch), got)
-				}
-				progress("mark", len(retained), 0)
-			}
-		}
-		return nil
-	}
-	for _, r := range roots {
-		if err := add(r, cas.KindTree); err != nil {
-			return nil, err
-		}
-	}
-	if err := walk(); err != nil {
+	live := map[cas.ID]struct{}{}
+	if err := s.markWalk(ctx, live, progress, roots); err != nil {
 		return nil, err
 	}
-	rep.Live = int64(len(retained))
+	rep.Live = int64(len(live))
 	if err := s.gcStep(opts, "mark"); err != nil {
 		return nil, err
 	}
-	live := retained
-	names := make([]string, 0, len(v.ents))
-	for name := range v.ents {
-		names = append(names, name)
+	names := sortedPacks(v.ents)
+	kept, retained, err := s.gcRetain(ctx, v, names, live, progress)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
-	dropped := map[string]bool{}
-	keepable := func(name string) bool {
-		if dropped[name] {
-			return false
-		}
-		var dead, all int64
-		anyLive := false
-		for _, e := range v.ents[name] {
-			all += e.length
-			if _, ok := live[e.id]; ok {
-				anyLive = true
-			} else {
-				dead += e.length
-			}
-		}
-		return anyLive && dead*4 <= all
-	}
-	// Keep the mostly-live packs and retain the closure of their objects;
-	// a kept pack holding a delta whose base that leaves unretained is
-	// dropped (its objects are copied, that delta whole), which may
-	// shrink the retained set, so again. After a few passes only packs
-	// whose every object is live with a live base are kept: closed as is.
-	var kept map[string]bool
-	for pass := 0; ; pass++ {
-		strict := pass == 3
-		kept = map[string]bool{}
-		for _, name := range names {
-			if !strict {
-				kept[name] = keepable(name)
-				continue
-			}
-			ok := len(v.ents[name]) > 0
-			for _, e := range v.ents[name] {
-				_, l := live[e.id]
-				_, b := live[e.base]
-				ok = ok && l && (e.codec != codecDelta || b)
-			}
-			kept[name] = ok
-		}
-		if strict {
-			retained = live
-			break
-		}
-		retained = make(map[cas.ID]struct{}, len(live))
-		for id := range live {
-			retained[id] = struct{}{}
-		}
-		for _, name := range names {
-			if !kept[name] {
-				continue
-			}
-			for _, e := range v.ents[name] {
-				if err := add(e.id, e.kind); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := walk(); err != nil {
-			return nil, err
-		}
-		stable := true
-		for _, name := range names {
-			for _, e := range v.ents[name] {
-				if _, ok := retained[e.base]; kept[name] && e.codec == codecDelta && !ok {
-					dropped[name], stable = true, false
-				}
-			}
-		}
-		if stable {
-			break
+	plan := planMarker(markInput{names: names, ents: v.ents, kept: kept, retained: retained, packs: s.packs, orphans: s.orphans,
+		now: s.clock.last.Load(), grace: opts.Grace, round: randomHex(), history: opts.History})
+	for _, id := range plan.copy {
+		if _, ok := s.loc(id); !ok {
+			return nil, &ObjectError{ID: id, Err: fmt.Errorf("%w on the remote (nothing collected)", cas.ErrNotFound)}
 		}
 	}
-	held := map[cas.ID]bool{}
-	for name, k := range kept {
-		if !k {
-			continue
-		}
-		for _, e := range v.ents[name] {
-			held[e.id] = true
-		}
-	}
-	var copyIDs []cas.ID
-	for id := range retained {
-		if !held[id] {
-			if _, ok := s.loc(id); !ok {
-				return nil, &ObjectError{ID: id, Err: fmt.Errorf("%w on the remote (nothing collected)", cas.ErrNotFound)}
-			}
-			copyIDs = append(copyIDs, id)
-		}
-	}
-	m := &gcMarker{Version: 1, Round: randomHex(), State: "marked", History: opts.History}
-	for _, name := range names {
-		if kept[name] {
-			m.Kept = append(m.Kept, name)
-		} else {
-			m.Condemned = append(m.Condemned, name)
-			p := s.packs[name]
-			rep.CondemnedBytes += p.packBytes + p.idxBytes
-		}
-	}
-	if now := s.clock.last.Load(); now != nil {
-		for name, p := range s.orphans {
-			// A push writes a pack, then its index: an index-less pack
-			// is an interrupted push only when it is old, whatever
-			// --grace says.
-			if now.Sub(p.modified) >= max(opts.Grace, minOrphanAge) {
-				m.Orphans = append(m.Orphans, name)
-				rep.CondemnedBytes += p.packBytes
-			}
-		}
-		sort.Strings(m.Orphans)
-	}
-	rep.Condemned = len(m.Condemned) + len(m.Orphans)
+	rep.CondemnedBytes += plan.condemnedBytes
+	rep.Condemned = plan.condemned()
 	if rep.Condemned == 0 {
 		return nil, nil
 	}
+	m := plan.marker
 	if opts.DryRun {
-		rep.RewrittenObjects = int64(len(copyIDs))
+		rep.RewrittenObjects = int64(len(plan.copy))
 		return m, nil
 	}
-	newPacks, err := s.gcCopy(ctx, copyIDs, retained, opts, rep, progress)
+	newPacks, err := s.gcCopy(ctx, plan.copy, retained, opts, rep, progress)
 	if err != nil {
 		return nil, err
 	}
 	m.Kept = append(m.Kept, newPacks...)
 	sort.Strings(m.Kept)
 	return m, nil
+}
+
+// markWalk adds to seen everything under refs (root trees when given as
+// ids): trees and manifests are fetched and verified, chunks are leaves
+// whose presence is checked.
+func (s *S3Remote) markWalk(ctx context.Context, seen map[cas.ID]struct{}, progress func(string, int, int), roots []cas.ID, more ...cas.Ref) error {
+	w := &cas.Walker{Batch: fetchBatch, Seen: seen, Load: fetchLoader(s, nil, nil),
+		Progress: func(n int) { progress("mark", n, 0) },
+		Visit: func(_ context.Context, refs []cas.Ref) ([]bool, error) {
+			load := make([]bool, len(refs))
+			for i, r := range refs {
+				if r.Kind != cas.KindChunk {
+					load[i] = true
+				} else if _, ok := s.loc(r.ID); !ok {
+					return nil, &ObjectError{ID: r.ID, Kind: r.Kind, Err: fmt.Errorf("%w on the remote (a ref's state is incomplete; nothing collected)", cas.ErrNotFound)}
+				}
+			}
+			return load, nil
+		}}
+	for _, r := range roots {
+		more = append(more, cas.Ref{ID: r, Kind: cas.KindTree})
+	}
+	if err := w.Walk(ctx, more...); err != nil {
+		return fmt.Errorf("mark: %w", objectError(err))
+	}
+	return nil
+}
+
+// gcRetain decides which packs stay and what is retained with them.
+// Every object in a pack that stays remains visible to Has, so its closure
+// (children, and the delta base of a delta, with the base's closure) is
+// retained too: the retained set is the live set plus the closure of
+// everything in the kept packs. Keep the mostly-live packs (keepPacks) and
+// retain the closure of their objects; a kept pack holding a delta whose
+// base that leaves unretained is dropped (its objects are copied, that
+// delta whole), which may shrink the retained set, so again. After three
+// passes only packs closed as they are (closedPacks) are kept.
+func (s *S3Remote) gcRetain(ctx context.Context, v *gcView, names []string, live map[cas.ID]struct{}, progress func(string, int, int)) (map[string]bool, map[cas.ID]struct{}, error) {
+	dropped := map[string]bool{}
+	for pass := 0; pass < 3; pass++ {
+		kept := keepPacks(names, v.ents, live, dropped)
+		retained := make(map[cas.ID]struct{}, len(live))
+		for id := range live {
+			retained[id] = struct{}{}
+		}
+		if err := s.markWalk(ctx, retained, progress, nil, keptRefs(names, v.ents, kept)...); err != nil {
+			return nil, nil, err
+		}
+		baseless := baselessPacks(names, v.ents, kept, retained)
+		if len(baseless) == 0 {
+			return kept, retained, nil
+		}
+		for _, name := range baseless {
+			dropped[name] = true
+		}
+	}
+	return closedPacks(names, v.ents, live), live, nil
 }
 
 // gcCopy writes the objects ids into new packs, in their stored form,
@@ -798,112 +692,13 @@ func (s *S3Remote) gcRescue(ctx context.Context, m *gcMarker, etag string, opts 
 	if err != nil {
 		return nil, "", err
 	}
-	condemned := m.condemnedSet()
-	kept := map[string]bool{}
-	for _, n := range m.Kept {
-		kept[n] = true
+	plan := newRescuePlan(v.ents, m)
+	if err := s.rescueWalk(ctx, plan, roots, m.Round, progress); err != nil {
+		return nil, "", err
 	}
-	// closed: held by a kept pack, whose closure the mark established.
-	// visible: held by a pack that stays but is not known closed (written
-	// since the mark, or rescued). inCondemned: the condemned packs
-	// holding an object.
-	closed := map[cas.ID]bool{}
-	visible := map[cas.ID]bool{}
-	inCondemned := map[cas.ID][]string{}
-	type item struct {
-		id   cas.ID
-		kind cas.Kind
-	}
-	var work []item
-	addPack := func(name string) {
-		for _, e := range v.ents[name] {
-			visible[e.id] = true
-			if e.kind != cas.KindChunk {
-				work = append(work, item{e.id, e.kind})
-			}
-			if e.codec == codecDelta {
-				work = append(work, item{e.base, cas.KindTree})
-			}
-		}
-	}
-	for name, ents := range v.ents {
-		switch {
-		case kept[name]:
-			for _, e := range ents {
-				closed[e.id] = true
-			}
-		case condemned[name]:
-			for _, e := range ents {
-				inCondemned[e.id] = append(inCondemned[e.id], name)
-			}
-		}
-	}
-	for name := range v.ents {
-		if !kept[name] && !condemned[name] {
-			addPack(name)
-		}
-	}
-	for _, r := range roots {
-		work = append(work, item{r, cas.KindTree})
-	}
-	seen := map[cas.ID]bool{}
-	rescued := map[string]bool{}
-	for len(work) > 0 {
-		var fetch []cas.ID
-		kinds := map[cas.ID]cas.Kind{}
-		for len(work) > 0 && len(fetch) < fetchBatch {
-			it := work[len(work)-1]
-			work = work[:len(work)-1]
-			if seen[it.id] || closed[it.id] {
-				continue
-			}
-			seen[it.id] = true
-			if !visible[it.id] {
-				packs := inCondemned[it.id]
-				if len(packs) == 0 {
-					return nil, "", &ObjectError{ID: it.id, Kind: it.kind, Err: fmt.Errorf("%w on the remote, but a ref or a pack needs it; round %s left in place", cas.ErrNotFound, m.Round)}
-				}
-				rescued[packs[0]] = true
-				delete(condemned, packs[0])
-				addPack(packs[0])
-			}
-			if it.kind != cas.KindChunk {
-				fetch = append(fetch, it.id)
-				kinds[it.id] = it.kind
-			}
-		}
-		if len(fetch) == 0 {
-			continue
-		}
-		if _, err := s.Fetch(ctx, fetch, func(raw cas.Raw) error {
-			if k, ok := kinds[raw.ID]; !ok || raw.Kind != k {
-				return &ObjectError{ID: raw.ID, Kind: raw.Kind, Err: fmt.Errorf("%w: not the object asked for", cas.ErrCorrupt)}
-			}
-			c, err := cas.Check(raw)
-			if err != nil {
-				return &ObjectError{ID: raw.ID, Kind: raw.Kind, Err: err}
-			}
-			return c.Refs(func(id cas.ID, k cas.Kind, _ int64) error {
-				if !seen[id] && !closed[id] {
-					work = append(work, item{id, k})
-				}
-				return nil
-			})
-		}); err != nil {
-			return nil, "", fmt.Errorf("rescue: %w", err)
-		}
-		progress("check", len(seen), 0)
-	}
-	rep.Rescued += len(rescued)
-	final := *m
-	final.State = "deleting"
-	final.Condemned = nil
-	for _, n := range m.Condemned {
-		if condemned[n] {
-			final.Condemned = append(final.Condemned, n)
-		}
-	}
-	newEtag, err := s.writeMarker(ctx, &final, etag)
+	rep.Rescued += len(plan.rescued)
+	final := plan.claim(m)
+	newEtag, err := s.writeMarker(ctx, final, etag)
 	if errors.Is(err, ErrRefChanged) {
 		return nil, "", nil
 	}
@@ -913,5 +708,34 @@ func (s *S3Remote) gcRescue(ctx context.Context, m *gcMarker, etag string, opts 
 	if err := s.gcStep(opts, "claim"); err != nil {
 		return nil, "", err
 	}
-	return &final, newEtag, nil
+	return final, newEtag, nil
+}
+
+// rescueWalk walks from roots and from what plan makes visible, asking
+// plan about each object reached (see rescuePlan).
+func (s *S3Remote) rescueWalk(ctx context.Context, plan *rescuePlan, roots []cas.ID, round string, progress func(string, int, int)) error {
+	w := &cas.Walker{Batch: fetchBatch, Load: fetchLoader(s, nil, nil),
+		Progress: func(n int) { progress("check", n, 0) },
+		Visit: func(_ context.Context, refs []cas.Ref) ([]bool, error) {
+			load := make([]bool, len(refs))
+			for i, r := range refs {
+				var ok bool
+				if load[i], ok = plan.reach(r); !ok {
+					return nil, &ObjectError{ID: r.ID, Kind: r.Kind, Err: fmt.Errorf("%w on the remote, but a ref or a pack needs it; round %s left in place", cas.ErrNotFound, round)}
+				}
+			}
+			return load, nil
+		}}
+	next := plan.pending
+	for _, r := range roots {
+		next = append(next, cas.Ref{ID: r, Kind: cas.KindTree})
+	}
+	for len(next) > 0 {
+		plan.pending = nil
+		if err := w.Walk(ctx, next...); err != nil {
+			return fmt.Errorf("rescue: %w", objectError(err))
+		}
+		next = plan.pending
+	}
+	return nil
 }

@@ -191,80 +191,75 @@ type node struct {
 // the root of the remote's current state (zero if none): each missing tree
 // is offered with the tree at its path there as a delta base.
 func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID, opts Options, st *Stats) error {
+	missing, err := findMissing(ctx, objs, r, root, base, st)
+	if err != nil {
+		return err
+	}
+	return sendObjects(ctx, objs, r, sendOrder(missing, root), opts, st)
+}
+
+// findMissing walks from root and returns the objects r lacks, each linked
+// to its missing children; it counts what r already has as dedup in st.
+func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID, st *Stats) (map[cas.ID]*node, error) {
 	missing := map[cas.ID]*node{}
 	sz := newSizer(objs)
-	type item struct {
-		id   cas.ID
-		kind cas.Kind
-		size int64  // file size for manifests, extent length for chunks
-		base cas.ID // trees: see node.base
-	}
-	level := []item{{id: root, kind: cas.KindTree, base: base}}
-	seen := map[cas.ID]bool{root: true}
-	parents := map[cas.ID][]*node{} // the missing objects referring to an id
-	for len(level) > 0 {
-		var next []item
-		for lo := 0; lo < len(level); lo += fetchBatch {
-			batch := level[lo:min(lo+fetchBatch, len(level))]
-			ids := make([]cas.ID, len(batch))
-			for i, it := range batch {
-				ids[i] = it.id
-			}
-			has, err := r.Has(ctx, ids)
-			if err != nil {
-				return err
-			}
-			for i, it := range batch {
-				if has[i] {
-					st.DedupObjects++
-					n, err := sz.size(ctx, it.id, it.kind, it.size)
-					if err != nil {
-						return err
-					}
-					st.DedupBytes += n
-					continue
-				}
-				n := &node{id: it.id, kind: it.kind, base: it.base}
-				missing[it.id] = n
-				for _, p := range parents[it.id] {
-					p.children = append(p.children, it.id)
-				}
-				delete(parents, it.id)
-				if it.kind == cas.KindChunk {
-					continue
-				}
-				b, err := readKind(ctx, objs, it.id, it.kind)
-				if err != nil {
-					return err
-				}
-				ref := func(id cas.ID, k cas.Kind, size int64, base cas.ID) {
-					switch {
-					case missing[id] != nil:
-						n.children = append(n.children, id)
-					case !seen[id]:
-						seen[id] = true
-						next = append(next, item{id: id, kind: k, size: size, base: base})
-						parents[id] = append(parents[id], n)
-					default:
-						parents[id] = append(parents[id], n) // pending; linked if found missing
-					}
-				}
-				if it.kind == cas.KindTree {
-					err = walkTree(ctx, objs, b, it.base, ref)
-				} else {
-					err = cas.Refs(it.kind, b, func(id cas.ID, k cas.Kind, size int64) error {
-						ref(id, k, size, cas.ID{})
-						return nil
-					})
-				}
-				if err != nil {
-					return &ObjectError{ID: it.id, Kind: it.kind, Err: err}
-				}
-			}
+	bases := map[cas.ID]cas.ID{root: base} // trees: see node.base
+	parents := map[cas.ID][]*node{}        // the missing objects referring to an id not yet known missing
+	w := &cas.Walker{Batch: fetchBatch, Load: cas.StoreLoader(objs, false)}
+	w.Visit = func(ctx context.Context, refs []cas.Ref) ([]bool, error) {
+		ids := make([]cas.ID, len(refs))
+		for i, ref := range refs {
+			ids[i] = ref.ID
 		}
-		level = next
+		has, err := r.Has(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		load := make([]bool, len(refs))
+		for i, ref := range refs {
+			if has[i] {
+				st.DedupObjects++
+				n, err := sz.size(ctx, ref.ID, ref.Kind, ref.Size)
+				if err != nil {
+					return nil, err
+				}
+				st.DedupBytes += n
+				continue
+			}
+			n := &node{id: ref.ID, kind: ref.Kind, base: bases[ref.ID]}
+			missing[ref.ID] = n
+			for _, p := range parents[ref.ID] {
+				p.children = append(p.children, ref.ID)
+			}
+			delete(parents, ref.ID)
+			load[i] = ref.Kind != cas.KindChunk
+		}
+		return load, nil
 	}
-	// Post-order from the root: children before parents.
+	w.Refs = func(ctx context.Context, c *cas.Checked, reach func(cas.Ref)) error {
+		n := missing[c.ID]
+		return treeRefs(ctx, objs, c, bases[c.ID], func(ref cas.Ref, sub cas.ID) {
+			if m := missing[ref.ID]; m != nil {
+				n.children = append(n.children, ref.ID)
+				return
+			}
+			if _, seen := w.Seen[ref.ID]; !seen && !sub.IsZero() {
+				bases[ref.ID] = sub
+			}
+			parents[ref.ID] = append(parents[ref.ID], n) // linked if found missing
+			reach(ref)
+		})
+	}
+	if err := w.Walk(ctx, cas.Ref{ID: root, Kind: cas.KindTree}); err != nil {
+		return nil, objectError(err)
+	}
+	return missing, nil
+}
+
+// sendOrder lists the missing objects under root children first (a
+// post-order from the root), so that the other side never holds an object
+// whose children it lacks.
+func sendOrder(missing map[cas.ID]*node, root cas.ID) []*node {
 	var order []*node
 	done := map[cas.ID]bool{}
 	var visit func(n *node)
@@ -280,6 +275,12 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID
 	if m := missing[root]; m != nil {
 		visit(m)
 	}
+	return order
+}
+
+// sendObjects sends the objects of order, in that order, in packs of
+// about packTarget bytes, each missing tree with its delta base.
+func sendObjects(ctx context.Context, objs *cas.Store, r Remote, order []*node, opts Options, st *Stats) error {
 	var pack []Object
 	var packBytes int64
 	flush := func() error {
@@ -320,23 +321,26 @@ func sendState(ctx context.Context, objs *cas.Store, r Remote, root, base cas.ID
 	return nil
 }
 
-// walkTree calls ref for each manifest and subtree of the tree whose bytes
-// are b, with, for a subtree, the tree at the same name in base (a tree id
-// that may be zero or absent locally: then no base).
-func walkTree(ctx context.Context, objs *cas.Store, b []byte, base cas.ID, ref func(id cas.ID, k cas.Kind, size int64, base cas.ID)) error {
-	t, err := cas.DecodeTree(b)
-	if err != nil {
-		return err
+// treeRefs calls ref for what c references: a manifest's chunks, or a
+// tree's manifests and subtrees with, for a subtree, the tree at the same
+// name in base (a tree id that may be zero or absent locally: then no
+// base).
+func treeRefs(ctx context.Context, objs *cas.Store, c *cas.Checked, base cas.ID, ref func(r cas.Ref, base cas.ID)) error {
+	if c.Tree == nil {
+		return c.Refs(func(id cas.ID, k cas.Kind, size int64) error {
+			ref(cas.Ref{ID: id, Kind: k, Size: size}, cas.ID{})
+			return nil
+		})
 	}
 	var old *cas.Tree
 	if !base.IsZero() {
 		old, _ = objs.GetTree(ctx, base) // no base is fine: whole trees are sent
 	}
-	for i := range t.Entries {
-		e := &t.Entries[i]
+	for i := range c.Tree.Entries {
+		e := &c.Tree.Entries[i]
 		switch e.Kind {
 		case cas.EntryFile:
-			ref(e.Target, cas.KindManifest, e.Size, cas.ID{})
+			ref(cas.Ref{ID: e.Target, Kind: cas.KindManifest, Size: e.Size}, cas.ID{})
 		case cas.EntryDir:
 			var sub cas.ID
 			if old != nil {
@@ -344,22 +348,10 @@ func walkTree(ctx context.Context, objs *cas.Store, b []byte, base cas.ID, ref f
 					sub = oe.Target
 				}
 			}
-			ref(e.Target, cas.KindTree, 0, sub)
+			ref(cas.Ref{ID: e.Target, Kind: cas.KindTree}, sub)
 		}
 	}
 	return nil
-}
-
-// readKind reads and verifies a local object of kind k.
-func readKind(ctx context.Context, objs *cas.Store, id cas.ID, k cas.Kind) ([]byte, error) {
-	got, b, err := objs.Get(ctx, id)
-	if err != nil {
-		return nil, &ObjectError{ID: id, Kind: k, Err: err}
-	}
-	if got != k {
-		return nil, &ObjectError{ID: id, Kind: k, Err: fmt.Errorf("%w: is a %s", cas.ErrCorrupt, got)}
-	}
-	return b, nil
 }
 
 // sizer measures the file content under objects the other side already
@@ -535,80 +527,39 @@ type localBases interface{ SetLocal(objs *cas.Store) }
 // at a time, verifying each (cas.PutRaw checks hash, bounds and encoding)
 // and checking it is of the kind its parent says.
 func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, opts Options, st *Stats, sz *sizer) error {
-	type want struct {
-		kind cas.Kind
-		size int64
+	store := func(c *cas.Checked) error {
+		if _, err := objs.PutChecked(ctx, c); err != nil {
+			return err
+		}
+		st.Objects++
+		if c.Tree != nil {
+			sz.learn(c.ID, c.Tree)
+		}
+		return nil
 	}
-	level := map[cas.ID]want{root: {kind: cas.KindTree}}
-	seen := map[cas.ID]bool{root: true}
-	for len(level) > 0 {
-		next := map[cas.ID]want{}
-		var ids []cas.ID
-		for id, w := range level {
-			ok, err := objs.Has(ctx, id)
+	w := &cas.Walker{Batch: fetchBatch, Load: fetchLoader(r, store, &st.Bytes)}
+	w.Visit = func(ctx context.Context, refs []cas.Ref) ([]bool, error) {
+		load := make([]bool, len(refs))
+		for i, ref := range refs {
+			ok, err := objs.Has(ctx, ref.ID)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if ok {
-				st.DedupObjects++
-				n, err := sz.size(ctx, id, w.kind, w.size)
-				if err != nil {
-					return err
-				}
-				st.DedupBytes += n
+			if !ok {
+				load[i] = true
 				continue
 			}
-			ids = append(ids, id)
-		}
-		for lo := 0; lo < len(ids); lo += fetchBatch {
-			batch := ids[lo:min(lo+fetchBatch, len(ids))]
-			got := map[cas.ID]bool{}
-			n, err := r.Fetch(ctx, batch, func(raw cas.Raw) error {
-				w, asked := level[raw.ID]
-				if !asked || got[raw.ID] {
-					return &ObjectError{ID: raw.ID, Kind: raw.Kind, Err: fmt.Errorf("%w: the remote sent an object not asked for", cas.ErrCorrupt)}
-				}
-				got[raw.ID] = true
-				if raw.Kind != w.kind {
-					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: fmt.Errorf("%w: the remote says it is a %s", cas.ErrCorrupt, raw.Kind)}
-				}
-				c, err := cas.Check(raw) // hash, bounds, canonical encoding: one decode
-				if err != nil {
-					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
-				}
-				if _, err := objs.PutChecked(ctx, c); err != nil {
-					return &ObjectError{ID: raw.ID, Kind: w.kind, Err: err}
-				}
-				st.Objects++
-				if c.Tree != nil {
-					sz.learn(raw.ID, c.Tree)
-				}
-				return c.Refs(func(id cas.ID, k cas.Kind, size int64) error {
-					if !seen[id] {
-						seen[id] = true
-						next[id] = want{kind: k, size: size}
-					}
-					return nil
-				})
-			})
-			st.Bytes += n
-			var oe *ObjectError
-			if errors.As(err, &oe) && oe.Kind == 0 {
-				oe.Kind = level[oe.ID].kind
-			}
+			st.DedupObjects++
+			n, err := sz.size(ctx, ref.ID, ref.Kind, ref.Size)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			for _, id := range batch {
-				if !got[id] {
-					return &ObjectError{ID: id, Kind: level[id].kind, Err: fmt.Errorf("%w on the remote", cas.ErrNotFound)}
-				}
-			}
-			if opts.Progress != nil {
-				opts.Progress(*st)
-			}
+			st.DedupBytes += n
 		}
-		level = next
+		return load, nil
 	}
-	return nil
+	if opts.Progress != nil {
+		w.Progress = func(int) { opts.Progress(*st) }
+	}
+	return objectError(w.Walk(ctx, cas.Ref{ID: root, Kind: cas.KindTree}))
 }
