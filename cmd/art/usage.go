@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/session"
@@ -31,6 +32,9 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.msg }
 func (e *usageError) Unwrap() error { return e.err }
+
+// ErrorClass is Usage, whatever the parse error it wraps says.
+func (e *usageError) ErrorClass() errclass.Class { return errclass.Usage }
 
 // line is the one line run prints: the message and the help to read.
 func (e *usageError) line() string {
