@@ -70,8 +70,13 @@ func commandName(c *cli.Context) string {
 	return strings.TrimSpace(strings.TrimPrefix(c.Command.FullName(), "art"))
 }
 
-// flagMessage rewords the flag package's errors (which have no types)
-// in art's terms: flags with their dashes as typed.
+// flagMessage rewords the flag package's errors in art's terms: flags
+// with their dashes as typed. It reads their text because there is
+// nothing else to read: Go's flag package makes them with fmt.Errorf
+// (FlagSet.failf; only ErrHelp is a sentinel) and urfave/cli passes them
+// on unchanged. Only the wording depends on it: that a parse error is a
+// usage error (exit 2) is structural, urfave calling OnUsageError, and
+// an unrecognised text is printed as the flag package wrote it.
 func flagMessage(err error) string {
 	s := err.Error()
 	dash := func(name string) string {
