@@ -28,7 +28,8 @@
 // allocate from an untrusted count, so objects from a remote can be decoded
 // safely. docs/store-format.md describes every byte.
 //
-// The package imports no other art package. It works on any DBTX (a *sql.DB
+// The package imports no other art package but internal/errclass (the
+// error classes). It works on any DBTX (a *sql.DB
 // or a *sql.Tx), so callers decide transaction boundaries. A Store is safe
 // for concurrent use; PutFile and ReadFile use GOMAXPROCS worker goroutines
 // for files of several chunks (compressing on the way in, inflating and

@@ -2,9 +2,10 @@ package cas
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
+
+	"github.com/artrt/art/internal/errclass"
 )
 
 // Expanse is what a tree expands to once written out: every entry at
@@ -32,7 +33,7 @@ type Sizer struct {
 }
 
 // ErrTooDeep reports a tree nested deeper than a Sizer's MaxDepth.
-var ErrTooDeep = errors.New("directories nested too deep")
+var ErrTooDeep = errclass.New(errclass.Invalid, "directories nested too deep")
 
 // WalkError names the object a Sizer or a Walker could not read.
 type WalkError struct {

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/artrt/art/internal/errclass"
 )
 
 // Packs is the directory of pack files beside a store (STORE.packs): the
@@ -111,7 +113,7 @@ func (p *Packs) Dir() string { return p.dir }
 
 // ErrPacksNotDir is returned when the pack directory's path is a symbolic
 // link or anything but a directory.
-var ErrPacksNotDir = errors.New("pack directory is not a directory")
+var ErrPacksNotDir = errclass.New(errclass.Invalid, "pack directory is not a directory")
 
 // checkDir refuses a pack directory that is a symbolic link (or any
 // non-directory) before anything in it is opened, listed or removed: a

@@ -25,6 +25,7 @@
 // command exits, timeouts or is cancelled, nothing of its process group
 // survives the response.
 //
-// The package imports no other art package: the store side (snapshots,
+// The package imports no other art package but internal/errclass (the
+// error classes CodeOf maps): the store side (snapshots,
 // changes, ops rows) is added by the executor art wires in cmd/art.
 package execapi

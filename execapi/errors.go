@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/artrt/art/internal/errclass"
 )
 
 // Code is a stable error code carried in Response.Error.Code. The first
@@ -87,6 +89,34 @@ var codeInfo = map[Code]string{
 	CodeRevNotFound:     "branch or revision not found",
 	CodeSnapshot:        "snapshot failed",
 	CodeIO:              "I/O error reading the request or the command's output",
+}
+
+// classCodes is the exec API's table over the error classes (package
+// internal/errclass, where every sentinel says its class): the code of an
+// error from the store or the session around a request. MCP's tool errors
+// carry the same codes (docs/mcp.md), so this is MCP's table too. A
+// failure in a named step keeps that step's code instead (E2001 setup,
+// E3005 start or wait, E6003 snapshot).
+var classCodes = map[errclass.Class]Code{
+	errclass.Failure:         CodeStore,
+	errclass.CommandNotFound: CodeNotFound,
+	errclass.Usage:           CodeMalformed,
+	errclass.Conflict:        CodeStore,
+	errclass.Corrupt:         CodeStore,
+	errclass.Unavailable:     CodeStore,
+	errclass.Permission:      CodeStore,
+	errclass.NotFound:        CodeRevNotFound,
+	errclass.Invalid:         CodeStore,
+}
+
+// CodeOf is err's code: the code of an *Error in its chain, else its
+// class's (classCodes).
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return classCodes[errclass.Of(err)]
 }
 
 // Codes returns every defined code in order.

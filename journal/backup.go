@@ -3,7 +3,6 @@ package journal
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,12 +12,13 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 )
 
 // ErrGCDuringBackup is returned by Backup when a gc completed while it
 // copied: the pack bytes of objects that gc removed may be gone from the
 // packs the copy took while its rows still name them.
-var ErrGCDuringBackup = errors.New("a gc ran during the backup")
+var ErrGCDuringBackup = errclass.New(errclass.Conflict, "a gc ran during the backup")
 
 // BackupReport says what Backup copied.
 type BackupReport struct {

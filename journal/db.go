@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/migrations"
 	"github.com/mattn/go-sqlite3" // the store is one SQLite file
 	"golang.org/x/sys/unix"
@@ -344,6 +345,9 @@ type notSQLite struct{}
 
 func (notSQLite) Error() string        { return ErrNotStore.Error() + ": not an SQLite database" }
 func (notSQLite) Is(target error) bool { return target == ErrNotStore || target == ErrCorrupt }
+
+// ErrorClass is ErrCorrupt's, the stronger of the two it matches.
+func (notSQLite) ErrorClass() errclass.Class { return errclass.Corrupt }
 
 // canWrite reports whether this process may write the store at path: the
 // file, and its directory (SQLite creates the -wal and -shm there), on a

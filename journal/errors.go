@@ -1,9 +1,9 @@
 package journal
 
 import (
-	"errors"
 	"syscall"
 
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/internal/termtext"
 )
 
@@ -12,35 +12,35 @@ import (
 // EXDEV...) so the overlay can hand them to the kernel unchanged and the CLI
 // can test them with errors.Is(err, fs.ErrNotExist).
 var (
-	ErrBranchExists   = errors.New("branch already exists")
-	ErrBranchNotFound = errors.New("branch not found")
-	ErrRevNotFound    = errors.New("revision not found")
-	ErrAmbiguous      = errors.New("ambiguous revision")
-	ErrBadRev         = errors.New("bad revision syntax")
-	ErrNothingToUndo  = errors.New("nothing to undo")
-	ErrRemoteExists   = errors.New("remote already exists")
-	ErrRemoteNotFound = errors.New("remote not found")
+	ErrBranchExists   = errclass.New(errclass.Conflict, "branch already exists")
+	ErrBranchNotFound = errclass.New(errclass.NotFound, "branch not found")
+	ErrRevNotFound    = errclass.New(errclass.NotFound, "revision not found")
+	ErrAmbiguous      = errclass.New(errclass.NotFound, "ambiguous revision")
+	ErrBadRev         = errclass.New(errclass.Usage, "bad revision syntax")
+	ErrNothingToUndo  = errclass.New(errclass.Conflict, "nothing to undo")
+	ErrRemoteExists   = errclass.New(errclass.Conflict, "remote already exists")
+	ErrRemoteNotFound = errclass.New(errclass.NotFound, "remote not found")
 	// ErrHeadMoved reports a compare-and-swap branch move (MoveBranch)
 	// whose branch changed since the caller read it.
-	ErrHeadMoved = errors.New("branch head moved")
+	ErrHeadMoved = errclass.New(errclass.Conflict, "branch head moved")
 	// ErrGCRaced reports a MoveBranch whose objects were received (or
 	// found present) before an art gc that completed since: an object the
 	// transfer deduplicated against may have been collected. Nothing was
 	// changed; run the transfer again.
-	ErrGCRaced = errors.New("a gc ran during the transfer")
+	ErrGCRaced = errclass.New(errclass.Conflict, "a gc ran during the transfer")
 	// ErrCorrupt reports a journal whose chain, payloads or projection do
 	// not agree; object corruption is cas.ErrCorrupt.
-	ErrCorrupt = errors.New("corrupt journal")
+	ErrCorrupt = errclass.New(errclass.Corrupt, "corrupt journal")
 	// ErrReadOnly reports a write to a store this process can only read
 	// (its file or directory is not writable, or it was opened ReadOnly).
-	ErrReadOnly = errors.New("store is read-only")
+	ErrReadOnly = errclass.New(errclass.Permission, "store is read-only")
 	// ErrNotStore reports a file that is not an art store where a read
 	// verb expected one: empty, or not an SQLite database (which is also
 	// ErrCorrupt, as SQLite's SQLITE_NOTADB is).
-	ErrNotStore = errors.New("not an art store")
+	ErrNotStore = errclass.New(errclass.NotFound, "not an art store")
 	// ErrOldSchema reports a read verb on a store an older art wrote: a
 	// read never migrates it.
-	ErrOldSchema = errors.New("store written by an older art")
+	ErrOldSchema = errclass.New(errclass.Unavailable, "store written by an older art")
 )
 
 // errno wraps a POSIX error with the path it concerns.

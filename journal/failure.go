@@ -7,13 +7,14 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 	"github.com/mattn/go-sqlite3"
 )
 
 // ErrBatchFailed marks every error a Batch returns once it has lost a
 // transaction (see Batch.Failed): the store could not keep what the
 // Batch's callers were told it would.
-var ErrBatchFailed = errors.New("the store could not journal")
+var ErrBatchFailed = errclass.New(errclass.Unavailable, "the store could not journal")
 
 // FailedPrefix starts the text of the end event (EvEnd) of an operation
 // the store could not keep whole - a session whose mount failed: OpInfo's

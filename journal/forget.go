@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/internal/termtext"
 )
 
 // ErrForgotten reports a revision that names history art forget removed.
 // It also wraps ErrRevNotFound for callers that only know that one.
-var ErrForgotten = errors.New("forgotten")
+var ErrForgotten = errclass.New(errclass.NotFound, "forgotten")
 
 // Retention says which snapshots of a branch art forget keeps; a snapshot
 // any rule selects is kept (restic's semantics). The buckets count back

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/artrt/art/internal/errclass"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,6 +63,9 @@ type BranchInUseError struct {
 	Store, Branch string
 	PID           int // the holder's process, when it said (0: unknown)
 }
+
+// ErrorClass: the branch's state refuses the change while its session runs.
+func (e *BranchInUseError) ErrorClass() errclass.Class { return errclass.Conflict }
 
 func (e *BranchInUseError) Error() string {
 	s := fmt.Sprintf("branch %s of %s is in use by another art run", e.Branch, e.Store)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/migrations"
 	"github.com/mattn/go-sqlite3"
 )
@@ -110,6 +111,27 @@ func DiskFull(err error) bool {
 		return true
 	}
 	return errors.Is(err, syscall.ENOSPC)
+}
+
+// SQLite's errors are classed here, where the store meets SQLite: a
+// damaged file is Corrupt, a read-only one Permission, a full disk
+// Unavailable - what the CLI has always told the user.
+func init() { errclass.Register(sqliteClass) }
+
+// sqliteClass is the class of one SQLite error (not of what wraps it).
+func sqliteClass(err error) errclass.Class {
+	se, ok := err.(sqlite3.Error)
+	switch {
+	case !ok:
+		return errclass.Failure
+	case Damaged(se):
+		return errclass.Corrupt
+	case readOnlyRefused(se):
+		return errclass.Permission
+	case DiskFull(se):
+		return errclass.Unavailable
+	}
+	return errclass.Failure
 }
 
 // readOnlyRefused reports SQLite refusing a write on a read-only

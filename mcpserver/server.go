@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -113,15 +112,11 @@ func toolError(c execapi.Code, format string, a ...any) error {
 	return fmt.Errorf("%s: %s", c, fmt.Sprintf(format, a...))
 }
 
-// storeError maps a store error to its code.
+// storeError is a store error as a tool's failure. MCP's tool errors
+// carry the exec API's codes, so its table over the error classes is the
+// exec API's (execapi.CodeOf).
 func storeError(err error) error {
-	switch {
-	case errors.Is(err, journal.ErrRevNotFound), errors.Is(err, journal.ErrBranchNotFound):
-		return toolError(execapi.CodeRevNotFound, "%v", err)
-	case errors.Is(err, fs.ErrNotExist):
-		return toolError(execapi.CodeRevNotFound, "%v", err)
-	}
-	return toolError(execapi.CodeStore, "%v", err)
+	return toolError(execapi.CodeOf(err), "%v", err)
 }
 
 // RunInput is the run tool's arguments.
@@ -249,7 +244,7 @@ func (s *Server) branch(ctx context.Context, _ *mcp.CallToolRequest, in BranchIn
 		// The session serves one branch: end it; the next command opens
 		// one on the other branch.
 		if err := s.closeLocked(); err != nil {
-			return nil, BranchOutput{}, toolError(execapi.CodeStore, "end the session: %v", err)
+			return nil, BranchOutput{}, toolError(execapi.CodeOf(err), "end the session: %v", err)
 		}
 	}
 	var out BranchOutput
@@ -264,7 +259,7 @@ func (s *Server) branch(ctx context.Context, _ *mcp.CallToolRequest, in BranchIn
 				return storeError(err)
 			}
 			if _, err := db.CreateBranch(ctx, in.Create, st); err != nil {
-				return toolError(execapi.CodeStore, "create branch %s: %v", in.Create, err)
+				return toolError(execapi.CodeOf(err), "create branch %s: %v", in.Create, err)
 			}
 		}
 		if in.Switch != "" {
@@ -370,7 +365,7 @@ func (s *Server) head(ctx context.Context, db *journal.DB, out *MoveOutput) erro
 // next command to open a session on the new state. The caller holds s.mu.
 func (s *Server) moveLocked(ctx context.Context, fn func(db *journal.DB) error) error {
 	if err := s.closeLocked(); err != nil {
-		return toolError(execapi.CodeStore, "end the session before moving the branch: %v", err)
+		return toolError(execapi.CodeOf(err), "end the session before moving the branch: %v", err)
 	}
 	return s.withDB(ctx, fn)
 }

@@ -3,11 +3,16 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/artrt/art/cas"
 	"github.com/artrt/art/execapi"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/workspace"
@@ -151,5 +156,42 @@ func TestHistoryTools(t *testing.T) {
 	call(t, cs, "run", map[string]any{"shell": "echo again"}, &r)
 	if r.Stdout != "again\n" || *opens != 2 {
 		t.Fatalf("run after checkout: %+v, %d opens", r, *opens)
+	}
+}
+
+// TestToolErrorsFollowTheCLI: a tool's error carries the exec API's code
+// of the error's class (execapi.CodeOf), the class the CLI's exit status
+// comes from: a bad revision is the caller's to fix (E1001, the CLI's
+// usage), an ambiguous one names no single state (E6002, the CLI's not
+// found). Before the one table both were E6001.
+func TestToolErrorsFollowTheCLI(t *testing.T) {
+	cs, _, _ := connect(t)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		code string
+	}{
+		{"diff", map[string]any{"from": "main~x"}, "E1001"},
+		{"read_file", map[string]any{"path": "ws/src/a.go", "rev": "main~x"}, "E1001"},
+		{"read_file", map[string]any{"path": "ws/src/a.go", "rev": "nosuch"}, "E6002"},
+		{"list", map[string]any{"path": "ws/nosuch"}, "E6002"},
+	} {
+		if got := errText(call(t, cs, c.tool, c.args, nil)); !strings.HasPrefix(got, c.code+": ") {
+			t.Errorf("%s %v: error %q, want code %s", c.tool, c.args, got, c.code)
+		}
+	}
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{fmt.Errorf("resolve 1234: %w", journal.ErrAmbiguous), "E6002"},
+		{fmt.Errorf("resolve x: %w", journal.ErrBadRev), "E1001"},
+		{&fs.PathError{Op: "open", Path: "f", Err: syscall.ENOENT}, "E6002"},
+		{fmt.Errorf("read: %w", cas.ErrCorrupt), "E6001"},
+		{errors.New("disk on fire"), "E6001"},
+	} {
+		if got := storeError(c.err).Error(); got != c.code+": "+c.err.Error() {
+			t.Errorf("storeError(%v) = %q, want code %s", c.err, got, c.code)
+		}
 	}
 }

@@ -13,20 +13,21 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/artrt/art/internal/errclass"
 )
 
 //go:embed *.sql
 var files embed.FS
 
 // ErrTooNew reports a store written by a newer version of art.
-var ErrTooNew = errors.New("store schema is newer than this art binary")
+var ErrTooNew = errclass.New(errclass.Unavailable, "store schema is newer than this art binary")
 
 // Migration is one embedded schema step.
 type Migration struct {

@@ -17,7 +17,8 @@
 // of them is refused, so a DNS answer cannot smuggle an internal address in
 // beside a public one.
 //
-// The package is a leaf: it imports no other art package. Its types are
+// The package is a leaf: it imports no other art package but
+// internal/errclass (the error classes). Its types are
 // safe for concurrent use once built.
 package netpolicy
 

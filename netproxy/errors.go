@@ -1,6 +1,6 @@
 package netproxy
 
-import "errors"
+import "github.com/artrt/art/internal/errclass"
 
 // ErrClosed reports an attempt cut short because the Proxy was closed.
-var ErrClosed = errors.New("proxy closed")
+var ErrClosed = errclass.New(errclass.Unavailable, "proxy closed")

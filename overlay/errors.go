@@ -8,13 +8,14 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/journal"
 )
 
 // ErrNoFUSE reports a mount that failed because this user cannot use FUSE
 // at all: no /dev/fuse, or no permission to open it. (fusermount3's own
 // "exited with code 256" says neither.)
-var ErrNoFUSE = errors.New("FUSE is not available to this user")
+var ErrNoFUSE = errclass.New(errclass.Unavailable, "FUSE is not available to this user")
 
 // fuseUnavailable says why this process cannot use /dev/fuse, or "".
 func fuseUnavailable() string {

@@ -5,27 +5,28 @@ import (
 	"fmt"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 )
 
 var (
 	// ErrRefChanged reports a compare-and-swap ref update that lost: the
 	// remote branch moved since it was read. Objects already sent stay;
 	// rerunning sends only what is missing.
-	ErrRefChanged = errors.New("remote ref changed")
+	ErrRefChanged = errclass.New(errclass.Conflict, "remote ref changed")
 	// ErrNonFastForward reports a push or pull that would drop states the
 	// other side has (the old head is not in the new head's known history).
 	// --force overrides it.
-	ErrNonFastForward = errors.New("not a fast-forward")
+	ErrNonFastForward = errclass.New(errclass.Conflict, "not a fast-forward")
 	// ErrNoBranch reports a branch the remote does not have.
-	ErrNoBranch = errors.New("no such branch on the remote")
+	ErrNoBranch = errclass.New(errclass.NotFound, "no such branch on the remote")
 	// ErrBadURL reports a remote URL or path that cannot be used.
-	ErrBadURL = errors.New("bad remote url")
+	ErrBadURL = errclass.New(errclass.Invalid, "bad remote url")
 	// ErrTooLarge reports a pulled state that expands past the bounds of
 	// Options.MaxEntries / MaxBytes.
-	ErrTooLarge = errors.New("state too large")
+	ErrTooLarge = errclass.New(errclass.Invalid, "state too large")
 	// ErrMalformed reports remote metadata (a ref or a pack index) that does
 	// not parse.
-	ErrMalformed = errors.New("malformed remote metadata")
+	ErrMalformed = errclass.New(errclass.Invalid, "malformed remote metadata")
 )
 
 // ObjectError names an object a transfer could not get or use. It wraps

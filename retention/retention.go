@@ -27,12 +27,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
 )
 
 // ErrBadConfig reports a retention section that does not parse.
-var ErrBadConfig = errors.New("bad retention config")
+var ErrBadConfig = errclass.New(errclass.Invalid, "bad retention config")
 
 // config is the "retention" section as written.
 type config struct {

@@ -1,11 +1,11 @@
 package seccomp
 
-import "errors"
+import "github.com/artrt/art/internal/errclass"
 
 var (
 	// ErrUnknownSyscall: a policy names a system call the arch's table
 	// does not know (a typo in --trace-syscalls, or "open" on arm64).
-	ErrUnknownSyscall = errors.New("unknown system call")
+	ErrUnknownSyscall = errclass.New(errclass.Invalid, "unknown system call")
 	// ErrUnsupportedArch: art builds filters for amd64 and arm64 only.
-	ErrUnsupportedArch = errors.New("unsupported architecture")
+	ErrUnsupportedArch = errclass.New(errclass.Unavailable, "unsupported architecture")
 )

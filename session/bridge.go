@@ -2,7 +2,6 @@ package session
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,12 +10,13 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/netproxy"
 )
 
 // ErrCommandNotFound: BridgeAndExec found no such command on PATH (the
 // shell's exit 127).
-var ErrCommandNotFound = errors.New("command not found")
+var ErrCommandNotFound = errclass.New(errclass.CommandNotFound, "command not found")
 
 // ServeBridge is the in-sandbox half's detached copy (art net-bridge
 // --serve): it listens, says "ok" (or why not) on fd 3, and serves until

@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 )
@@ -12,6 +13,9 @@ import (
 type UsageError struct{ msg string }
 
 func (e *UsageError) Error() string { return e.msg }
+
+// ErrorClass is Usage: the CLI's exit status 2.
+func (e *UsageError) ErrorClass() errclass.Class { return errclass.Usage }
 
 func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
 

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -75,7 +74,7 @@ func NewExecutor(ctx context.Context, o Options) (execapi.Executor, func() error
 func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal.Op) *execapi.Response {
 	fsys := x.s.FS
 	if err := fsys.SetOp(op); err != nil {
-		return execapi.Failed(execapi.Errorf(execapi.CodeStore, "journal under %s: %v", req.ExecutionID, err))
+		return execapi.Failed(storeError(err, "journal under "+req.ExecutionID))
 	}
 	defer fsys.SetOp(nil)
 	fsys.SetQuota(req.Resources.DiskBytes)
@@ -140,7 +139,7 @@ func (x *execSandbox) run(ctx context.Context, req *execapi.Request, op *journal
 	// Whatever the command left dirty (written through a mapping after
 	// its last close) is journaled before the snapshot.
 	if err := fsys.Flush(context.WithoutCancel(ctx)); err != nil {
-		return execapi.Failed(execapi.Errorf(execapi.CodeStore, "journal the changes of %s: %v", req.ExecutionID, err))
+		return execapi.Failed(storeError(err, "journal the changes of "+req.ExecutionID))
 	}
 	out := execapi.Outcome{Started: started, Wall: res.Wall, User: res.UserTime, Kernel: res.SysTime,
 		MaxMemory: res.MaxMemory, IORead: res.IORead, IOWritten: res.IOWritten,
@@ -203,7 +202,7 @@ func (x *journaledExecutor) exec(ctx context.Context, req *execapi.Request) *exe
 	desc := req.ExecutionID + " " + strings.Join(req.Command, " ")
 	op, err := x.db.BeginOp(ctx, x.branch, "exec", desc)
 	if err != nil {
-		return execapi.Failed(storeError(err))
+		return execapi.Failed(storeError(err, ""))
 	}
 	status := execapi.ExitNotRun
 	defer func() {
@@ -214,7 +213,7 @@ func (x *journaledExecutor) exec(ctx context.Context, req *execapi.Request) *exe
 	if err := op.Update(ctx, func(tx *journal.Tx) error {
 		return tx.Record(journal.Event{Kind: journal.EvBegin, Text: desc})
 	}); err != nil {
-		return execapi.Failed(storeError(err))
+		return execapi.Failed(storeError(err, ""))
 	}
 	resp := x.run(ctx, req, op)
 	status = resp.ExitCode
@@ -246,7 +245,7 @@ func (x *journaledExecutor) exec(ctx context.Context, req *execapi.Request) *exe
 	resp.SnapshotBefore, resp.SnapshotAfter = before.Snapshot.String(), after.ID.String()
 	changes, err := execChanges(bg, x.db.Objects(), before.Root, after.Root)
 	if err != nil && resp.Error == nil {
-		resp.Error = execapi.Errorf(execapi.CodeStore, "changes of %s: %v", req.ExecutionID, err)
+		resp.Error = storeError(err, "changes of "+req.ExecutionID)
 	}
 	resp.Changes = changes
 	return resp
@@ -258,7 +257,7 @@ func (x *journaledExecutor) exec(ctx context.Context, req *execapi.Request) *exe
 func (x *journaledExecutor) snapshotHead(ctx context.Context, id string) (journal.State, *execapi.Error) {
 	head, err := x.db.Head(ctx, x.branch)
 	if err != nil {
-		return head, storeError(err)
+		return head, storeError(err, "")
 	}
 	if !head.Snapshot.IsZero() {
 		return head, nil
@@ -270,11 +269,14 @@ func (x *journaledExecutor) snapshotHead(ctx context.Context, id string) (journa
 	return journal.State{Branch: s.Branch, Seq: s.Seq, Root: s.Root, Snapshot: s.ID}, nil
 }
 
-func storeError(err error) *execapi.Error {
-	if errors.Is(err, journal.ErrBranchNotFound) || errors.Is(err, journal.ErrRevNotFound) {
-		return execapi.Errorf(execapi.CodeRevNotFound, "%v", err)
+// storeError is an error of the store around a request as the exec API
+// reports it: the code is its class's (execapi.CodeOf, the exec API's one
+// table), the message says what failed when what is not "".
+func storeError(err error, what string) *execapi.Error {
+	if what != "" {
+		return execapi.Errorf(execapi.CodeOf(err), "%s: %v", what, err)
 	}
-	return execapi.Errorf(execapi.CodeStore, "%v", err)
+	return execapi.Errorf(execapi.CodeOf(err), "%v", err)
 }
 
 // execChanges summarises the difference between two roots for a response.

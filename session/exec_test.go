@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/artrt/art/cas"
@@ -117,4 +119,40 @@ func execResponses(t *testing.T, out string) []execapi.Response {
 		t.Fatalf("read responses: %v", err)
 	}
 	return resps
+}
+
+// TestExecStoreErrorCodes: a store error around a request carries the
+// exec API's code of its class (execapi.CodeOf), as the CLI and MCP
+// class it: a branch that is not there is E6002 end to end; a missing
+// file is E6002 too (it was E6001 before the one table, while MCP said
+// E6002 and the CLI exit 3), a bad revision E1001.
+func TestExecStoreErrorCodes(t *testing.T) {
+	ctx := context.Background()
+	db, err := journal.Open(ctx, filepath.Join(t.TempDir(), "ws.db"), journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	srv := &execapi.Server{Executor: &journaledExecutor{db: db, branch: "gone", run: mkdirRun}}
+	var out bytes.Buffer
+	if err := srv.Serve(ctx, strings.NewReader(`{"command":["mkdir","d"]}`+"\n"), &out, execapi.JSONL); err != nil {
+		t.Fatal(err)
+	}
+	if r := execResponses(t, out.String()); len(r) != 1 || r[0].Error == nil || r[0].Error.Code != execapi.CodeRevNotFound {
+		t.Fatalf("a request on a branch that is not there: %+v", r)
+	}
+	for _, c := range []struct {
+		err  error
+		what string
+		want execapi.Error
+	}{
+		{&fs.PathError{Op: "open", Path: "f", Err: syscall.ENOENT}, "", execapi.Error{Code: execapi.CodeRevNotFound, Message: "open f: no such file or directory"}},
+		{journal.ErrBadRev, "resolve", execapi.Error{Code: execapi.CodeMalformed, Message: "resolve: bad revision syntax"}},
+		{syscall.ENOSPC, "journal under x", execapi.Error{Code: execapi.CodeStore, Message: "journal under x: no space left on device"}},
+		{cas.ErrCorrupt, "changes of x", execapi.Error{Code: execapi.CodeStore, Message: "changes of x: corrupt object"}},
+	} {
+		if got := storeError(c.err, c.what); got.Code != c.want.Code || got.Message != c.want.Message {
+			t.Errorf("storeError(%v, %q) = %+v, want %+v", c.err, c.what, got, c.want)
+		}
+	}
 }

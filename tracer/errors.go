@@ -1,6 +1,6 @@
 package tracer
 
-import "errors"
+import "github.com/artrt/art/internal/errclass"
 
 // ErrUnsupported: tracing needs linux on amd64 or arm64.
-var ErrUnsupported = errors.New("tracing unsupported here")
+var ErrUnsupported = errclass.New(errclass.Unavailable, "tracing unsupported here")

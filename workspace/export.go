@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"golang.org/x/sys/unix"
@@ -41,7 +42,7 @@ const (
 )
 
 // ErrTooLarge reports a state that expands past an export's bounds.
-var ErrTooLarge = errors.New("state too large")
+var ErrTooLarge = errclass.New(errclass.Invalid, "state too large")
 
 // ExportOptions configure Export.
 type ExportOptions struct {

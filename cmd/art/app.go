@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"strings"
 
-	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
-	"github.com/artrt/art/migrations"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
@@ -185,50 +183,82 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return code
 }
 
+// exitCodes is the CLI's table over the error classes (package
+// internal/errclass, where every sentinel says its class): an error's exit
+// status is its class's.
+var exitCodes = map[errclass.Class]int{
+	errclass.Failure:         exitFailure,
+	errclass.CommandNotFound: 127, // the shell's status for it (art net-bridge)
+	errclass.Usage:           exitUsage,
+	errclass.Conflict:        exitFailure,
+	errclass.Corrupt:         exitCorrupt,
+	errclass.Unavailable:     exitFailure,
+	errclass.Permission:      exitFailure,
+	errclass.NotFound:        exitNotFound,
+	errclass.Invalid:         exitFailure,
+}
+
+// classHints are the default hints: the first row of the error's class
+// whose test matches it gives the hint (a command's own withHint wins).
+var classHints = []struct {
+	class errclass.Class
+	is    func(error) bool
+	hint  string
+}{
+	{errclass.Usage, isUsage, "see art help"},
+	{errclass.Conflict, isBranchInUse, "end that session first (art status lists them), or work on another branch: art run --branch NAME"},
+	{errclass.Corrupt, always, "the store is damaged; art verify shows what is affected"},
+	{errclass.Unavailable, is(overlay.ErrNoFUSE), "make /dev/fuse usable by this user (chmod 0666 /dev/fuse, or join the group owning it); art doctor checks this host; without -d, art run works in direct mode (no history)"},
+	{errclass.Permission, journal.IsReadOnly, "this user cannot write the file or its directory, or the file system is read-only; read verbs (log, status, ls, cat, diff, verify) still work"},
+	{errclass.NotFound, is(journal.ErrNotStore), "-d names the store file art push -m DIR -d FILE made"},
+	{errclass.NotFound, is(journal.ErrBranchNotFound), "art branch lists the branches"},
+	{errclass.NotFound, is(journal.ErrRevNotFound, journal.ErrAmbiguous), "art log lists snapshots, art branch lists branches"},
+	{errclass.Usage, is(journal.ErrBadRev), "REV is NAME, HEX, @SEQ or REV~N"},
+	{errclass.NotFound, is(journal.ErrRemoteNotFound), "art remote list shows the remotes"},
+	{errclass.Unavailable, journal.DiskFull, "the file system is full: free space there (art gc -d FILE gives back what no state needs)"},
+}
+
+func is(targets ...error) func(error) bool {
+	return func(err error) bool {
+		for _, t := range targets {
+			if errors.Is(err, t) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func always(error) bool { return true }
+
+func isUsage(err error) bool {
+	var ue *usageError
+	var sue *session.UsageError
+	return errors.As(err, &ue) || errors.As(err, &sue)
+}
+
+func isBranchInUse(err error) bool {
+	var inUse *session.BranchInUseError
+	return errors.As(err, &inUse)
+}
+
 // classify maps an error to an exit status, its message and a default
-// hint the user can act on.
+// hint the user can act on: a command's own status (exitCoder), else
+// its class's (exitCodes, classHints).
 func classify(err error) (code int, msg, hint string) {
 	msg = err.Error()
 	var ec *exitCoder
-	var ue *usageError
-	var sue *session.UsageError
-	var inUse *session.BranchInUseError
-	switch {
-	case errors.As(err, &ec):
+	if errors.As(err, &ec) {
 		return ec.code, msg, ""
-	case errors.Is(err, session.ErrCommandNotFound):
-		return 127, msg, "" // the shell's status for it (art net-bridge)
-	case errors.As(err, &ue), errors.As(err, &sue):
-		return exitUsage, msg, "see art help"
-	case errors.As(err, &inUse):
-		return exitFailure, msg, "end that session first (art status lists them), or work on another branch: art run --branch NAME"
-	case errors.Is(err, cas.ErrCorrupt), errors.Is(err, journal.ErrCorrupt), journal.Damaged(err),
-		errors.Is(err, cas.ErrNotFound): // an object a state refers to is missing: the store is damaged
-		return exitCorrupt, msg, "the store is damaged; art verify shows what is affected"
-	case errors.Is(err, overlay.ErrNoFUSE):
-		return exitFailure, msg, "make /dev/fuse usable by this user (chmod 0666 /dev/fuse, or join the group owning it); art doctor checks this host; without -d, art run works in direct mode (no history)"
-	case journal.IsReadOnly(err):
-		return exitFailure, msg, "this user cannot write the file or its directory, or the file system is read-only; read verbs (log, status, ls, cat, diff, verify) still work"
-	case errors.Is(err, journal.ErrOldSchema):
-		return exitFailure, msg, ""
-	case errors.Is(err, journal.ErrNotStore):
-		return exitNotFound, msg, "-d names the store file art push -m DIR -d FILE made"
-	case errors.Is(err, migrations.ErrTooNew):
-		return exitFailure, msg, ""
-	case errors.Is(err, journal.ErrBranchNotFound):
-		return exitNotFound, msg, "art branch lists the branches"
-	case errors.Is(err, journal.ErrRevNotFound), errors.Is(err, journal.ErrAmbiguous):
-		return exitNotFound, msg, "art log lists snapshots, art branch lists branches"
-	case errors.Is(err, journal.ErrBadRev):
-		return exitUsage, msg, "REV is NAME, HEX, @SEQ or REV~N"
-	case errors.Is(err, journal.ErrRemoteNotFound):
-		return exitNotFound, msg, "art remote list shows the remotes"
-	case errors.Is(err, fs.ErrNotExist):
-		return exitNotFound, msg, ""
-	case journal.DiskFull(err):
-		return exitFailure, msg, "the file system is full: free space there (art gc -d FILE gives back what no state needs)"
 	}
-	return exitFailure, msg, ""
+	class := errclass.Of(err)
+	for _, h := range classHints {
+		if h.class == class && h.is(err) {
+			hint = h.hint
+			break
+		}
+	}
+	return exitCodes[class], msg, hint
 }
 
 // permuteArgs moves a subcommand's flags in front of its positional

@@ -175,6 +175,11 @@ func TestRemoteFileCLI(t *testing.T) {
 	if _, _, code := art(t, "pull", "-d", dbA, filepath.Join(t.TempDir(), "nosuch.db")); code != exitNotFound {
 		t.Fatalf("pull from a missing store: exit %d, want not found", code)
 	}
+	// A branch the remote does not have is not found too (remote.ErrNoBranch
+	// is of class not found; it exited 1 before the one error table).
+	if _, errs, code := art(t, "pull", "-d", dbA, dbR, "nosuch"); code != exitNotFound || !strings.Contains(errs, "no such branch on the remote") {
+		t.Fatalf("pull of a branch the remote lacks: exit %d, stderr %q, want not found", code, errs)
+	}
 	// art gc on a store-file remote is that store's gc.
 	if out := mustArt(t, "gc", dbR, "--grace", "0"); !strings.Contains(out, "objects reachable") {
 		t.Fatalf("gc of a store-file remote: %q", out)

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/session"
@@ -31,6 +32,9 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.msg }
 func (e *usageError) Unwrap() error { return e.err }
+
+// ErrorClass is Usage, whatever the parse error it wraps says.
+func (e *usageError) ErrorClass() errclass.Class { return errclass.Usage }
 
 // line is the one line run prints: the message and the help to read.
 func (e *usageError) line() string {
@@ -66,8 +70,13 @@ func commandName(c *cli.Context) string {
 	return strings.TrimSpace(strings.TrimPrefix(c.Command.FullName(), "art"))
 }
 
-// flagMessage rewords the flag package's errors (which have no types)
-// in art's terms: flags with their dashes as typed.
+// flagMessage rewords the flag package's errors in art's terms: flags
+// with their dashes as typed. It reads their text because there is
+// nothing else to read: Go's flag package makes them with fmt.Errorf
+// (FlagSet.failf; only ErrHelp is a sentinel) and urfave/cli passes them
+// on unchanged. Only the wording depends on it: that a parse error is a
+// usage error (exit 2) is structural, urfave calling OnUsageError, and
+// an unrecognised text is printed as the flag package wrote it.
 func flagMessage(err error) string {
 	s := err.Error()
 	dash := func(name string) string {
