@@ -12,6 +12,7 @@ import (
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/migrations"
+	"github.com/artrt/art/netproxy"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
@@ -196,7 +197,7 @@ func classify(err error) (code int, msg, hint string) {
 	switch {
 	case errors.As(err, &ec):
 		return ec.code, msg, ""
-	case errors.Is(err, session.ErrCommandNotFound):
+	case errors.Is(err, netproxy.ErrCommandNotFound):
 		return 127, msg, "" // the shell's status for it (art net-bridge)
 	case errors.As(err, &ue), errors.As(err, &sue):
 		return exitUsage, msg, "see art help"
