@@ -378,8 +378,8 @@ func sandboxUser(flag, ws string) (int, int, error) {
 func loginShell() string {
 	data, _ := os.ReadFile("/etc/passwd")
 	uid := strconv.Itoa(os.Getuid())
-	if s := os.Getenv("SUDO_UID"); s != "" {
-		uid = s
+	if u, _, ok := session.SudoUser(); ok {
+		uid = strconv.Itoa(u)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Split(line, ":")
