@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/artrt/art/journal"
@@ -14,6 +15,10 @@ type UsageError struct{ msg string }
 func (e *UsageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
+
+// errNoBranch: a caller passed no branch. The default branch is resolved
+// once, where a user or a request left it out (the CLI), not here.
+var errNoBranch = errors.New("session: no branch named")
 
 // BranchInUseError says another session holds the branch's lock: two
 // mounts of one branch would interleave their changes. It is the

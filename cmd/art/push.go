@@ -65,7 +65,7 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 			bar := newProgress(e.stderr)
 			quiet := (c.Bool("quiet") || c.Bool("json")) && c.String("message") == ""
 			opts := workspace.ImportOptions{
-				Dir: c.String("mount"), Branch: c.String("branch"), Message: c.String("message"),
+				Dir: c.String("mount"), Branch: branchName(c.String("branch")), Message: c.String("message"),
 				Entries: entries, Warn: e.stderr, Capture: !c.Bool("replace"), SkipUnchanged: quiet, SoleWriter: true,
 				Progress: func(s workspace.ImportStats) {
 					bar.update("push: %d files, %s read, %s stored", s.Files, fmtBytes(s.BytesRead), fmtBytes(s.BytesStored))
@@ -129,9 +129,6 @@ func pushImport(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportS
 	// Before reading the workspace: a branch a session holds takes no
 	// import (the journal refuses its first change anyway).
 	branch := opts.Branch
-	if branch == "" {
-		branch = journal.DefaultBranch
-	}
 	if err := db.BranchFree(branch); err != nil {
 		return workspace.ImportStats{}, journal.State{}, err
 	}

@@ -225,9 +225,7 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 	if err := checkCaptureDir(c, o.Workspace, o.Store); err != nil {
 		return o, err
 	}
-	if o.Branch == "" {
-		o.Branch = journal.DefaultBranch
-	}
+	o.Branch = branchName(o.Branch)
 	abs, err := filepath.Abs(o.Workspace)
 	if err != nil {
 		return o, err
