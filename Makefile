@@ -53,7 +53,7 @@ fuzz:
 
 ## bench: measure art against native tools; writes docs/benchmarks.md
 bench:
-	$(GO) run ./bench -out docs/benchmarks.md
+	$(GO) run ./cmd/bench -out docs/benchmarks.md
 
 ## deps: install missing system packages (Debian); needs root or sudo
 deps:

@@ -27,7 +27,6 @@ import (
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/execapi"
 	"github.com/artrt/art/journal"
-	"github.com/artrt/art/session"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -484,7 +483,7 @@ type PathInput struct {
 
 // BlameOutput is the changes of a path.
 type BlameOutput struct {
-	Changes   []session.BlameLine `json:"changes"`
+	Changes   []journal.BlameLine `json:"changes"`
 	Truncated bool                `json:"truncated"` // only the newest maxBlameLines
 	// Forgotten lists stretches of history art forget removed: changes
 	// there are not among Changes.
@@ -494,9 +493,9 @@ type BlameOutput struct {
 func (s *Server) blame(ctx context.Context, _ *mcp.CallToolRequest, in PathInput) (*mcp.CallToolResult, BlameOutput, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := BlameOutput{Changes: []session.BlameLine{}}
+	out := BlameOutput{Changes: []journal.BlameLine{}}
 	err := s.withDB(ctx, func(db *journal.DB) error {
-		lines, err := session.Blame(ctx, db, s.cfg.Branch, guestPath(in.Path))
+		lines, err := db.Blame(ctx, s.cfg.Branch, guestPath(in.Path))
 		if err != nil {
 			return storeError(err)
 		}

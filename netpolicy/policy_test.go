@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,53 +165,6 @@ func TestParseNamesTheEntry(t *testing.T) {
 	_, err := Parse([]string{"ok.com", "bad:port"}, nil, "/home/u/.config/art/config.json")
 	if err == nil || !strings.Contains(err.Error(), `"bad:port"`) || !strings.Contains(err.Error(), "config.json") {
 		t.Fatalf("err = %v, want the entry and the file named", err)
-	}
-}
-
-func TestLoadConfig(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "config.json")
-	if c, err := LoadConfig(path); err != nil || c.Mode != "" || c.Allow != nil {
-		t.Fatalf("missing file: %+v, %v; want empty config", c, err)
-	}
-	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(`{"editor": "vi", "net": {"mode": "allow", "allow": ["api.example.com:443"], "deny": ["169.254.169.254"]}}`)
-	c, err := LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Mode != "allow" || len(c.Allow) != 1 || len(c.Deny) != 1 {
-		t.Fatalf("config = %+v", c)
-	}
-	p, err := c.Policy(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rs := p.Rules(); len(rs) != 2 || rs[0].Source != path || !rs[1].Deny {
-		t.Fatalf("rules = %+v", rs)
-	}
-	for _, bad := range []string{
-		`{"net": {"alow": ["x.com"]}}`,
-		`{"net": {"mode": "open"}}`,
-		`{"net": {"allow": "x.com"}}`,
-		`not json`,
-	} {
-		write(bad)
-		if _, err := LoadConfig(path); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), path) {
-			t.Errorf("%s: err = %v, want ErrBadConfig naming the file", bad, err)
-		}
-	}
-}
-
-func TestDefaultConfigPathIsTheHostUsers(t *testing.T) {
-	t.Setenv("XDG_CONFIG_HOME", "/host/home/u/.config")
-	p, err := DefaultConfigPath()
-	if err != nil || p != "/host/home/u/.config/art/config.json" {
-		t.Fatalf("DefaultConfigPath = %q, %v", p, err)
 	}
 }
 

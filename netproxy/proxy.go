@@ -1,7 +1,9 @@
 // Package netproxy carries a sandboxed agent's network traffic in art's
 // "--net allow" mode: a Proxy on the host decides every connection with a
 // netpolicy.Policy, and a Bridge inside the sandbox forwards the sandbox's
-// loopback ports to the Proxy's UNIX sockets.
+// loopback ports to the Proxy's UNIX sockets. BridgeAndExec is the
+// sandbox's first process in that mode (art net-bridge): it starts the
+// Bridge as a detached copy of the binary, then becomes the command.
 //
 // The Proxy serves two protocols, each on its own UNIX socket in one
 // directory that art binds into the sandbox:

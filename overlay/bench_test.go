@@ -13,7 +13,7 @@ import (
 // BenchmarkNamespace measures the metadata path in process, where
 // `go test -cpuprofile` sees the daemon: what tar x does per file
 // (create, write, futimens, fchown, fchmod, close) and what rm -rf does (unlink, rmdir).
-// It is the quick loop for profiling; `go run ./bench -run overlay` is
+// It is the quick loop for profiling; `go run ./cmd/bench -run overlay` is
 // the measurement against ext4 and loopback.
 //
 //	go test -run '^$' -bench Namespace -cpuprofile /tmp/ns.prof ./overlay

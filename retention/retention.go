@@ -15,37 +15,21 @@
 //
 // The file is read from the host, never from a workspace or a store: how
 // much history to keep is the host user's policy, not the agent's data.
+// Package hostconfig reads and parses it into an Auto.
 package retention
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"time"
 
 	"github.com/artrt/art/internal/errclass"
-	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
 )
 
-// ErrBadConfig reports a retention section that does not parse.
+// ErrBadConfig reports a retention section that does not parse (package
+// hostconfig wraps it with the file's path).
 var ErrBadConfig = errclass.New(errclass.Invalid, "bad retention config")
-
-// config is the "retention" section as written.
-type config struct {
-	MaxStoreSize string `json:"max_store_size"`
-	KeepLast     int    `json:"keep_last"`
-	KeepWithin   string `json:"keep_within"`
-	KeepHourly   int    `json:"keep_hourly"`
-	KeepDaily    int    `json:"keep_daily"`
-	KeepWeekly   int    `json:"keep_weekly"`
-	KeepMonthly  int    `json:"keep_monthly"`
-	Grace        string `json:"grace"`
-}
 
 // Auto is a parsed automatic retention policy; the zero value is off.
 type Auto struct {
@@ -56,69 +40,6 @@ type Auto struct {
 
 // Enabled reports whether the policy applies to anything.
 func (a Auto) Enabled() bool { return a.MaxBytes > 0 }
-
-// Load reads the "retention" section of the config file at path. A missing
-// file or section is the zero Auto (off). Unknown keys are an error, so a
-// misspelt rule cannot silently keep less than meant; so is a size without
-// a rule (it would keep nothing) and a rule without a size (it would never
-// apply).
-func Load(path string) (Auto, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Auto{}, nil
-	}
-	if err != nil {
-		return Auto{}, fmt.Errorf("read config: %w", err)
-	}
-	var top struct {
-		Retention json.RawMessage `json:"retention"`
-	}
-	if err := json.Unmarshal(data, &top); err != nil {
-		return Auto{}, fmt.Errorf("%w %s: %v", ErrBadConfig, path, err)
-	}
-	if len(top.Retention) == 0 || string(top.Retention) == "null" {
-		return Auto{}, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(top.Retention))
-	dec.DisallowUnknownFields()
-	var c config
-	if err := dec.Decode(&c); err != nil {
-		return Auto{}, fmt.Errorf("%w %s: retention: %v", ErrBadConfig, path, err)
-	}
-	bad := func(format string, a ...any) (Auto, error) {
-		return Auto{}, fmt.Errorf("%w %s: retention: %s", ErrBadConfig, path, fmt.Sprintf(format, a...))
-	}
-	var a Auto
-	if c.MaxStoreSize != "" {
-		if a.MaxBytes, err = units.ParseSize(c.MaxStoreSize); err != nil || a.MaxBytes <= 0 {
-			return bad("max_store_size %q: want a positive size such as 20G", c.MaxStoreSize)
-		}
-	}
-	for _, n := range []int{c.KeepLast, c.KeepHourly, c.KeepDaily, c.KeepWeekly, c.KeepMonthly} {
-		if n < 0 {
-			return bad("keep_* counts must not be negative")
-		}
-	}
-	a.Policy = journal.Retention{Last: c.KeepLast, Hourly: c.KeepHourly, Daily: c.KeepDaily, Weekly: c.KeepWeekly, Monthly: c.KeepMonthly}
-	if c.KeepWithin != "" {
-		if a.Policy.Within, err = units.ParseAge(c.KeepWithin); err != nil {
-			return bad("keep_within %q: %v", c.KeepWithin, err)
-		}
-	}
-	a.Grace = time.Hour
-	if c.Grace != "" {
-		if a.Grace, err = time.ParseDuration(c.Grace); err != nil || a.Grace < 0 {
-			return bad("grace %q: want a duration such as 1h", c.Grace)
-		}
-	}
-	switch {
-	case a.MaxBytes > 0 && a.Policy.Empty():
-		return bad("max_store_size is set but no keep_* rule: it would keep no snapshot")
-	case a.MaxBytes == 0 && !a.Policy.Empty():
-		return bad("keep_* rules without max_store_size would never apply")
-	}
-	return a, nil
-}
 
 // Result is what Apply did.
 type Result struct {

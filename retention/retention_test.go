@@ -2,55 +2,16 @@ package retention_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/retention"
 )
-
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func TestLoad(t *testing.T) {
-	if a, err := retention.Load(filepath.Join(t.TempDir(), "missing.json")); err != nil || a.Enabled() {
-		t.Fatalf("missing file: %+v %v", a, err)
-	}
-	if a, err := retention.Load(writeConfig(t, `{"net":{"mode":"none"}}`)); err != nil || a.Enabled() {
-		t.Fatalf("no retention section: %+v %v", a, err)
-	}
-	a, err := retention.Load(writeConfig(t, `{"retention":{"max_store_size":"2G","keep_last":3,"keep_daily":7,"keep_within":"2d","grace":"10m"}}`))
-	if err != nil || a.MaxBytes != 2<<30 || a.Policy.Last != 3 || a.Policy.Daily != 7 || a.Policy.Within != 48*time.Hour || a.Grace != 10*time.Minute {
-		t.Fatalf("full config: %+v %v", a, err)
-	}
-	for _, bad := range []string{
-		`{"retention":{"max_store_size":"2G","keep_lsat":3}}`, // misspelt rule
-		`{"retention":{"max_store_size":"2G"}}`,               // keeps nothing
-		`{"retention":{"keep_last":3}}`,                       // never applies
-		`{"retention":{"max_store_size":"big","keep_last":3}}`,
-		`{"retention":{"max_store_size":"2G","keep_last":-1}}`,
-		`{"retention":{"max_store_size":"2G","keep_within":"soon"}}`,
-		`{"retention":{"max_store_size":"2G","keep_last":1,"grace":"-1h"}}`,
-		`{"retention":`,
-	} {
-		if _, err := retention.Load(writeConfig(t, bad)); !errors.Is(err, retention.ErrBadConfig) {
-			t.Errorf("%s: %v, want ErrBadConfig", bad, err)
-		}
-	}
-}
 
 // history writes n snapshots of 200 KB of fresh random content each.
 func history(t *testing.T, db *journal.DB, n int) {

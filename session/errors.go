@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/artrt/art/internal/errclass"
@@ -18,6 +19,10 @@ func (e *UsageError) Error() string { return e.msg }
 func (e *UsageError) ErrorClass() errclass.Class { return errclass.Usage }
 
 func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
+
+// errNoBranch: a caller passed no branch. The default branch is resolved
+// once, where a user or a request left it out (the CLI), not here.
+var errNoBranch = errors.New("session: no branch named")
 
 // BranchInUseError says another session holds the branch's lock: two
 // mounts of one branch would interleave their changes. It is the

@@ -107,11 +107,7 @@ func DefaultUser(ws string) (int, int) {
 	if os.Geteuid() != 0 {
 		return os.Getuid(), os.Getgid()
 	}
-	if u, err := strconv.Atoi(os.Getenv("SUDO_UID")); err == nil && u > 0 {
-		g, err := strconv.Atoi(os.Getenv("SUDO_GID"))
-		if err != nil || g <= 0 {
-			g = u
-		}
+	if u, g, ok := SudoUser(); ok {
 		return u, g
 	}
 	var st unix.Stat_t
@@ -119,6 +115,21 @@ func DefaultUser(ws string) (int, int) {
 		return int(st.Uid), int(st.Gid)
 	}
 	return 65534, 65534 // nobody
+}
+
+// SudoUser returns the user who ran art through sudo: $SUDO_UID and
+// $SUDO_GID (the gid defaults to the uid), ok false when unset, not a
+// number or root. It is the one reader of these variables.
+func SudoUser() (uid, gid int, ok bool) {
+	u, err := strconv.Atoi(os.Getenv("SUDO_UID"))
+	if err != nil || u <= 0 {
+		return 0, 0, false
+	}
+	g, err := strconv.Atoi(os.Getenv("SUDO_GID"))
+	if err != nil || g <= 0 {
+		g = u
+	}
+	return u, g, true
 }
 
 // protectPolicy makes sure the host workspace's .art exists when the

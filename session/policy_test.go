@@ -86,3 +86,27 @@ func symlink(t *testing.T, target, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSudoUser: the one reader of $SUDO_UID/$SUDO_GID takes a user above
+// root only, and the gid defaults to the uid.
+func TestSudoUser(t *testing.T) {
+	for _, c := range []struct {
+		uid, gid     string
+		wantU, wantG int
+		ok           bool
+	}{
+		{"1000", "1001", 1000, 1001, true},
+		{"1000", "", 1000, 1000, true},
+		{"1000", "0", 1000, 1000, true},
+		{"0", "0", 0, 0, false},
+		{"", "", 0, 0, false},
+		{"bob", "", 0, 0, false},
+	} {
+		t.Setenv("SUDO_UID", c.uid)
+		t.Setenv("SUDO_GID", c.gid)
+		u, g, ok := SudoUser()
+		if u != c.wantU || g != c.wantG || ok != c.ok {
+			t.Errorf("SUDO_UID=%q SUDO_GID=%q: %d, %d, %v; want %d, %d, %v", c.uid, c.gid, u, g, ok, c.wantU, c.wantG, c.ok)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // ServeOptions say what Serve mounts: a branch to work on, or (At, with
 // ReadOnly) a past state to look at.
 type ServeOptions struct {
-	Branch    string // "" main
+	Branch    string // required (the caller resolves the default)
 	At        string // a revision to serve read-only instead of the branch
 	Workspace string // host workspace to capture first and use as the lower layer ("" none)
 	ReadOnly  bool
@@ -52,7 +52,7 @@ func Serve(ctx context.Context, db *journal.DB, mnt string, o ServeOptions) (s *
 	}()
 	branch := o.Branch
 	if branch == "" {
-		branch = journal.DefaultBranch
+		return s, errNoBranch
 	}
 	if o.At != "" {
 		if !o.ReadOnly {

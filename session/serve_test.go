@@ -29,7 +29,7 @@ func TestServeHoldsTheBranch(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Serve(ctx, db, mnt, ServeOptions{Workspace: o.Workspace})
+	srv, err := Serve(ctx, db, mnt, ServeOptions{Branch: "main", Workspace: o.Workspace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +53,14 @@ func TestServeHoldsTheBranch(t *testing.T) {
 	if err := os.Mkdir(past, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := Serve(ctx, db, past, ServeOptions{At: "main", ReadOnly: true})
+	ro, err := Serve(ctx, db, past, ServeOptions{Branch: "main", At: "main", ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only mount of main's head beside the writable mount: %v", err)
 	}
 	if err := ro.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Serve(ctx, db, past, ServeOptions{At: "main"}); !errors.As(err, new(*UsageError)) {
+	if _, err := Serve(ctx, db, past, ServeOptions{Branch: "main", At: "main"}); !errors.As(err, new(*UsageError)) {
 		t.Errorf("--at without --read-only: %v, want a UsageError", err)
 	}
 

@@ -26,7 +26,8 @@ type Options struct {
 	Durability string // journal.Durability ("" the journal's default)
 	Workspace  string // host workspace directory, absolute
 
-	// Branch is the branch to run on ("" main), created from main's head
+	// Branch is the branch to run on (required: the caller resolves the
+	// default, journal.DefaultBranch), created from main's head
 	// if new. With At, the session starts on a new branch from the state
 	// at revision At, named Branch when NamedBranch is set, else at-REV-TIME.
 	Branch      string
@@ -227,7 +228,7 @@ func (s *Session) Close(ctx context.Context) error {
 func prepareBranch(ctx context.Context, db *journal.DB, o Options) (string, error) {
 	branch := o.Branch
 	if branch == "" {
-		branch = journal.DefaultBranch
+		return "", errNoBranch
 	}
 	if o.At != "" {
 		st, err := db.Resolve(ctx, o.At, journal.DefaultBranch)

@@ -42,7 +42,7 @@ func testWorkspace(t *testing.T) Options {
 		}
 	}
 	uid, gid := DefaultUser(ws)
-	return Options{Store: filepath.Join(base, "ws.db"), Workspace: ws, UID: uid, GID: gid}
+	return Options{Store: filepath.Join(base, "ws.db"), Workspace: ws, Branch: "main", UID: uid, GID: gid}
 }
 
 // closeSession closes s and its store, as a caller must even after a

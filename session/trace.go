@@ -181,8 +181,8 @@ type TraceValue struct {
 	Source string `json:"source"`
 }
 
-// DecodeTraceValue reads an exec or syscall event's record (art log, art
-// blame).
+// DecodeTraceValue reads an exec or syscall event's record (art log;
+// journal.Attribution reads an exec's argv and cwd itself).
 func DecodeTraceValue(ev *journal.Event) TraceValue {
 	var v TraceValue
 	if err := json.Unmarshal(ev.Value, &v); err != nil || v.PID == 0 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
-	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -34,7 +33,7 @@ func newBlameCommand(e *env) *cli.Command {
 			defer db.Close()
 			branch := branchScope(c)
 			path := guestPath(c.Args().First())
-			lines, err := session.Blame(c.Context, db, branch, path)
+			lines, err := db.Blame(c.Context, branch, path)
 			if err != nil {
 				return err
 			}
@@ -99,7 +98,7 @@ func guestPath(p string) string {
 }
 
 // blameLine is one change of the path (stable JSON).
-type blameLine = session.BlameLine
+type blameLine = journal.BlameLine
 
 func blameString(l blameLine) string {
 	who := "(unknown process)"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/execapi"
+	"github.com/artrt/art/hostconfig"
 	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/migrations"
@@ -82,7 +83,7 @@ var sentinelRows = []surfaceRow{
 	{"journal.ErrForgotten", journal.ErrForgotten, errclass.NotFound, exitNotFound, "", execapi.CodeRevNotFound},
 	{"migrations.ErrTooNew", migrations.ErrTooNew, errclass.Unavailable, exitFailure, "", execapi.CodeStore},
 	{"netpolicy.ErrBadRule", netpolicy.ErrBadRule, errclass.Invalid, exitFailure, "", execapi.CodeStore},
-	{"netpolicy.ErrBadConfig", netpolicy.ErrBadConfig, errclass.Invalid, exitFailure, "", execapi.CodeStore},
+	{"hostconfig.ErrBadConfig", hostconfig.ErrBadConfig, errclass.Invalid, exitFailure, "", execapi.CodeStore},
 	{"netproxy.ErrClosed", netproxy.ErrClosed, errclass.Unavailable, exitFailure, "", execapi.CodeStore},
 	{"overlay.ErrNoFUSE", overlay.ErrNoFUSE, errclass.Unavailable, exitFailure, "make /dev/fuse usable", execapi.CodeStore},
 	{"remote.ErrRefChanged", remote.ErrRefChanged, errclass.Conflict, exitFailure, "", execapi.CodeStore},
@@ -96,7 +97,7 @@ var sentinelRows = []surfaceRow{
 	{"sandbox.ErrUnavailable", sandbox.ErrUnavailable, errclass.Unavailable, exitFailure, "", execapi.CodeStore},
 	{"seccomp.ErrUnknownSyscall", seccomp.ErrUnknownSyscall, errclass.Invalid, exitFailure, "", execapi.CodeStore},
 	{"seccomp.ErrUnsupportedArch", seccomp.ErrUnsupportedArch, errclass.Unavailable, exitFailure, "", execapi.CodeStore},
-	{"session.ErrCommandNotFound", session.ErrCommandNotFound, errclass.CommandNotFound, 127, "", execapi.CodeNotFound},
+	{"netproxy.ErrCommandNotFound", netproxy.ErrCommandNotFound, errclass.CommandNotFound, 127, "", execapi.CodeNotFound},
 	{"tracer.ErrUnsupported", tracer.ErrUnsupported, errclass.Unavailable, exitFailure, "", execapi.CodeStore},
 	{"workspace.ErrTooLarge", workspace.ErrTooLarge, errclass.Invalid, exitFailure, "", execapi.CodeStore},
 }

@@ -137,6 +137,6 @@ func sandboxExecutor(ctx context.Context, e *env, o execOptions) (execapi.Execut
 		return nil, nil, err
 	}
 	return session.NewExecutor(ctx, session.Options{Store: o.DB, Durability: o.Durability, Workspace: abs,
-		Branch: o.Branch, NamedBranch: o.Branch != "", UID: uid, GID: gid,
+		Branch: branchName(o.Branch), NamedBranch: o.Branch != "", UID: uid, GID: gid,
 		Warn: e.stderr, Progress: captureProgress(e, abs)})
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
-	"github.com/artrt/art/session"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 )
@@ -61,7 +60,7 @@ func newLogCommand(e *env) *cli.Command {
 				if err != nil {
 					return err
 				}
-				attr, err := session.LoadAttribution(c.Context, db, branch)
+				attr, err := db.LoadAttribution(c.Context, branch)
 				if err != nil {
 					return err
 				}
@@ -76,7 +75,7 @@ func newLogCommand(e *env) *cli.Command {
 					out := make([]eventJSON, len(evs))
 					for i := range evs {
 						out[i] = toEventJSON(&evs[i])
-						if v, ok := attr.Command(&evs[i]); ok && session.IsChange(evs[i].Kind) {
+						if v, ok := attr.Command(&evs[i]); ok && journal.IsChange(evs[i].Kind) {
 							out[i].Argv = v.Argv
 						}
 					}
@@ -92,7 +91,7 @@ func newLogCommand(e *env) *cli.Command {
 				for i := range evs {
 					mark(evs[i].Seq)
 					line := formatEvent(&evs[i], db.BranchName(c.Context, evs[i].Branch))
-					if v, ok := attr.Command(&evs[i]); ok && session.IsChange(evs[i].Kind) {
+					if v, ok := attr.Command(&evs[i]); ok && journal.IsChange(evs[i].Kind) {
 						line += fmt.Sprintf("  <- pid %d %s", evs[i].PID, termtext.Argv(v.Argv))
 					}
 					fmt.Fprintln(e.stdout, line)

@@ -44,10 +44,7 @@ func newMCPCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			branch := o.Branch
-			if branch == "" {
-				branch = journal.DefaultBranch
-			}
+			branch := branchName(o.Branch)
 			srv := mcpserver.New(mcpserver.Config{
 				Open: func(ctx context.Context, branch string) (execapi.Executor, func() error, error) {
 					o := o

@@ -62,7 +62,7 @@ left at MOUNTPOINT by a killed art is cleaned first.`,
 			}
 			defer db.Close()
 			ctx := c.Context
-			srv, err := session.Serve(ctx, db, mnt, session.ServeOptions{Branch: c.String("branch"), At: c.String("at"),
+			srv, err := session.Serve(ctx, db, mnt, session.ServeOptions{Branch: branchName(c.String("branch")), At: c.String("at"),
 				Workspace: c.String("mount"), ReadOnly: c.Bool("read-only"), JournalWrites: c.Bool("journal-writes"),
 				AllowOther: c.Bool("allow-other"), Debug: c.Bool("debug"), Warn: e.stderr})
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/artrt/art/hostconfig"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/netpolicy"
@@ -19,22 +20,34 @@ func netFlags() []cli.Flag {
 	}
 }
 
-// loadNetPolicy builds the policy of a run: the host user's config file
-// (configPath; "" = ~/.config/art/config.json), then --allow and --deny.
-// It also returns the config's default --net mode ("" when unset). The
-// file is the invoking user's on the host, never the workspace's.
-func loadNetPolicy(configPath string, allow, deny []string) (*netpolicy.Policy, string, error) {
+// loadHostConfig reads the host user's config file (configPath; "" =
+// ~/.config/art/config.json): the invoking user's on the host, never the
+// workspace's.
+func loadHostConfig(configPath string) (hostconfig.Config, error) {
 	if configPath == "" {
 		var err error
-		if configPath, err = netpolicy.DefaultConfigPath(); err != nil {
-			return nil, "", err
+		if configPath, err = hostconfig.DefaultPath(); err != nil {
+			return hostconfig.Config{}, err
 		}
 	}
-	cfg, err := netpolicy.LoadConfig(configPath)
+	return hostconfig.Load(configPath)
+}
+
+// loadNetPolicy builds the policy of a run from the config file at
+// configPath ("" = the host user's): see netPolicy.
+func loadNetPolicy(configPath string, allow, deny []string) (*netpolicy.Policy, string, error) {
+	cfg, err := loadHostConfig(configPath)
 	if err != nil {
 		return nil, "", err
 	}
-	fromFile, err := cfg.Policy(configPath)
+	return netPolicy(cfg, allow, deny)
+}
+
+// netPolicy builds the policy of a run: the config file's rules, then
+// --allow and --deny. It also returns the config's default --net mode (""
+// when unset).
+func netPolicy(cfg hostconfig.Config, allow, deny []string) (*netpolicy.Policy, string, error) {
+	fromFile, err := cfg.Net.Policy(cfg.Path)
 	if err != nil {
 		return nil, "", err
 	}
@@ -42,7 +55,7 @@ func loadNetPolicy(configPath string, allow, deny []string) (*netpolicy.Policy, 
 	if err != nil {
 		return nil, "", &usageError{msg: err.Error(), err: err}
 	}
-	return fromFile.Merge(fromFlags), cfg.Mode, nil
+	return fromFile.Merge(fromFlags), cfg.Net.Mode, nil
 }
 
 // attemptOf decodes an EvNet event.

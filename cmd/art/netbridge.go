@@ -8,7 +8,7 @@ import (
 
 // newNetBridgeCommand is the in-sandbox half of --net allow: a session
 // makes it the sandbox's command (session.NetBridgeArgv), and it runs
-// session.BridgeAndExec (its detached copy, --serve, session.ServeBridge).
+// netproxy.BridgeAndExec (its detached copy, --serve, netproxy.ServeBridge).
 func newNetBridgeCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "net-bridge",
@@ -26,12 +26,12 @@ func newNetBridgeCommand(e *env) *cli.Command {
 			// Host loopback services an allow rule names, at their own address.
 			routes = append(routes, netproxy.ForwardRoutes(c.String("dir"))...)
 			if c.Bool("serve") {
-				return session.ServeBridge(routes)
+				return netproxy.ServeBridge(routes)
 			}
 			if c.NArg() == 0 {
 				return usagef("net-bridge needs a command after --")
 			}
-			return session.BridgeAndExec(routes, c.String("dir"), c.Args().Slice())
+			return netproxy.BridgeAndExec(routes, c.String("dir"), c.Args().Slice())
 		},
 	}
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime/debug"
 	"strings"
 
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
-	"github.com/artrt/art/migrations"
 	"github.com/artrt/art/session"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
@@ -67,7 +65,7 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 			bar := newProgress(e.stderr)
 			quiet := (c.Bool("quiet") || c.Bool("json")) && c.String("message") == ""
 			opts := workspace.ImportOptions{
-				Dir: c.String("mount"), Branch: c.String("branch"), Message: c.String("message"),
+				Dir: c.String("mount"), Branch: branchName(c.String("branch")), Message: c.String("message"),
 				Entries: entries, Warn: e.stderr, Capture: !c.Bool("replace"), SkipUnchanged: quiet, SoleWriter: true,
 				Progress: func(s workspace.ImportStats) {
 					bar.update("push: %d files, %s read, %s stored", s.Files, fmtBytes(s.BytesRead), fmtBytes(s.BytesStored))
@@ -106,43 +104,18 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 	}
 }
 
-// pushUnchanged decides, through a read-only open of an existing store,
-// whether the push would change nothing (workspace.Unchanged); the store
-// is then left untouched. false (and no error) whenever that cannot be
-// shown this way - no store yet, one that needs a migration or is busy
-// being created, anything changed: the full import then decides, and
-// reports any real error itself.
+// pushUnchanged runs the read-only no-op check (workspace.UnchangedAt)
+// before the full import.
 func pushUnchanged(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportStats, bool, error) {
-	path := c.String("db")
-	if path == "" {
-		return workspace.ImportStats{}, false, nil
-	}
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return workspace.ImportStats{}, false, nil
-	}
 	// The check is short-lived and its heap bounded (it holds at most the
 	// import records of one workspace, which Import bounds, and a bounded
 	// read-ahead of listings): the collector waits for a fixed limit
 	// instead of running each time the young heap doubles (measured: about
-	// a tenth of a no-op push's CPU).
+	// a tenth of a no-op push's CPU). The settings are the process's, so
+	// the binary, which runs one push, sets them, not the library.
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	db, err := journal.Open(c.Context, path, journal.Options{ReadOnly: true})
-	if err != nil {
-		return workspace.ImportStats{}, false, nil
-	}
-	defer db.Close()
-	if db.Schema() != migrations.Latest() {
-		return workspace.ImportStats{}, false, nil // the full import migrates it first
-	}
-	st, ok, err := workspace.Unchanged(c.Context, db, opts)
-	if err != nil {
-		if cerr := c.Context.Err(); cerr != nil {
-			return workspace.ImportStats{}, false, cerr
-		}
-		return workspace.ImportStats{}, false, nil
-	}
-	return st, ok, nil
+	return workspace.UnchangedAt(c.Context, c.String("db"), opts)
 }
 
 // pushImport runs the full import. It returns the branch's head before
@@ -156,9 +129,6 @@ func pushImport(c *cli.Context, opts workspace.ImportOptions) (workspace.ImportS
 	// Before reading the workspace: a branch a session holds takes no
 	// import (the journal refuses its first change anyway).
 	branch := opts.Branch
-	if branch == "" {
-		branch = journal.DefaultBranch
-	}
 	if err := db.BranchFree(branch); err != nil {
 		return workspace.ImportStats{}, journal.State{}, err
 	}

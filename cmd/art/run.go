@@ -14,7 +14,6 @@ import (
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
-	"github.com/artrt/art/netpolicy"
 	"github.com/artrt/art/retention"
 	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/session"
@@ -226,9 +225,7 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 	if err := checkCaptureDir(c, o.Workspace, o.Store); err != nil {
 		return o, err
 	}
-	if o.Branch == "" {
-		o.Branch = journal.DefaultBranch
-	}
+	o.Branch = branchName(o.Branch)
 	abs, err := filepath.Abs(o.Workspace)
 	if err != nil {
 		return o, err
@@ -262,18 +259,18 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		}
 		o.Binds = append(o.Binds, b)
 	}
+	// Retention and network defaults come from the host user's config
+	// file, never the workspace's.
+	hc, err := loadHostConfig("")
+	if err != nil {
+		return o, err
+	}
 	if o.Store != "" {
-		path, err := netpolicy.DefaultConfigPath()
-		if err != nil {
-			return o, err
-		}
-		if o.retention, err = retention.Load(path); err != nil {
+		if o.retention, err = hc.Retention(); err != nil {
 			return o, err
 		}
 	}
-	// Network defaults come from the host user's config file, never the
-	// workspace's.
-	pol, mode, err := loadNetPolicy("", c.StringSlice("allow"), c.StringSlice("deny"))
+	pol, mode, err := netPolicy(hc, c.StringSlice("allow"), c.StringSlice("deny"))
 	if err != nil {
 		return o, err
 	}
@@ -379,8 +376,8 @@ func sandboxUser(flag, ws string) (int, int, error) {
 func loginShell() string {
 	data, _ := os.ReadFile("/etc/passwd")
 	uid := strconv.Itoa(os.Getuid())
-	if s := os.Getenv("SUDO_UID"); s != "" {
-		uid = s
+	if u, _, ok := session.SudoUser(); ok {
+		uid = strconv.Itoa(u)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Split(line, ":")

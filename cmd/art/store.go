@@ -29,6 +29,16 @@ func branchFlag(usage string) cli.Flag {
 	return &cli.StringFlag{Name: "branch", Aliases: []string{"b"}, Value: journal.DefaultBranch, Usage: usage}
 }
 
+// branchName is the branch a command or request that names none works on:
+// the default branch. It is filled in here, at the edge (flags, exec and
+// MCP requests), once; session below requires a name.
+func branchName(b string) string {
+	if b == "" {
+		return journal.DefaultBranch
+	}
+	return b
+}
+
 // branchScope is the branch a read verb shows: --branch, or "" (every
 // branch) with --all.
 func branchScope(c *cli.Context) string {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/artrt/art/internal/minioserver"
 )
 
 // Require skips t unless the named capability ("fuse", "bwrap", "ptrace",
@@ -74,7 +76,7 @@ func probe(what string) string {
 		}
 		return ""
 	case "minio":
-		if _, err := minioBinary(); err != nil {
+		if _, err := minioserver.Binary(); err != nil {
 			return err.Error()
 		}
 		return ""

@@ -1,4 +1,4 @@
-package session
+package netproxy
 
 import (
 	"bufio"
@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/internal/errclass"
-	"github.com/artrt/art/netproxy"
 )
 
 // ErrCommandNotFound: BridgeAndExec found no such command on PATH (the
@@ -22,9 +21,9 @@ var ErrCommandNotFound = errclass.New(errclass.CommandNotFound, "command not fou
 // --serve): it listens, says "ok" (or why not) on fd 3, and serves until
 // killed. Its parent's death (the command's exit) kills it: the
 // parent-death signal, and bwrap's pid-namespace init.
-func ServeBridge(routes []netproxy.Route) error {
+func ServeBridge(routes []Route) error {
 	ready := os.NewFile(3, "ready")
-	b, err := netproxy.StartBridge(routes)
+	b, err := StartBridge(routes)
 	if err != nil {
 		fmt.Fprintln(ready, err)
 		ready.Close()
@@ -39,14 +38,14 @@ func ServeBridge(routes []netproxy.Route) error {
 }
 
 // BridgeAndExec is the in-sandbox half of --net allow (art net-bridge,
-// the sandbox's command under NetBridgeArgv): it starts a detached copy of
+// the sandbox's command under session.NetBridgeArgv): it starts a detached copy of
 // this binary (ServeBridge) that forwards routes' loopback ports to the
 // proxy's sockets in dir, waits until that copy listens, then replaces
 // this process with argv, the proxy variables set, so the command keeps
 // the pid and exit status it would have had. A command not on PATH is
 // ErrCommandNotFound.
-func BridgeAndExec(routes []netproxy.Route, dir string, argv []string) error {
-	env := proxyEnv(os.Environ(), netproxy.Env(routes[0].Listen, routes[1].Listen))
+func BridgeAndExec(routes []Route, dir string, argv []string) error {
+	env := proxyEnv(os.Environ(), Env(routes[0].Listen, routes[1].Listen))
 	path, err := lookPath(argv[0], env)
 	if err != nil {
 		return err

@@ -1,10 +1,10 @@
-package session
+package journal
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
-
-	"github.com/artrt/art/journal"
+	"strings"
 )
 
 // BlameLine is one change of a path (stable JSON: art blame --json and
@@ -28,20 +28,20 @@ type BlameLine struct {
 }
 
 // IsChange reports whether an event kind changes a path.
-func IsChange(k journal.EventKind) bool {
-	return k >= journal.EvCreate && k <= journal.EvRemovexattr
+func IsChange(k EventKind) bool {
+	return k >= EvCreate && k <= EvRemovexattr
 }
 
 // Blame returns every change of path (relative to /home/agent) on branch
 // ("" every branch), oldest first, each with the command whose process
 // made it (when the tracer or the overlay named it) and the first
 // snapshot holding it.
-func Blame(ctx context.Context, db *journal.DB, branch, path string) ([]BlameLine, error) {
-	evs, err := db.Events(ctx, journal.EventQuery{Branch: branch, Path: []byte(path)})
+func (db *DB) Blame(ctx context.Context, branch, path string) ([]BlameLine, error) {
+	evs, err := db.Events(ctx, EventQuery{Branch: branch, Path: []byte(path)})
 	if err != nil {
 		return nil, err
 	}
-	attr, err := LoadAttribution(ctx, db, branch)
+	attr, err := db.LoadAttribution(ctx, branch)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func Blame(ctx context.Context, db *journal.DB, branch, path string) ([]BlameLin
 		return nil, err
 	}
 	var out []BlameLine
-	ops := map[int64]journal.OpInfo{}
+	ops := map[int64]OpInfo{}
 	for i := range evs {
 		ev := &evs[i]
 		if !IsChange(ev.Kind) || (string(ev.Path) != path && string(ev.Path2) != path) {
@@ -92,23 +92,44 @@ type Attribution struct {
 
 type execRef struct {
 	seq int64
-	v   TraceValue
+	v   ExecCommand
+}
+
+// ExecCommand is what an exec event says its process ran.
+type ExecCommand struct {
+	PID  int64    `json:"pid"`
+	Argv []string `json:"argv"`
+	Cwd  string   `json:"cwd"`
+}
+
+// decodeExec reads the command of an exec event: the fields of its JSON
+// Value that attribution needs. The Value is a whole tracer record
+// (docs/store-format.md), which package session writes and reads; the
+// store layer reads only these fields and so does not import the tracer.
+func decodeExec(ev *Event) ExecCommand {
+	var v ExecCommand
+	if err := json.Unmarshal(ev.Value, &v); err != nil || v.PID == 0 {
+		// An exec event from before the JSON value: argv in Text.
+		v.PID = ev.PID
+		v.Argv = strings.Split(ev.Text, "\x00")
+	}
+	return v
 }
 
 // LoadAttribution reads the exec records of branch ("" every branch).
-func LoadAttribution(ctx context.Context, db *journal.DB, branch string) (*Attribution, error) {
-	evs, err := db.Events(ctx, journal.EventQuery{Branch: branch})
+func (db *DB) LoadAttribution(ctx context.Context, branch string) (*Attribution, error) {
+	evs, err := db.Events(ctx, EventQuery{Branch: branch})
 	if err != nil {
 		return nil, err
 	}
 	a := &Attribution{byPid: map[[2]int64][]execRef{}}
 	for i := range evs {
 		ev := &evs[i]
-		if ev.Kind != journal.EvExec {
+		if ev.Kind != EvExec {
 			continue
 		}
 		k := [2]int64{ev.Op, ev.PID}
-		a.byPid[k] = append(a.byPid[k], execRef{seq: ev.Seq, v: DecodeTraceValue(ev)})
+		a.byPid[k] = append(a.byPid[k], execRef{seq: ev.Seq, v: decodeExec(ev)})
 	}
 	return a, nil
 }
@@ -117,13 +138,13 @@ func LoadAttribution(ctx context.Context, db *journal.DB, branch string) (*Attri
 // that pid before the event, else the first after it (tracer records
 // reach the journal in batches, up to a flush interval after the changes
 // they explain).
-func (a *Attribution) Command(ev *journal.Event) (TraceValue, bool) {
+func (a *Attribution) Command(ev *Event) (ExecCommand, bool) {
 	if ev.PID == 0 {
-		return TraceValue{}, false
+		return ExecCommand{}, false
 	}
 	refs := a.byPid[[2]int64{ev.Op, ev.PID}]
 	if len(refs) == 0 {
-		return TraceValue{}, false
+		return ExecCommand{}, false
 	}
 	i := sort.Search(len(refs), func(i int) bool { return refs[i].seq > ev.Seq })
 	if i > 0 {

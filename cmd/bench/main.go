@@ -2,7 +2,7 @@
 // doing the same job in the same run, and prints the results as one markdown
 // table (make bench):
 //
-//	go run ./bench [-quick] [-out docs/benchmarks.md] [-run SECTIONS] [-cpuprofile FILE] [-perf FILE]
+//	go run ./cmd/bench [-quick] [-out docs/benchmarks.md] [-run SECTIONS] [-cpuprofile FILE] [-perf FILE]
 //
 // Sections (-run takes a comma-separated subset):
 //
@@ -60,13 +60,13 @@
 // it; the library sections run in process anyway. Every timed phase carries
 // the pprof labels bench=PHASE and n=SIZE (go tool pprof -tags lists them):
 //
-//	go run ./bench -run ingest -cpuprofile /tmp/push.prof
+//	go run ./cmd/bench -run ingest -cpuprofile /tmp/push.prof
 //	go tool pprof -top -cum -tagfocus bench=push /tmp/push.prof
 //
 // -perf FILE records art's mount daemon with perf record -g during one
 // extra, untimed tar x in the overlay section:
 //
-//	go run ./bench -run overlay -perf /tmp/untar.perf
+//	go run ./cmd/bench -run overlay -perf /tmp/untar.perf
 //	perf report -i /tmp/untar.perf --no-children --sort symbol
 //
 // Everything happens in a temporary directory under /tmp that is removed at
@@ -362,7 +362,7 @@ func moduleRoot(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the art module: run bench from the repository (go run ./bench)")
+		return "", errors.New("not inside the art module: run bench from the repository (go run ./cmd/bench)")
 	}
 	return filepath.Dir(mod), nil
 }

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/artrt/art/internal/testutil"
+	"github.com/artrt/art/internal/minioserver"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// startS3 starts MinIO on loopback (see internal/testutil) with a bucket and
+// startS3 starts MinIO on loopback (see internal/minioserver) with a bucket and
 // returns the environment and URL for art push to it.
 func (b *bench) startS3() ([]string, string, error) {
-	srv, err := testutil.StartMinIO()
+	srv, err := minioserver.Start()
 	if err != nil {
 		return nil, "", err
 	}
@@ -80,7 +80,7 @@ func (b *bench) remoteSection() error {
 	}
 	b.progress("remote: first art push %s, %s", fmtBytes(first.Bytes), fmtDur(firstT))
 	s3env, s3url, err := b.startS3()
-	defer testutil.StopMinIO()
+	defer minioserver.Stop()
 	var s3first, s3second remoteStats
 	var s3firstT, s3secondT time.Duration
 	if err != nil {

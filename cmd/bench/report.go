@@ -54,7 +54,7 @@ func (r *report) ovNote(format string, a ...any) {
 
 // generated is the first line of a generated part: the command and when.
 func (b *bench) generated(s *strings.Builder, took time.Duration) {
-	cmd := "go run ./bench"
+	cmd := "go run ./cmd/bench"
 	if len(b.cfg.args) > 0 {
 		cmd += " " + strings.Join(b.cfg.args, " ")
 	}
@@ -104,7 +104,7 @@ func (b *bench) overlayMarkdown(took time.Duration) string {
 }
 
 // revision names the commit art was built from, and whether files
-// outside bench/ and docs/ had uncommitted changes (the working tree is
+// outside cmd/bench/ and docs/ had uncommitted changes (the working tree is
 // what go build compiled).
 func (b *bench) revision() string {
 	out, err := exec.Command("git", "-C", b.module, "rev-parse", "--short", "HEAD").Output()
@@ -112,7 +112,7 @@ func (b *bench) revision() string {
 		return ""
 	}
 	rev := "commit " + strings.TrimSpace(string(out))
-	dirty, err := exec.Command("git", "-C", b.module, "status", "--porcelain", "--", ".", ":!bench", ":!docs").Output()
+	dirty, err := exec.Command("git", "-C", b.module, "status", "--porcelain", "--", ".", ":!cmd/bench", ":!docs").Output()
 	if err == nil && len(bytes.TrimSpace(dirty)) > 0 {
 		rev += " plus uncommitted changes"
 	}
