@@ -153,3 +153,9 @@ func TestLogGolden(t *testing.T) {
 		checkGolden(t, tc.golden, mustArt(t, tc.args...))
 	}
 }
+
+func TestLogGraphShow(t *testing.T) {
+	db := graphStore(t)
+	t.Log("\n" + mustArt(t, "log", "-d", db, "--graph", "--all"))
+	t.Log("\n" + mustArt(t, "log", "-d", db, "--graph"))
+}
