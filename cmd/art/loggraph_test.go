@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/journal"
 )
 
@@ -389,5 +390,102 @@ func TestLogGraphHTML(t *testing.T) {
 	}
 	if _, errs, code := art(t, "log", "-d", db, "--graph", "--events"); code != exitUsage {
 		t.Errorf("--graph with --events: exit %d %s, want usage", code, errs)
+	}
+}
+
+// TestLogGraphEndToEnd: two attempts run by art run on branches of one
+// store (real sandbox, real overlay), one merged into main (the merge
+// recorded as art merge records it: the marker, then the change), then
+// a checkout back and an undo; art log --graph --all draws the forks, the
+// merge and the jumps, its JSON names the parents, the HTML page holds
+// every op.
+func TestLogGraphEndToEnd(t *testing.T) {
+	testutil.RequireFUSE(t)
+	testutil.Require(t, "bwrap")
+	base := hostVisibleDir(t)
+	ws := populate(t, base)
+	db := filepath.Join(base, "ws.db")
+	mustRun(t, "push", "-q", "-m", ws, "-d", db)
+	mustRun(t, "run", "-m", ws, "-d", db, "--branch", "try-a", "-i=false", "-q", "--", "sh", "-c", "echo a >> main.py")
+	mustRun(t, "run", "-m", ws, "-d", db, "--branch", "try-b", "-i=false", "-q", "--", "sh", "-c", "echo b > b.txt")
+	mustRun(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo m > m.txt")
+
+	ctx := context.Background()
+	store, err := journal.Open(ctx, db, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := store.Head(ctx, "try-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	into, err := store.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mergeBase, ok, err := store.MergeBase(ctx, into, src)
+	if err != nil || !ok {
+		t.Fatalf("merge base of main and try-a: %v %v", ok, err)
+	}
+	merge, err := store.Do(ctx, "main", "merge", "merge try-a", func(tx *journal.Tx) error {
+		if err := tx.MarkMerge(src, "merge try-a"); err != nil {
+			return err
+		}
+		return journalWrite(tx, "merged.txt", "a\n")
+	})
+	store.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mergeBase.Snapshot.IsZero() {
+		t.Errorf("merge base @%d is not main's first snapshot", mergeBase.Seq)
+	}
+	mustRun(t, "checkout", "-d", db, "--branch", "try-b", "try-b~1")
+	mustRun(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo n > n.txt")
+	mustRun(t, "undo", "-d", db)
+
+	text := mustRun(t, "log", "-d", db, "--graph", "--all").stdout
+	t.Logf("art log --graph --all:\n%s", text)
+	for _, want := range []string{"├─", "╯", "merge try-a", "↶ back to op", "@ op"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("graph lacks %q", want)
+		}
+	}
+	var ops []journal.GraphOp
+	if err := json.Unmarshal([]byte(mustRun(t, "log", "-d", db, "--graph", "--all", "--json").stdout), &ops); err != nil {
+		t.Fatal(err)
+	}
+	byID := map[int64]journal.GraphOp{}
+	lastOf := map[string]int64{}
+	for _, o := range ops {
+		byID[o.ID] = o
+		if o.ID < merge.ID && o.ID > lastOf[o.Branch] {
+			lastOf[o.Branch] = o.ID
+		}
+	}
+	m := byID[merge.ID]
+	if len(m.Parents) != 2 || m.Parents[1] != lastOf["try-a"] || byID[m.Parents[0]].Branch != "main" {
+		t.Errorf("merge op %d: parents %v, want main's previous op and try-a's last (%d)", m.ID, m.Parents, lastOf["try-a"])
+	}
+	jumps := 0
+	for _, o := range ops {
+		if o.Kind == "branch" && o.Branch != "main" && (len(o.Parents) != 1 || byID[o.Parents[0]].Branch != "main") {
+			t.Errorf("%s's first op %d: parents %v, want one op of main", o.Branch, o.ID, o.Parents)
+		}
+		if o.Jump != 0 {
+			jumps++
+		}
+	}
+	if jumps != 2 {
+		t.Errorf("%d jumps, want 2 (the checkout and the undo)", jumps)
+	}
+	page := filepath.Join(t.TempDir(), "g.html")
+	mustRun(t, "log", "-d", db, "--graph", "--all", "--html", page)
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(b), "<circle"); got != len(ops) {
+		t.Errorf("page draws %d ops, want %d", got, len(ops))
 	}
 }
