@@ -269,6 +269,20 @@ func TestLogGraphRendering(t *testing.T) {
 ○ op 2    TIME  main     run       edit
 ○ op 1    TIME  main     branch    init
 `},
+		{"two attempts from one snapshot, both merged", []string{"w main", "s main", "b try-a main", "b try-b main", "w try-a", "w try-b", "m main try-a", "m main try-b"}, []string{"--all"}, `
+@ op 9    TIME  main     merge     merge try-b
+├─╮
+○ │ op 8    TIME  main     merge     merge try-a
+├─┼─╮
+│ ○ │ op 7    TIME  try-b    run       edit
+│ │ ○ op 6    TIME  try-a    run       edit
+│ ○ │ op 5    TIME  try-b    branch    create branch try-b from 73d5a1d3a638
+│ │ ○ op 4    TIME  try-a    branch    create branch try-a from 73d5a1d3a638
+├─┴─╯
+● op 3    TIME  main     snapshot  snap  snapshot 73d5a1d3a638
+○ op 2    TIME  main     run       edit
+○ op 1    TIME  main     branch    init
+`},
 		{"checkout back", []string{"w main", "b try main", "w try", "w try", "c try try"}, []string{"--all", "--branch", "try"}, `
 @ op 6    TIME  try      checkout  checkout main@2  ↶ to op 2 on main
 ○ op 5    TIME  try      run       edit
