@@ -17,7 +17,7 @@ var allKinds = []journal.EventKind{
 	journal.EvBranch, journal.EvCheckout, journal.EvSnapshot, journal.EvCreate, journal.EvMkdir,
 	journal.EvSymlink, journal.EvLink, journal.EvUnlink, journal.EvRmdir, journal.EvRename,
 	journal.EvSetattr, journal.EvWrite, journal.EvSetxattr, journal.EvRemovexattr, journal.EvBegin,
-	journal.EvEnd, journal.EvExec, journal.EvSyscall, journal.EvWriteData, journal.EvNet,
+	journal.EvEnd, journal.EvExec, journal.EvSyscall, journal.EvWriteData, journal.EvNet, journal.EvMerge,
 }
 
 func TestEventRoundTrip(t *testing.T) {
@@ -61,7 +61,7 @@ func TestEventRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []journal.EventKind{0, journal.EvNet + 1, 255} {
+	for _, k := range []journal.EventKind{0, journal.EvMerge + 1, 255} {
 		p := (&journal.Event{Kind: k}).Encode()
 		if _, err := journal.DecodeEvent(p); !errors.Is(err, journal.ErrCorrupt) {
 			t.Errorf("kind %d: %v, want ErrCorrupt", k, err)
@@ -142,6 +142,10 @@ func realPayloads(tb testing.TB, dir string) [][]byte {
 	if _, err := db.Checkout(ctx, "main", resolve(tb, db, "main~0")); err != nil {
 		tb.Fatal(err)
 	}
+	from := resolve(tb, db, "main~0")
+	if _, err := db.Do(ctx, "main", "merge", "merge", func(tx *journal.Tx) error { return tx.MarkMerge(from, "merge") }); err != nil {
+		tb.Fatal(err)
+	}
 	raw := rawSQL(tb, path)
 	rows, err := raw.Query(`SELECT payload FROM events ORDER BY seq`)
 	if err != nil {
@@ -197,7 +201,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		if q := ev.Encode(); !bytes.Equal(q, p) {
 			t.Fatalf("accepted payload re-encodes differently:\n in  %x\n out %x", p, q)
 		}
-		if ev.Kind == 0 || ev.Kind > journal.EvNet {
+		if ev.Kind == 0 || ev.Kind > journal.EvMerge {
 			t.Fatalf("accepted unknown kind %d", ev.Kind)
 		}
 	})

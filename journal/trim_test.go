@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -24,6 +25,22 @@ func packBytes(t testing.TB, path string) int64 {
 		n += st.Size()
 	}
 	return n
+}
+
+// grownPast waits (up to 10 s) for the store's packs to hold more than n
+// bytes and returns their size: a full staging buffer is written out by a
+// goroutine of its own, which a loaded machine may not have run yet when
+// the transaction that filled it rolls back.
+func grownPast(t testing.TB, path string, n int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := packBytes(t, path)
+		if got > n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // namedEnd is the end of the last range the store's rows name in any
@@ -67,7 +84,7 @@ func TestTrimPacks(t *testing.T) {
 	}
 
 	store(1, false)
-	if got := packBytes(t, path); got == 0 {
+	if got := grownPast(t, path, 0); got == 0 {
 		t.Fatal("the rolled-back transaction appended nothing to a pack: nothing to test")
 	}
 	freed, err := db.TrimPacks(ctx)
@@ -87,7 +104,7 @@ func TestTrimPacks(t *testing.T) {
 		t.Fatalf("committed: %d pack bytes, rows name %d", got, kept)
 	}
 	store(3, false)
-	if got := packBytes(t, path); got <= kept+4096 {
+	if got := grownPast(t, path, kept+4096); got <= kept+4096 {
 		t.Fatalf("the second rolled-back transaction appended nothing (%d bytes, %d before)", got, kept)
 	}
 	if _, err := db.TrimPacks(ctx); err != nil {

@@ -102,13 +102,16 @@ func (c *chainCheck) event(r chainRow) {
 		c.fail(r.seq, err.Error())
 		return
 	}
-	var evRoot []byte
-	if !ev.Root.IsZero() {
-		evRoot = ev.Root[:]
-	}
-	if ev.Branch != c.branch || ev.Op != r.op || int(ev.Kind) != r.kind || ev.Time != r.time || !bytes.Equal(evRoot, r.root) ||
+	if ev.Branch != c.branch || ev.Op != r.op || int(ev.Kind) != r.kind || ev.Time != r.time || !bytes.Equal(rootColumn(ev), r.root) ||
 		(isPathEvent(ev.Kind) && !bytes.Equal(ev.Path, r.path)) {
 		c.fail(r.seq, "event columns disagree with its hashed payload")
+	}
+	// An ancestry edge points back in time (DB.MergeBase walks them).
+	if (ev.Kind == EvBranch || ev.Kind == EvMerge) && ev.FromSeq >= r.seq {
+		c.fail(r.seq, fmt.Sprintf("%s event names a source @%d that is not older than itself", ev.Kind, ev.FromSeq))
+	}
+	if ev.Kind == EvMerge && (ev.FromBranch <= 0 || ev.FromSeq <= 0) {
+		c.fail(r.seq, "merge event names no source state")
 	}
 	if !ev.Root.IsZero() {
 		if _, ok := c.states.roots[ev.Root]; !ok {
