@@ -107,52 +107,12 @@ func (db *DB) Schema() int { return db.schema }
 // schema up to date. A store written by a newer art is refused with
 // migrations.ErrTooNew.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
-	if opts.Clock == nil {
-		opts.Clock = time.Now
+	sync, err := opts.fill()
+	if err != nil {
+		return nil, err
 	}
-	if opts.Durability == "" {
-		opts.Durability = DurabilityNormal
-	}
-	if opts.BusyTimeout == 0 {
-		opts.BusyTimeout = 30 * time.Second
-	}
-	if opts.LockDir == "" {
-		opts.LockDir = LockDir()
-	}
-	sync := "NORMAL"
-	switch opts.Durability {
-	case DurabilityNormal:
-	case DurabilityFull:
-		sync = "FULL"
-	default:
-		return nil, fmt.Errorf("durability %q: want normal or full", opts.Durability)
-	}
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && (!opts.Create || opts.ReadOnly):
-		return nil, fmt.Errorf("open store %s: %w", path, fs.ErrNotExist)
-	case errors.Is(err, fs.ErrNotExist):
-		// Create it ourselves so the file is private from the start: it
-		// holds every byte the agent wrote.
-		if lst, err := os.Lstat(path); err == nil && lst.Mode()&fs.ModeSymlink != 0 {
-			// A dangling link: SQLite would create the file at its
-			// target, and the store's other files could not be found.
-			return nil, fmt.Errorf("create store %s: a symbolic link to a missing file", path)
-		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("create store %s: %w", path, err)
-		}
-		if f != nil {
-			f.Close()
-		}
-	case err != nil:
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	case st.IsDir():
-		return nil, fmt.Errorf("open store %s: is a directory", path)
-	case !st.Mode().IsRegular():
-		// A FIFO or device would block or feed SQLite endless bytes.
-		return nil, fmt.Errorf("open store %s: not a regular file", path)
+	if err := storeFile(path, opts); err != nil {
+		return nil, err
 	}
 	// SQLite follows a symbolic link to the database (and keeps its WAL
 	// beside the target); the pack directory and the files a sandbox must
@@ -180,34 +140,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	} else if !canWrite(path) {
 		return nil, fmt.Errorf("open store %s: %w", path, ErrReadOnly)
 	}
-	q := url.Values{}
-	q.Set("_journal_mode", "WAL")
-	q.Set("_synchronous", sync)
-	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
-	q.Set("_foreign_keys", "0")
-	q.Set("_txlock", "immediate")
-	// Statements are re-prepared on every call through database/sql; the
-	// driver-side cache turns that into a lookup (measured 1.4x on
-	// re-ingest, 1.6x on reads).
-	q.Set("_stmt_cache_size", "64")
-	q.Set("_cache_size", "-32768") // 32 MiB of page cache per connection
-	w, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
+	db, err := openPools(path, opts, sync)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, err
 	}
-	w.SetMaxOpenConns(1)
-	w.SetConnMaxIdleTime(0)
-	q.Set("_txlock", "deferred")
-	q.Set("_query_only", "1")
-	r, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	r.SetMaxOpenConns(4)
-	packs := cas.OpenPacks(cas.PacksDir(path), false)
-	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock,
-		lockDir: opts.LockDir, held: map[string]*BranchLock{}}
+	w := db.w
 	err = w.PingContext(ctx)
 	var v int
 	if err == nil {
@@ -243,6 +180,97 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	db.markGeneration(ctx)
+	return db, nil
+}
+
+// fill sets opts' defaults and returns its durability as SQLite's
+// synchronous mode.
+func (opts *Options) fill() (string, error) {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Durability == "" {
+		opts.Durability = DurabilityNormal
+	}
+	if opts.BusyTimeout == 0 {
+		opts.BusyTimeout = 30 * time.Second
+	}
+	if opts.LockDir == "" {
+		opts.LockDir = LockDir()
+	}
+	switch opts.Durability {
+	case DurabilityNormal:
+		return "NORMAL", nil
+	case DurabilityFull:
+		return "FULL", nil
+	}
+	return "", fmt.Errorf("durability %q: want normal or full", opts.Durability)
+}
+
+// storeFile checks what is at path before SQLite sees it: a regular file,
+// or nothing, which it creates private (with opts.Create, not ReadOnly).
+func storeFile(path string, opts Options) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && (!opts.Create || opts.ReadOnly):
+		return fmt.Errorf("open store %s: %w", path, fs.ErrNotExist)
+	case errors.Is(err, fs.ErrNotExist):
+		// Create it ourselves so the file is private from the start: it
+		// holds every byte the agent wrote.
+		if lst, err := os.Lstat(path); err == nil && lst.Mode()&fs.ModeSymlink != 0 {
+			// A dangling link: SQLite would create the file at its
+			// target, and the store's other files could not be found.
+			return fmt.Errorf("create store %s: a symbolic link to a missing file", path)
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create store %s: %w", path, err)
+		}
+		if f != nil {
+			f.Close()
+		}
+	case err != nil:
+		return fmt.Errorf("open store %s: %w", path, err)
+	case st.IsDir():
+		return fmt.Errorf("open store %s: is a directory", path)
+	case !st.Mode().IsRegular():
+		// A FIFO or device would block or feed SQLite endless bytes.
+		return fmt.Errorf("open store %s: not a regular file", path)
+	}
+	return nil
+}
+
+// openPools opens the writer connection and the reader pool of the store
+// at path (a real path, not a link) in SQLite's synchronous mode synchronous.
+func openPools(path string, opts Options, synchronous string) (*DB, error) {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", synchronous)
+	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
+	q.Set("_foreign_keys", "0")
+	q.Set("_txlock", "immediate")
+	// Statements are re-prepared on every call through database/sql; the
+	// driver-side cache turns that into a lookup (measured 1.4x on
+	// re-ingest, 1.6x on reads).
+	q.Set("_stmt_cache_size", "64")
+	q.Set("_cache_size", "-32768") // 32 MiB of page cache per connection
+	w, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	q.Set("_txlock", "deferred")
+	q.Set("_query_only", "1")
+	r, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	packs := cas.OpenPacks(cas.PacksDir(path), false)
+	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock,
+		lockDir: opts.LockDir, held: map[string]*BranchLock{}}
 	return db, nil
 }
 

@@ -258,114 +258,173 @@ func (im *importer) read(tx *journal.Tx, e *hostEntry, hp string) (*hostRead, er
 	return r, nil
 }
 
-// entry decides host entry e of directory pl against the branch's node
-// old (if exists) and the import cache's record c (if cached), and returns
-// the place of a directory to recurse into.
-func (im *importer) entry(tx *journal.Tx, pl *place, e *hostEntry, hp string, old journal.Node, exists bool,
-	c journal.StatCache, cached bool) (*place, error) {
-	sp := pl.store + "/" + string(e.name)
-	var err error
+// pathState is one name of a directory as an import decides it: what the
+// host has there, what the branch has and what the last import recorded
+// of it, and what the import found out so far. The per-entry steps
+// (entry, keep, hostDir, hostLeaf, file, symlink, removeCaptured,
+// dropRemoved) share it rather than passing each part, and whether it
+// exists, as positional arguments.
+type pathState struct {
+	pl   *place     // the directory it is in (nil below a directory removeCaptured walks)
+	name []byte     // its name in that directory
+	e    *hostEntry // what the host has there; nil for a path only the branch has
+	hp   string     // host path ("" when e is nil)
+	sp   string     // store path: "/ws/src/main.go"
+
+	old    journal.Node // the branch's node at the path,
+	exists bool         // if the branch has one there
+
+	rec    journal.StatCache // the last import's record of the path,
+	cached bool              // if there is one
+
+	// r is the host content when deciding had to read it (a racy
+	// record); nil if not read yet.
+	r *hostRead
+	// same: the branch still has what the record says an import
+	// brought in (cached, exists and branchSame).
+	same bool
+	// branchChanged: in capture mode, the branch changed or made the
+	// path since the last import; cleared once a conflict about it has
+	// been reported.
+	branchChanged bool
+}
+
+// entry decides host entry ps.e against the branch's node and the import
+// cache's record, and returns the place of a directory to recurse into.
+func (im *importer) entry(tx *journal.Tx, ps *pathState) (*place, error) {
+	e := ps.e
 	if e.kind == cas.EntryDir {
-		if c, cached, err = dirRecord(tx, sp, c, cached); err != nil {
+		var err error
+		if ps.rec, ps.cached, err = dirRecord(tx, ps.sp, ps.rec, ps.cached); err != nil {
 			return nil, err
 		}
 	}
-	mode := e.st.Mode & 0o7777
-	if e.kind == cas.EntrySymlink {
-		mode = 0o777
+	hostSame, err := im.hostSame(tx, ps)
+	if err != nil {
+		return nil, err
 	}
-	// Did the host change the path since the last import?
-	hostSame := false
-	var r *hostRead
-	if cached && c.Kind == e.kind && (c.Mode == journal.ModeUnknown || c.Mode == mode) {
-		switch {
-		case e.kind == cas.EntryDir:
-			hostSame = true
-		case !c.Racy && statSame(c, &e.st):
-			hostSame = true
-		default:
-			if r, err = im.read(tx, e, hp); err != nil {
-				return nil, err
-			}
-			hostSame = r.id == c.Manifest && (c.Mode == journal.ModeUnknown || c.Mode == r.st.Mode&0o7777 || e.kind == cas.EntrySymlink)
-		}
-	}
-	same := cached && exists && branchSame(&old, c)
+	ps.same = ps.cached && ps.exists && branchSame(&ps.old, ps.rec)
 	// The branch changed (or made) the path since the last import.
-	branchMade := (cached && !same) || (!cached && exists)
-	if hostSame && (im.opts.Capture || same) {
+	branchMade := (ps.cached && !ps.same) || (!ps.cached && ps.exists)
+	if hostSame && (im.opts.Capture || ps.same) {
 		// The branch keeps whatever it did with the path (or, in push -m,
 		// is still what was imported).
-		return im.keep(tx, pl, e, hp, sp, old, exists, c, r, same)
+		return im.keep(tx, ps)
 	}
 	// The host changed the path. In capture mode the branch may have too.
-	branchChanged := im.opts.Capture && ((cached && !same) || (!cached && exists))
+	ps.branchChanged = im.opts.Capture && branchMade
 	if e.kind == cas.EntryDir {
-		sub, err := im.hostDir(tx, pl, e, hp, sp, old, exists, cached, branchChanged)
-		if err == nil && !im.opts.Capture && branchMade && (!exists || !old.IsDir() || old.Mode != e.st.Mode&0o7777) {
-			im.drop(pl, sp)
+		sub, err := im.hostDir(tx, ps)
+		if err == nil && !im.opts.Capture && branchMade && (!ps.exists || !ps.old.IsDir() || ps.old.Mode != e.st.Mode&0o7777) {
+			im.drop(ps.pl, ps.sp)
 			sub.dropped = true
 		}
 		return sub, err
 	}
-	exists0, old0 := exists, old
+	return nil, im.hostLeaf(tx, ps, branchMade)
+}
+
+// hostSame reports whether the host has not changed path ps since the last
+// import: same kind and mode as recorded and, for a file or symlink, a
+// stat equal to the record's that was not racy, or else the same content
+// (read now, into ps.r).
+func (im *importer) hostSame(tx *journal.Tx, ps *pathState) (bool, error) {
+	e, c := ps.e, ps.rec
+	mode := e.st.Mode & 0o7777
+	if e.kind == cas.EntrySymlink {
+		mode = 0o777
+	}
+	if !ps.cached || c.Kind != e.kind || (c.Mode != journal.ModeUnknown && c.Mode != mode) {
+		return false, nil
+	}
+	switch {
+	case e.kind == cas.EntryDir:
+		return true, nil
+	case !c.Racy && statSame(c, &e.st):
+		return true, nil
+	}
+	r, err := im.read(tx, e, ps.hp)
+	if err != nil {
+		return false, err
+	}
+	ps.r = r
+	return r.id == c.Manifest && (c.Mode == journal.ModeUnknown || c.Mode == r.st.Mode&0o7777 || e.kind == cas.EntrySymlink), nil
+}
+
+// hostLeaf brings in a host file or symlink that the host changed (or
+// made) since the last import. branchMade: the branch changed or made the
+// path since then too.
+func (im *importer) hostLeaf(tx *journal.Tx, ps *pathState, branchMade bool) error {
+	e, sp := ps.e, ps.sp
+	existed := ps.exists // the branch's node as it was: ps.exists is cleared once it is removed
 	switch e.kind {
 	case cas.EntryFile:
 		im.stats.Files++
 	case cas.EntrySymlink:
 		im.stats.Symlinks++
 	}
-	ok, err := im.ensure(tx, pl)
+	ok, err := im.ensure(tx, ps.pl)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ok {
 		im.conflict(sp, "branch", "changed on the host, below a directory the branch replaced")
-		return nil, nil
+		return nil
 	}
-	if exists && (old.Kind != e.kind || (e.kind == cas.EntryFile && e.st.Nlink == 1 && old.Nlink > 1)) {
-		if branchChanged && old.Kind != e.kind {
-			im.conflict(sp, "host", "changed on the host and replaced in the branch")
-			branchChanged = false
-		} else if im.opts.Capture && old.IsDir() {
-			changed, err := changedBelow(tx, sp, &old)
-			if err != nil {
-				return nil, err
-			}
-			if changed {
-				im.conflict(sp, "host", "replaced on the host, changed below in the branch")
-			}
+	if ps.exists && (ps.old.Kind != e.kind || (e.kind == cas.EntryFile && e.st.Nlink == 1 && ps.old.Nlink > 1)) {
+		if err := im.replaceOld(tx, ps); err != nil {
+			return err
 		}
-		if err := im.remove(tx, pl.ino, e.name, &old); err != nil {
-			return nil, err
-		}
-		if err := tx.DeleteStatCache(sp); err != nil {
-			return nil, err
-		}
-		exists = false
 	}
-	if !exists && cached && im.opts.Capture && branchChanged {
+	if !ps.exists && ps.cached && im.opts.Capture && ps.branchChanged {
 		im.conflict(sp, "host", "changed on the host, deleted or renamed in the branch (an edit beats a deletion)")
-		branchChanged = false
+		ps.branchChanged = false
 	}
-	a, err := entryAttr(hp, e)
+	a, err := entryAttr(ps.hp, e)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var rec journal.StatCache
 	if e.kind == cas.EntrySymlink {
-		rec, err = im.symlink(tx, pl.ino, e, hp, sp, a, old, exists, r, branchChanged)
+		rec, err = im.symlink(tx, ps, a)
 	} else {
-		rec, err = im.file(tx, pl.ino, e, hp, sp, a, old, exists, r, branchChanged)
+		rec, err = im.file(tx, ps, a)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if !im.opts.Capture && branchMade && (!exists0 || old0.Kind != e.kind || nodeContent(&old0) != rec.Manifest ||
-		(e.kind != cas.EntrySymlink && old0.Mode != rec.Mode)) {
-		im.drop(pl, sp)
+	if !im.opts.Capture && branchMade && (!existed || ps.old.Kind != e.kind || nodeContent(&ps.old) != rec.Manifest ||
+		(e.kind != cas.EntrySymlink && ps.old.Mode != rec.Mode)) {
+		im.drop(ps.pl, sp)
 	}
-	return nil, tx.SetStatCache(sp, rec)
+	return tx.SetStatCache(sp, rec)
+}
+
+// replaceOld removes the branch's node at path ps, which the host's file or
+// symlink replaces (another kind, or a file the branch hard-linked that
+// the host has under one name), with its record, reporting a conflict if
+// the branch had changed it.
+func (im *importer) replaceOld(tx *journal.Tx, ps *pathState) error {
+	if ps.branchChanged && ps.old.Kind != ps.e.kind {
+		im.conflict(ps.sp, "host", "changed on the host and replaced in the branch")
+		ps.branchChanged = false
+	} else if im.opts.Capture && ps.old.IsDir() {
+		changed, err := changedBelow(tx, ps.sp, &ps.old)
+		if err != nil {
+			return err
+		}
+		if changed {
+			im.conflict(ps.sp, "host", "replaced on the host, changed below in the branch")
+		}
+	}
+	if err := im.remove(tx, ps.pl.ino, ps.name, &ps.old); err != nil {
+		return err
+	}
+	if err := tx.DeleteStatCache(ps.sp); err != nil {
+		return err
+	}
+	ps.exists = false
+	return nil
 }
 
 // nodeContent is what an import record holds of branch node n's content:
@@ -391,10 +450,10 @@ func (im *importer) drop(pl *place, sp string) {
 	}
 }
 
-// dropRemoved names, in push -m --replace, branch entry n at store path p
-// that the host does not have, if the branch made or changed it since the
-// last import (record c).
-func (im *importer) dropRemoved(tx *journal.Tx, pl *place, p string, n *journal.Node, c journal.StatCache, cached bool) error {
+// dropRemoved names, in push -m --replace, branch entry ps that the host
+// does not have, if the branch made or changed it since the last import.
+func (im *importer) dropRemoved(tx *journal.Tx, ps *pathState) error {
+	pl, p, n, c, cached := ps.pl, ps.sp, &ps.old, ps.rec, ps.cached
 	if n.IsDir() {
 		var err error
 		if c, cached, err = dirRecord(tx, p, c, cached); err != nil {
@@ -415,9 +474,10 @@ func (im *importer) dropRemoved(tx *journal.Tx, pl *place, p string, n *journal.
 }
 
 // keep handles a host entry unchanged since the last import: the branch
-// keeps what it has; a racy record read again is brought up to date.
-func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string, old journal.Node, exists bool,
-	c journal.StatCache, r *hostRead, same bool) (*place, error) {
+// keeps what it has; a racy record read again (ps.r) is brought up to date.
+func (im *importer) keep(tx *journal.Tx, ps *pathState) (*place, error) {
+	pl, e, hp, sp, c, r, same := ps.pl, ps.e, ps.hp, ps.sp, ps.rec, ps.r, ps.same
+	old, exists := &ps.old, ps.exists
 	switch e.kind {
 	case cas.EntryDir:
 		im.stats.Dirs++
@@ -448,7 +508,7 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 		if err != nil {
 			return nil, err
 		}
-		return nil, im.syncNode(tx, &old, a)
+		return nil, im.syncNode(tx, old, a)
 	}
 	if r == nil {
 		return nil, nil
@@ -461,7 +521,7 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 		if err != nil {
 			return nil, err
 		}
-		if err := im.syncNode(tx, &old, a); err != nil {
+		if err := im.syncNode(tx, old, a); err != nil {
 			return nil, err
 		}
 	}
@@ -478,7 +538,9 @@ func (im *importer) keep(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string,
 // hostDir handles a host directory that is new or changed (its kind or
 // mode) since the last import: the branch has it from now on (in capture
 // mode, an edit beats the branch's deletion too).
-func (im *importer) hostDir(tx *journal.Tx, pl *place, e *hostEntry, hp, sp string, old journal.Node, exists, cached, branchChanged bool) (*place, error) {
+func (im *importer) hostDir(tx *journal.Tx, ps *pathState) (*place, error) {
+	pl, e, hp, sp, old := ps.pl, ps.e, ps.hp, ps.sp, &ps.old
+	exists, cached, branchChanged := ps.exists, ps.cached, ps.branchChanged
 	im.stats.Dirs++
 	sub := &place{parent: pl, name: e.name, host: hp, store: sp, st: e.st, sync: true}
 	switch {
@@ -488,7 +550,7 @@ func (im *importer) hostDir(tx *journal.Tx, pl *place, e *hostEntry, hp, sp stri
 		}
 		// The records below stay: what the host has there unchanged
 		// since the last capture is still what the branch deleted.
-		if err := im.remove(tx, pl.ino, e.name, &old); err != nil {
+		if err := im.remove(tx, pl.ino, e.name, old); err != nil {
 			return nil, err
 		}
 	case exists:
@@ -513,9 +575,11 @@ func (im *importer) hostDir(tx *journal.Tx, pl *place, e *hostEntry, hp, sp stri
 	return sub, tx.SetStatCache(sp, im.record(cas.EntryDir, &e.st, cas.ID{}))
 }
 
-// symlink brings a host symlink into the branch and returns its record.
-func (im *importer) symlink(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool,
-	r *hostRead, branchChanged bool) (journal.StatCache, error) {
+// symlink brings host symlink ps into the branch, with attributes a, and
+// returns its record.
+func (im *importer) symlink(tx *journal.Tx, ps *pathState, a journal.Attr) (journal.StatCache, error) {
+	dir, e, hp, sp, old, r := ps.pl.ino, ps.e, ps.hp, ps.sp, ps.old, ps.r
+	exists, branchChanged := ps.exists, ps.branchChanged
 	if r == nil {
 		var err error
 		if r, err = im.read(tx, e, hp); err != nil {
@@ -545,9 +609,11 @@ func (im *importer) symlink(tx *journal.Tx, dir int64, e *hostEntry, hp, sp stri
 	return im.record(cas.EntrySymlink, &r.st, r.id), nil
 }
 
-// file brings a host regular file into the branch and returns its record.
-func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string, a journal.Attr, old journal.Node, exists bool,
-	r *hostRead, branchChanged bool) (journal.StatCache, error) {
+// file brings host regular file ps into the branch, with attributes a,
+// and returns its record.
+func (im *importer) file(tx *journal.Tx, ps *pathState, a journal.Attr) (journal.StatCache, error) {
+	dir, e, hp, sp, old, r := ps.pl.ino, ps.e, ps.hp, ps.sp, &ps.old, ps.r
+	exists, branchChanged := ps.exists, ps.branchChanged
 	key := [2]uint64{e.st.Dev, e.st.Ino}
 	if e.st.Nlink > 1 {
 		if l, ok := im.links[key]; ok {
@@ -598,7 +664,7 @@ func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string,
 				im.conflict(sp, "host", "mode changed on the host and in the branch")
 			}
 			im.stats.Unchanged++
-			n = old
+			n = *old
 		}
 		if err := im.syncNode(tx, &n, a); err != nil {
 			return journal.StatCache{}, err
@@ -616,13 +682,13 @@ func (im *importer) file(tx *journal.Tx, dir int64, e *hostEntry, hp, sp string,
 	return im.record(cas.EntryFile, &r.st, r.id), nil
 }
 
-// removeCaptured handles, in capture mode, a branch entry at store path p
-// that the host no longer has. What an import brought in and the branch
-// has not changed since goes; what the branch created stays; what both
-// changed stays (an edit beats a deletion). A directory goes if all below
-// it went. It reports whether the entry is gone.
-func (im *importer) removeCaptured(tx *journal.Tx, dir int64, p string, name []byte, n *journal.Node,
-	c journal.StatCache, cached bool) (bool, error) {
+// removeCaptured handles, in capture mode, branch entry ps of directory
+// inode dir that the host no longer has. What an import brought in and the
+// branch has not changed since goes; what the branch created stays; what
+// both changed stays (an edit beats a deletion). A directory goes if all
+// below it went. It reports whether the entry is gone.
+func (im *importer) removeCaptured(tx *journal.Tx, dir int64, ps *pathState) (bool, error) {
+	p, name, n, c, cached := ps.sp, ps.name, &ps.old, ps.rec, ps.cached
 	var err error
 	if n.IsDir() {
 		if c, cached, err = dirRecord(tx, p, c, cached); err != nil {
@@ -646,8 +712,9 @@ func (im *importer) removeCaptured(tx *journal.Tx, dir int64, p string, name []b
 			return false, err
 		}
 		for i := range kids {
-			kc, kcached := sub[string(kids[i].Name)]
-			gone, err := im.removeCaptured(tx, n.Ino, p+"/"+string(kids[i].Name), kids[i].Name, &kids[i].Node, kc, kcached)
+			kid := &pathState{name: kids[i].Name, sp: p + "/" + string(kids[i].Name), old: kids[i].Node, exists: true}
+			kid.rec, kid.cached = sub[string(kids[i].Name)]
+			gone, err := im.removeCaptured(tx, n.Ino, kid)
 			if err != nil {
 				return false, err
 			}

@@ -374,7 +374,8 @@ func hostNames(r *os.Root, rel string) ([]string, error) {
 }
 
 // walk plans directory rel (tree id) whose host counterpart exists as a
-// directory when hostDir is set.
+// directory when hostDir is set: what the host has that the tree does not
+// goes (planExtras), then each entry of the tree is planned (planEntry).
 func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 	if err := ex.ctx.Err(); err != nil {
 		return err
@@ -384,116 +385,144 @@ func (ex *exporter) walk(rel string, id cas.ID, hostDir bool) error {
 		return fmt.Errorf("read %s: %w", termtext.Quote(ex.name+"/"+rel), err)
 	}
 	if hostDir {
-		names, err := hostNames(ex.root, relOrDot(rel))
-		if err != nil {
+		if err := ex.planExtras(rel, t); err != nil {
 			return err
-		}
-		for _, n := range names {
-			child := path.Join(rel, n)
-			if _, ok := t.Lookup([]byte(n)); ok || isPolicy(child) || ex.keep[child] || (rel == "" && strings.HasPrefix(n, stagingPrefix)) {
-				continue
-			}
-			ex.plan = append(ex.plan, action{kind: actRemove, rel: child})
 		}
 	}
 	for i := range t.Entries {
 		t.Entries[i] = ex.sanitize(t.Entries[i]) // t is this walk's own decoded copy
-		e := &t.Entries[i]
-		if err := cas.ValidName(e.Name); err != nil { // defence in depth: the decoder checks too
-			return fmt.Errorf("read %s: %w", termtext.Quote(ex.name+"/"+rel), err)
-		}
-		child := path.Join(rel, string(e.Name))
-		if isPolicy(child) {
-			ex.policyWarning(e)
-			continue
-		}
-		if rel == "" && strings.HasPrefix(string(e.Name), stagingPrefix) {
-			// The name is art's own (a pull's staging directory): a state
-			// holding one was not made by art, and writing it would let
-			// the store name what a later pull removes.
-			ex.stats.Skipped++
-			fmt.Fprintf(ex.warn, "warning: not writing %s from the store: %s* names are art's staging directories\n", termtext.Quote(child), stagingPrefix)
-			continue
-		}
-		if ex.keep[child] {
-			fmt.Fprintf(ex.warn, "warning: not replacing %s: it is the store being read\n", termtext.Quote(child))
-			ex.stats.Skipped++
-			continue
-		}
-		var st *syscall.Stat_t
-		if hostDir {
-			fi, err := ex.root.Lstat(child)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			if err == nil {
-				st = fi.Sys().(*syscall.Stat_t)
-			}
-		}
-		hostKind := cas.EntryKind(0)
-		if st != nil {
-			hostKind = kindOf(st.Mode)
-			if st.Mode&unix.S_IFMT == unix.S_IFIFO {
-				hostKind = cas.EntryFifo
-			}
-		}
-		if st != nil && hostKind != e.Kind {
-			ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
-			st = nil
-		}
-		// A symlink or fifo can be a hard link too, maybe to one outside
-		// the destination: its metadata is never changed in place; it is
-		// replaced by a new inode (cheap: no content). Files: planFile.
-		if st != nil && st.Nlink > 1 && (e.Kind == cas.EntrySymlink || e.Kind == cas.EntryFifo) {
-			ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
-			st = nil
-		}
-		label := termtext.Quote(ex.name + "/" + child)
-		switch e.Kind {
-		case cas.EntryDir:
-			ex.stats.Dirs++
-			fmt.Fprintf(ex.out, "DIR  %s\n", label)
-			if st == nil {
-				ex.plan = append(ex.plan, action{kind: actMkdir, rel: child, e: e})
-			}
-			if err := ex.walk(child, e.Target, st != nil); err != nil {
-				return err
-			}
-			ex.files = append(ex.files, pulledFile{rel: child, kind: cas.EntryDir})
-			ex.plan = append(ex.plan, hostMeta(child, e, st))
-		case cas.EntryFile:
-			ex.stats.Files++
-			fmt.Fprintf(ex.out, "FILE %s (%d bytes)\n", label, e.Size)
-			if err := ex.planFile(child, e, st); err != nil {
-				return err
-			}
-			ex.files = append(ex.files, pulledFile{child, cas.EntryFile, e.Target})
-		case cas.EntrySymlink:
-			ex.stats.Symlinks++
-			fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, termtext.QuotePath(e.Link))
-			if st != nil {
-				target, err := ex.root.Readlink(child)
-				if err != nil {
-					return err
-				}
-				if target != string(e.Link) {
-					ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
-					st = nil
-				}
-			}
-			if st == nil {
-				ex.plan = append(ex.plan, action{kind: actSymlink, rel: child, e: e})
-			}
-			ex.files = append(ex.files, pulledFile{child, cas.EntrySymlink, cas.Sum(e.Link)})
-			ex.plan = append(ex.plan, hostMeta(child, e, st))
-		case cas.EntryFifo:
-			if st == nil {
-				ex.plan = append(ex.plan, action{kind: actFifo, rel: child, e: e})
-			}
-			ex.plan = append(ex.plan, hostMeta(child, e, st))
+		if err := ex.planEntry(rel, &t.Entries[i], hostDir); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// planExtras plans the removal of what host directory rel has that tree t
+// does not (but the policy file, the store being read and a pull's staging
+// directories).
+func (ex *exporter) planExtras(rel string, t *cas.Tree) error {
+	names, err := hostNames(ex.root, relOrDot(rel))
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		child := path.Join(rel, n)
+		if _, ok := t.Lookup([]byte(n)); ok || isPolicy(child) || ex.keep[child] || (rel == "" && strings.HasPrefix(n, stagingPrefix)) {
+			continue
+		}
+		ex.plan = append(ex.plan, action{kind: actRemove, rel: child})
+	}
+	return nil
+}
+
+// planEntry plans tree entry e of directory rel (whose host counterpart
+// exists when hostDir is set), and walks into it if it is a directory.
+func (ex *exporter) planEntry(rel string, e *cas.Entry, hostDir bool) error {
+	if err := cas.ValidName(e.Name); err != nil { // defence in depth: the decoder checks too
+		return fmt.Errorf("read %s: %w", termtext.Quote(ex.name+"/"+rel), err)
+	}
+	child := path.Join(rel, string(e.Name))
+	if isPolicy(child) {
+		ex.policyWarning(e)
+		return nil
+	}
+	if rel == "" && strings.HasPrefix(string(e.Name), stagingPrefix) {
+		// The name is art's own (a pull's staging directory): a state
+		// holding one was not made by art, and writing it would let
+		// the store name what a later pull removes.
+		ex.stats.Skipped++
+		fmt.Fprintf(ex.warn, "warning: not writing %s from the store: %s* names are art's staging directories\n", termtext.Quote(child), stagingPrefix)
+		return nil
+	}
+	if ex.keep[child] {
+		fmt.Fprintf(ex.warn, "warning: not replacing %s: it is the store being read\n", termtext.Quote(child))
+		ex.stats.Skipped++
+		return nil
+	}
+	st, err := ex.hostStat(child, e, hostDir)
+	if err != nil {
+		return err
+	}
+	label := termtext.Quote(ex.name + "/" + child)
+	switch e.Kind {
+	case cas.EntryDir:
+		ex.stats.Dirs++
+		fmt.Fprintf(ex.out, "DIR  %s\n", label)
+		if st == nil {
+			ex.plan = append(ex.plan, action{kind: actMkdir, rel: child, e: e})
+		}
+		if err := ex.walk(child, e.Target, st != nil); err != nil {
+			return err
+		}
+		ex.files = append(ex.files, pulledFile{rel: child, kind: cas.EntryDir})
+		ex.plan = append(ex.plan, hostMeta(child, e, st))
+	case cas.EntryFile:
+		ex.stats.Files++
+		fmt.Fprintf(ex.out, "FILE %s (%d bytes)\n", label, e.Size)
+		if err := ex.planFile(child, e, st); err != nil {
+			return err
+		}
+		ex.files = append(ex.files, pulledFile{child, cas.EntryFile, e.Target})
+	case cas.EntrySymlink:
+		ex.stats.Symlinks++
+		fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, termtext.QuotePath(e.Link))
+		if st != nil {
+			target, err := ex.root.Readlink(child)
+			if err != nil {
+				return err
+			}
+			if target != string(e.Link) {
+				ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
+				st = nil
+			}
+		}
+		if st == nil {
+			ex.plan = append(ex.plan, action{kind: actSymlink, rel: child, e: e})
+		}
+		ex.files = append(ex.files, pulledFile{child, cas.EntrySymlink, cas.Sum(e.Link)})
+		ex.plan = append(ex.plan, hostMeta(child, e, st))
+	case cas.EntryFifo:
+		if st == nil {
+			ex.plan = append(ex.plan, action{kind: actFifo, rel: child, e: e})
+		}
+		ex.plan = append(ex.plan, hostMeta(child, e, st))
+	}
+	return nil
+}
+
+// hostStat returns the lstat of host path child, which entry e will be
+// written to, if the host has something there that the plan keeps (nil:
+// nothing, or something planned for removal: another kind, or a symlink
+// or fifo with other names).
+func (ex *exporter) hostStat(child string, e *cas.Entry, hostDir bool) (*syscall.Stat_t, error) {
+	if !hostDir {
+		return nil, nil
+	}
+	fi, err := ex.root.Lstat(child)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	hostKind := kindOf(st.Mode)
+	if st.Mode&unix.S_IFMT == unix.S_IFIFO {
+		hostKind = cas.EntryFifo
+	}
+	if hostKind != e.Kind {
+		ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
+		return nil, nil
+	}
+	// A symlink or fifo can be a hard link too, maybe to one outside
+	// the destination: its metadata is never changed in place; it is
+	// replaced by a new inode (cheap: no content). Files: planFile.
+	if st.Nlink > 1 && (e.Kind == cas.EntrySymlink || e.Kind == cas.EntryFifo) {
+		ex.plan = append(ex.plan, action{kind: actRemove, rel: child, replace: true})
+		return nil, nil
+	}
+	return st, nil
 }
 
 // measure refuses a workspace tree that expands past the export's

@@ -247,39 +247,14 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
+// run imports host directory abs, the workspace: its directory in the
+// branch (workspaceDir), every directory below it (dir), then the
+// workspace directory's own attributes and the snapshot (finish).
 func (im *importer) run(abs string) error {
 	var wsIno int64
 	err := im.batch.Update(im.ctx, func(tx *journal.Tx) error {
-		a, err := hostAttr(abs, nil)
-		if err != nil {
-			return err
-		}
-		n, err := tx.Lookup(journal.RootIno, []byte(im.name))
-		switch {
-		case err == nil && n.IsDir():
-		case err == nil:
-			if err := tx.RemoveAll(journal.RootIno, []byte(im.name)); err != nil {
-				return err
-			}
-			fallthrough
-		case errors.Is(err, os.ErrNotExist):
-			if n, err = tx.Create(journal.RootIno, []byte(im.name), a); err != nil {
-				return err
-			}
-		default:
-			return err
-		}
-		wsIno = n.Ino
-		if !im.opts.Capture {
-			if im.settled, err = pushSettled(tx, "/"+im.name, wsIno); err != nil {
-				return err
-			}
-		}
-		var whole bool
-		im.cache, whole, err = tx.StatCacheTree("/"+im.name, cacheLimit)
-		if !whole {
-			im.cache = nil
-		}
+		var err error
+		wsIno, err = im.workspaceDir(tx, abs)
 		return err
 	})
 	if err != nil {
@@ -299,79 +274,124 @@ func (im *importer) run(abs string) error {
 		im.la = startLookahead(im.ctx, im.db.Objects(), abs, "/"+im.name, im.skip, im.cache)
 		im.cache = nil
 	}
-	err = im.dir(abs, &place{host: abs, store: "/" + im.name, ino: wsIno})
+	err = im.dir(&place{host: abs, store: "/" + im.name, ino: wsIno})
 	im.la.finish()
 	im.la = nil
 	if err != nil {
 		return err
 	}
 	return im.batch.Update(im.ctx, func(tx *journal.Tx) error {
-		// The workspace directory's own attributes last: importing its
-		// children does not touch them. A capture takes them only if the
-		// host changed its mode since the last one.
-		var st unix.Stat_t
-		if err := unix.Lstat(abs, &st); err != nil {
-			return &os.PathError{Op: "lstat", Path: abs, Err: err}
+		return im.finish(tx, abs, wsIno)
+	})
+}
+
+// workspaceDir makes sure the branch has the workspace's directory
+// /<name> (replacing anything else there) and returns its inode. It reads
+// the push -m mark (settled) and the import records of the whole
+// workspace if they are few enough (importer.cache).
+func (im *importer) workspaceDir(tx *journal.Tx, abs string) (int64, error) {
+	a, err := hostAttr(abs, nil)
+	if err != nil {
+		return 0, err
+	}
+	n, err := tx.Lookup(journal.RootIno, []byte(im.name))
+	switch {
+	case err == nil && n.IsDir():
+	case err == nil:
+		if err := tx.RemoveAll(journal.RootIno, []byte(im.name)); err != nil {
+			return 0, err
 		}
-		c, cached, err := tx.ImportRecord("/" + im.name)
+		fallthrough
+	case errors.Is(err, os.ErrNotExist):
+		if n, err = tx.Create(journal.RootIno, []byte(im.name), a); err != nil {
+			return 0, err
+		}
+	default:
+		return 0, err
+	}
+	if !im.opts.Capture {
+		if im.settled, err = pushSettled(tx, "/"+im.name, n.Ino); err != nil {
+			return 0, err
+		}
+	}
+	var whole bool
+	im.cache, whole, err = tx.StatCacheTree("/"+im.name, cacheLimit)
+	if !whole {
+		im.cache = nil
+	}
+	return n.Ino, err
+}
+
+// finish ends the import of workspace abs (branch directory wsIno): the
+// workspace directory's own attributes, the end event and snapshot (none
+// when SkipUnchanged finds nothing changed), and the workspace's record,
+// with the push -m mark when the branch is now the host's.
+func (im *importer) finish(tx *journal.Tx, abs string, wsIno int64) error {
+	// The workspace directory's own attributes last: importing its
+	// children does not touch them. A capture takes them only if the
+	// host changed its mode since the last one.
+	var st unix.Stat_t
+	if err := unix.Lstat(abs, &st); err != nil {
+		return &os.PathError{Op: "lstat", Path: abs, Err: err}
+	}
+	c, cached, err := tx.ImportRecord("/" + im.name)
+	if err != nil {
+		return err
+	}
+	rec := im.record(cas.EntryDir, &st, cas.ID{})
+	if !im.opts.Capture || !cached || c.Mode != rec.Mode {
+		a, err := hostAttr(abs, &st)
 		if err != nil {
 			return err
 		}
-		rec := im.record(cas.EntryDir, &st, cas.ID{})
-		if !im.opts.Capture || !cached || c.Mode != rec.Mode {
-			a, err := hostAttr(abs, &st)
-			if err != nil {
-				return err
-			}
-			if err := im.syncAttr(tx, wsIno, a); err != nil {
-				return err
-			}
-		}
-		if im.opts.SkipUnchanged && im.op.LeadPending() {
-			// Nothing changed in the branch: no end, no snapshot, if the
-			// head is one already (else the session needs one to start
-			// from).
-			snap, ok, err := tx.HeadSnapshot()
-			if err != nil {
-				return err
-			}
-			if ok {
-				im.stats.Snapshot, im.stats.NothingChanged = snap, true
-				if !cached || c != rec {
-					return tx.SetStatCache("/"+im.name, rec)
-				}
-				return nil
-			}
-		}
-		msg := im.opts.Message
-		if msg == "" {
-			msg = "push " + abs
-		}
-		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Text: msg}); err != nil {
+		if err := im.syncAttr(tx, wsIno, a); err != nil {
 			return err
 		}
-		if im.stats.Snapshot, err = tx.Snapshot(msg); err != nil {
+	}
+	if im.opts.SkipUnchanged && im.op.LeadPending() {
+		// Nothing changed in the branch: no end, no snapshot, if the
+		// head is one already (else the session needs one to start
+		// from).
+		snap, ok, err := tx.HeadSnapshot()
+		if err != nil {
 			return err
 		}
-		if !im.opts.Capture && im.stats.Conflicts == 0 {
-			// The branch's workspace is now the host's: say so, with the
-			// tree it has now, for the next push -m (pushSettled). A
-			// capture leaves the mark out: the branch keeps its own.
-			tree, clean, err := tx.DirTree(wsIno)
-			if err != nil {
-				return err
+		if ok {
+			im.stats.Snapshot, im.stats.NothingChanged = snap, true
+			if !cached || c != rec {
+				return tx.SetStatCache("/"+im.name, rec)
 			}
-			if clean {
-				rec = pushMark(rec, tree, im.start.UnixNano())
-			}
+			return nil
 		}
-		if !cached || c != rec {
-			if err := tx.SetStatCache("/"+im.name, rec); err != nil {
-				return err
-			}
+	}
+	msg := im.opts.Message
+	if msg == "" {
+		msg = "push " + abs
+	}
+	if err := tx.Record(journal.Event{Kind: journal.EvEnd, Text: msg}); err != nil {
+		return err
+	}
+	if im.stats.Snapshot, err = tx.Snapshot(msg); err != nil {
+		return err
+	}
+	if !im.opts.Capture && im.stats.Conflicts == 0 {
+		// The branch's workspace is now the host's: say so, with the
+		// tree it has now, for the next push -m (pushSettled). A
+		// capture leaves the mark out: the branch keeps its own.
+		tree, clean, err := tx.DirTree(wsIno)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		if clean {
+			rec = pushMark(rec, tree, im.start.UnixNano())
+		}
+	}
+	if !cached || c != rec {
+		if err := tx.SetStatCache("/"+im.name, rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hostEntry is one lstat'ed name in a host directory.
@@ -513,137 +533,23 @@ func getXattr(path, name string) ([]byte, error) {
 	}
 }
 
-// dir imports one host directory, at place pl in the branch, and recurses.
-func (im *importer) dir(hostPath string, pl *place) error {
+// dir imports one host directory, at place pl in the branch, and recurses:
+// it lists the host directory (hostListing), decides every entry in one
+// step of the batch (decideDir), then imports each subdirectory
+// (subdirs).
+func (im *importer) dir(pl *place) error {
 	if err := im.ctx.Err(); err != nil {
 		return err
 	}
-	var host []hostEntry
-	var listed map[string]journal.StatCache // the lookahead's records of the directory
-	if l := im.la.next(hostPath); l != nil {
-		if l.err != nil {
-			return l.err
-		}
-		host, listed = l.ents, l.cache
-	} else {
-		var err error
-		if host, err = readHostDir(hostPath); err != nil {
-			return err
-		}
+	host, listed, err := im.hostListing(pl.host)
+	if err != nil {
+		return err
 	}
 	var subs []*place
-	err := im.batch.Update(im.ctx, func(tx *journal.Tx) error {
-		subs = subs[:0]
-		var cache map[string]journal.StatCache
-		if listed != nil {
-			cache = listed
-		} else if im.cache != nil {
-			cache = im.cache[pl.store]
-			delete(im.cache, pl.store) // read once: see importer.cache
-			if cache == nil {
-				cache = map[string]journal.StatCache{}
-			}
-		} else {
-			var err error
-			if cache, err = tx.StatCacheDir(pl.store); err != nil {
-				return err
-			}
-		}
-		if im.allKept(pl, hostPath, host, cache) {
-			// Nothing of the host changed here: a capture keeps whatever
-			// the branch has, a push -m has it already (allKept), so its
-			// listing is not read.
-			for i := range host {
-				e := &host[i]
-				hp := filepath.Join(hostPath, string(e.name))
-				if im.ignored(pl, e, hp) {
-					continue
-				}
-				sp := pl.store + "/" + string(e.name)
-				sub, err := im.keep(tx, pl, e, hp, sp, journal.Node{}, false, cache[string(e.name)], nil, false)
-				if err != nil {
-					return err
-				}
-				if sub != nil {
-					sub.lazy = true // whether the branch has it is looked up if needed
-					sub.sync = !im.opts.Capture && nsOf(e.st.Ctim) >= im.settled
-					subs = append(subs, sub)
-				}
-			}
-			return nil
-		}
-		if err := im.resolve(tx, pl); err != nil {
-			return err
-		}
-		var have []journal.Dirent
-		if pl.ino != 0 {
-			var err error
-			if have, err = tx.ReadDir(pl.ino); err != nil {
-				return err
-			}
-		}
-		byName := make(map[string]journal.Node, len(have))
-		for _, d := range have {
-			byName[string(d.Name)] = d.Node
-		}
-		if im.la == nil {
-			if cands := im.prefetchable(pl, hostPath, host, cache); len(cands) >= 2 {
-				im.pf = startPrefetch(im.ctx, im.db.Objects(), cands)
-				defer func() {
-					im.pf.finish()
-					im.pf = nil
-				}()
-			}
-		}
-		seen := make(map[string]bool, len(host))
-		for i := range host {
-			e := &host[i]
-			hp := filepath.Join(hostPath, string(e.name))
-			if im.ignored(pl, e, hp) {
-				continue
-			}
-			seen[string(e.name)] = true
-			old, exists := byName[string(e.name)]
-			c, cached := cache[string(e.name)]
-			sub, err := im.entry(tx, pl, e, hp, old, exists, c, cached)
-			if err != nil {
-				return err
-			}
-			if sub != nil {
-				subs = append(subs, sub)
-			}
-		}
-		for _, d := range have {
-			if seen[string(d.Name)] {
-				continue
-			}
-			c, cached := cache[string(d.Name)]
-			p := pl.store + "/" + string(d.Name)
-			if im.opts.Capture {
-				if _, err := im.removeCaptured(tx, pl.ino, p, d.Name, &d.Node, c, cached); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := im.dropRemoved(tx, pl, p, &d.Node, c, cached); err != nil {
-				return err
-			}
-			if err := im.remove(tx, pl.ino, d.Name, &d.Node); err != nil {
-				return err
-			}
-			if err := tx.DeleteStatCache(p); err != nil {
-				return err
-			}
-		}
-		// What imports recorded of paths neither side has any more.
-		for name := range cache {
-			if _, ok := byName[name]; !ok && !seen[name] {
-				if err := tx.DeleteStatCache(pl.store + "/" + name); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	err = im.batch.Update(im.ctx, func(tx *journal.Tx) error {
+		var err error
+		subs, err = im.decideDir(tx, pl, host, listed)
+		return err
 	})
 	if err != nil {
 		return err
@@ -651,8 +557,195 @@ func (im *importer) dir(hostPath string, pl *place) error {
 	if im.opts.Progress != nil {
 		im.opts.Progress(im.stats)
 	}
+	return im.subdirs(subs)
+}
+
+// hostListing returns the entries of host directory hostPath, sorted by
+// name: the lookahead's listing if it walked there, with the import
+// records it read of the directory (listed; nil otherwise), or read now.
+func (im *importer) hostListing(hostPath string) (host []hostEntry, listed map[string]journal.StatCache, err error) {
+	if l := im.la.next(hostPath); l != nil {
+		if l.err != nil {
+			return nil, nil, l.err
+		}
+		return l.ents, l.cache, nil
+	}
+	host, err = readHostDir(hostPath)
+	return host, nil, err
+}
+
+// decideDir brings host directory pl's entries (host) into the branch
+// and returns its subdirectories to import next.
+func (im *importer) decideDir(tx *journal.Tx, pl *place, host []hostEntry, listed map[string]journal.StatCache) ([]*place, error) {
+	cache, err := im.dirRecords(tx, pl, listed)
+	if err != nil {
+		return nil, err
+	}
+	if im.allKept(pl, pl.host, host, cache) {
+		// Nothing of the host changed here: a capture keeps whatever the
+		// branch has, a push -m has it already (allKept), so its listing
+		// is not read.
+		return im.keepAll(tx, pl, host, cache)
+	}
+	return im.changedDir(tx, pl, host, cache)
+}
+
+// dirRecords returns the import records of directory pl by name: the
+// lookahead's (listed) if it read them, else from the records of the whole
+// workspace read at the start (each directory's part once: see
+// importer.cache), else read now.
+func (im *importer) dirRecords(tx *journal.Tx, pl *place, listed map[string]journal.StatCache) (map[string]journal.StatCache, error) {
+	if listed != nil {
+		return listed, nil
+	}
+	if im.cache == nil {
+		return tx.StatCacheDir(pl.store)
+	}
+	cache := im.cache[pl.store]
+	delete(im.cache, pl.store) // read once: see importer.cache
+	if cache == nil {
+		cache = map[string]journal.StatCache{}
+	}
+	return cache, nil
+}
+
+// keepAll is decideDir for a directory allKept keeps whole: every entry
+// is kept (keep), without the branch's listing.
+func (im *importer) keepAll(tx *journal.Tx, pl *place, host []hostEntry, cache map[string]journal.StatCache) ([]*place, error) {
+	var subs []*place
+	var ps pathState // one for the directory: keep does not hold on to it
+	for i := range host {
+		e := &host[i]
+		hp := filepath.Join(pl.host, string(e.name))
+		if im.ignored(pl, e, hp) {
+			continue
+		}
+		ps = pathState{pl: pl, name: e.name, e: e, hp: hp, sp: pl.store + "/" + string(e.name)}
+		ps.rec, ps.cached = cache[string(e.name)]
+		sub, err := im.keep(tx, &ps)
+		if err != nil {
+			return nil, err
+		}
+		if sub != nil {
+			sub.lazy = true // whether the branch has it is looked up if needed
+			sub.sync = !im.opts.Capture && nsOf(e.st.Ctim) >= im.settled
+			subs = append(subs, sub)
+		}
+	}
+	return subs, nil
+}
+
+// changedDir is decideDir for a directory where something may have
+// changed: each host entry is decided against the branch's listing
+// (hostEntries), what only the branch has is removed or kept
+// (branchOnly), and records of paths neither side has are deleted.
+func (im *importer) changedDir(tx *journal.Tx, pl *place, host []hostEntry, cache map[string]journal.StatCache) ([]*place, error) {
+	if err := im.resolve(tx, pl); err != nil {
+		return nil, err
+	}
+	var have []journal.Dirent
+	if pl.ino != 0 {
+		var err error
+		if have, err = tx.ReadDir(pl.ino); err != nil {
+			return nil, err
+		}
+	}
+	byName := make(map[string]journal.Node, len(have))
+	for _, d := range have {
+		byName[string(d.Name)] = d.Node
+	}
+	if im.la == nil {
+		if cands := im.prefetchable(pl, pl.host, host, cache); len(cands) >= 2 {
+			im.pf = startPrefetch(im.ctx, im.db.Objects(), cands)
+			defer func() {
+				im.pf.finish()
+				im.pf = nil
+			}()
+		}
+	}
+	subs, seen, err := im.hostEntries(tx, pl, host, byName, cache)
+	if err != nil {
+		return nil, err
+	}
+	if err := im.branchOnly(tx, pl, have, seen, cache); err != nil {
+		return nil, err
+	}
+	// What imports recorded of paths neither side has any more.
+	for name := range cache {
+		if _, ok := byName[name]; !ok && !seen[name] {
+			if err := tx.DeleteStatCache(pl.store + "/" + name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return subs, nil
+}
+
+// hostEntries decides each host entry of directory pl (entry) against
+// the branch's node of that name (byName) and its import record (cache).
+// It returns the subdirectories to import and the names it decided.
+func (im *importer) hostEntries(tx *journal.Tx, pl *place, host []hostEntry, byName map[string]journal.Node,
+	cache map[string]journal.StatCache) ([]*place, map[string]bool, error) {
+	var subs []*place
+	seen := make(map[string]bool, len(host))
+	var ps pathState // one for the directory: entry does not hold on to it
+	for i := range host {
+		e := &host[i]
+		hp := filepath.Join(pl.host, string(e.name))
+		if im.ignored(pl, e, hp) {
+			continue
+		}
+		seen[string(e.name)] = true
+		ps = pathState{pl: pl, name: e.name, e: e, hp: hp, sp: pl.store + "/" + string(e.name)}
+		ps.old, ps.exists = byName[string(e.name)]
+		ps.rec, ps.cached = cache[string(e.name)]
+		sub, err := im.entry(tx, &ps)
+		if err != nil {
+			return nil, nil, err
+		}
+		if sub != nil {
+			subs = append(subs, sub)
+		}
+	}
+	return subs, seen, nil
+}
+
+// branchOnly handles the entries of the branch's directory pl (have) that
+// the host does not have (not seen): a capture removes what the branch has
+// not changed since the last import (removeCaptured); a push -m removes
+// them all, naming what the branch had made or changed (dropRemoved).
+func (im *importer) branchOnly(tx *journal.Tx, pl *place, have []journal.Dirent, seen map[string]bool,
+	cache map[string]journal.StatCache) error {
+	for _, d := range have {
+		if seen[string(d.Name)] {
+			continue
+		}
+		ps := pathState{pl: pl, name: d.Name, sp: pl.store + "/" + string(d.Name), old: d.Node, exists: true}
+		ps.rec, ps.cached = cache[string(d.Name)]
+		if im.opts.Capture {
+			if _, err := im.removeCaptured(tx, pl.ino, &ps); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := im.dropRemoved(tx, &ps); err != nil {
+			return err
+		}
+		if err := im.remove(tx, pl.ino, d.Name, &d.Node); err != nil {
+			return err
+		}
+		if err := tx.DeleteStatCache(ps.sp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subdirs imports each subdirectory decideDir returned (dir), and then
+// takes the host directory's attributes where the place says to (sync).
+func (im *importer) subdirs(subs []*place) error {
 	for _, s := range subs {
-		if err := im.dir(s.host, s); err != nil {
+		if err := im.dir(s); err != nil {
 			return err
 		}
 		if !s.sync || (!s.lazy && s.ino == 0) {

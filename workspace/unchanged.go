@@ -104,34 +104,8 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 		if err != nil {
 			return err
 		}
-		var st unix.Stat_t
-		if opts.Capture {
-			// A capture keeps whatever the branch has wherever the host
-			// is unchanged (no mark needed), and takes the workspace
-			// directory's attributes only if its mode changed.
-			if err := unix.Lstat(abs, &st); err != nil {
-				return &os.PathError{Op: "lstat", Path: abs, Err: err}
-			}
-			c, ok, err := tx.ImportRecord("/" + name)
-			if err != nil || !ok {
-				return orChanged(err)
-			}
-			if st.Mode&unix.S_IFMT != unix.S_IFDIR || c.Kind != cas.EntryDir || c.Mode != st.Mode&0o7777 {
-				return errChanged
-			}
-		} else {
-			if im.settled, err = pushSettled(tx, "/"+name, n.Ino); err != nil || im.settled == 0 {
-				return orChanged(err)
-			}
-			settled.Store(im.settled)
-			// The workspace directory: Import takes its host attributes at
-			// the end and rewrites its record if its inode or mode moved.
-			if err := unix.Lstat(abs, &st); err != nil {
-				return &os.PathError{Op: "lstat", Path: abs, Err: err}
-			}
-			if err := im.unchangedTop(tx, abs, name, &st, &n); err != nil {
-				return err
-			}
+		if err := im.unchangedWorkspace(tx, abs, &n, &settled); err != nil {
+			return err
 		}
 		var whole bool
 		if im.cache, whole, err = tx.StatCacheStats("/"+name, cacheLimit); err != nil {
@@ -154,6 +128,45 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 	io.Copy(orDiscard(opts.Warn), &warn)
 	im.stats.NothingChanged = true
 	return im.stats, true, nil
+}
+
+// unchangedWorkspace fails with errChanged where an Import would write
+// to the workspace directory abs itself (branch node n): a capture whose
+// record of it is missing or of another mode; a push -m without the mark
+// of the last push -m (whose settled time it stores) or that would take
+// the directory's attributes again.
+func (im *importer) unchangedWorkspace(tx *journal.Tx, abs string, n *journal.Node, settled *atomic.Int64) error {
+	var st unix.Stat_t
+	if im.opts.Capture {
+		// A capture keeps whatever the branch has wherever the host
+		// is unchanged (no mark needed), and takes the workspace
+		// directory's attributes only if its mode changed.
+		if err := unix.Lstat(abs, &st); err != nil {
+			return &os.PathError{Op: "lstat", Path: abs, Err: err}
+		}
+		c, ok, err := tx.ImportRecord("/" + im.name)
+		if err != nil || !ok {
+			return orChanged(err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || c.Kind != cas.EntryDir || c.Mode != st.Mode&0o7777 {
+			return errChanged
+		}
+	} else {
+		var err error
+		if im.settled, err = pushSettled(tx, "/"+im.name, n.Ino); err != nil || im.settled == 0 {
+			return orChanged(err)
+		}
+		settled.Store(im.settled)
+		// The workspace directory: Import takes its host attributes at
+		// the end and rewrites its record if its inode or mode moved.
+		if err := unix.Lstat(abs, &st); err != nil {
+			return &os.PathError{Op: "lstat", Path: abs, Err: err}
+		}
+		if err := im.unchangedTop(tx, abs, im.name, &st, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unchangedTop fails with errChanged where a push -m (not a capture)
