@@ -202,6 +202,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 func (s *Session) Close(ctx context.Context) error {
 	var failed error
 	if s.FS != nil {
+		if phase.On() {
+			phase.Note("overlay: %+v", s.FS.Stats())
+		}
 		end := phase.Start("overlay unmount")
 		err := s.FS.Unmount(ctx)
 		end()
