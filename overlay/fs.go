@@ -48,7 +48,7 @@ type Options struct {
 	// KeepCopies bounds the disk space (bytes) of clean private copies
 	// kept after the kernel forgets their files, so a later open reuses
 	// one instead of copying the file out of the store again (kept.go).
-	// 0: 1 GiB, or a quarter of the upper directory's free space at
+	// 0: 8 GiB, or a quarter of the upper directory's free space at
 	// mount if less; negative: keep none.
 	KeepCopies int64
 	// Debug logs every FUSE request (to Log).

@@ -35,8 +35,12 @@ import (
 // first out) and emptied at unmount, with the upper directory.
 
 // defaultKeptMax bounds the kept copies when Options.KeepCopies is 0; a
-// quarter of the upper directory's free space at mount, if less.
-const defaultKeptMax = 1 << 30
+// quarter of the upper directory's free space at mount, if less. A kept
+// copy takes no more space than the file took while it was open, and a
+// copy the cache turns away costs a whole copy-out at the next open: at
+// 1 GiB, a 2 GiB file written and read again in one session (the kernel
+// forgot it between) was read at a quarter of the disk's speed.
+const defaultKeptMax = 8 << 30
 
 // keptCopies is the cache. Its zero value keeps nothing.
 type keptCopies struct {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,17 +109,36 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	s.undo = append(s.undo, func() { lock.Release() })
 
 	end()
+	// What does not depend on the capture runs beside it: cleaning up
+	// after killed sessions (globs of the state directory and the
+	// temporary directories) and the space reserve, each about a
+	// millisecond of a tiny run's start. Its messages follow the
+	// capture's, as when it ran after it.
+	var cleaned bytes.Buffer
+	var reserve *os.File
+	aside := make(chan struct{})
+	go func() {
+		defer close(aside)
+		defer phase.Start("clean stale, reserve space (beside the capture)")()
+		CleanStale(base, &cleaned)
+		reserve = reserveSpace(filepath.Dir(db.Path()), reserveBytes)
+	}()
+	joinAside := func() {
+		<-aside
+		s.warn.Write(cleaned.Bytes())
+		if reserve != nil {
+			s.undo = append(s.undo, func() { reserve.Close() })
+		}
+	}
 	end = phase.Start("capture")
 	st, err := Capture(ctx, db, o.Workspace, s.Branch, "capture workspace", o.Warn, o.Progress)
+	end()
+	joinAside()
 	if err != nil {
 		return s, err
 	}
 	s.Before, s.Capture = st.Snapshot, st
-	end()
 
-	end = phase.Start("clean stale")
-	CleanStale(base, o.warn())
-	end()
 	end = phase.Start("session dir, lock, upper dir")
 	dir, err := os.MkdirTemp(base, "session-")
 	if err != nil {
@@ -136,9 +156,6 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		return s, err
 	}
 	s.undo = append(s.undo, func() { alive.Close() })
-	if r := reserveSpace(filepath.Dir(db.Path()), reserveBytes); r != nil {
-		s.undo = append(s.undo, func() { r.Close() })
-	}
 	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
 		return s, err
 	}
@@ -203,6 +220,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 func (s *Session) Close(ctx context.Context) error {
 	var failed error
 	if s.FS != nil {
+		if phase.On() {
+			phase.Note("overlay: %+v", s.FS.Stats())
+		}
 		end := phase.Start("overlay unmount")
 		err := s.FS.Unmount(ctx)
 		end()

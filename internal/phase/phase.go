@@ -24,6 +24,7 @@ var (
 
 	mu    sync.Mutex
 	steps []step
+	notes []string
 )
 
 type step struct {
@@ -49,6 +50,17 @@ func Start(name string) (end func()) {
 	}
 }
 
+// Note adds a line of counters (what a step did: the overlay's opens,
+// copies, store reads) to the report; nothing when off.
+func Note(format string, args ...any) {
+	if !on {
+		return
+	}
+	mu.Lock()
+	notes = append(notes, fmt.Sprintf(format, args...))
+	mu.Unlock()
+}
+
 // Report writes the steps timed so far, in the order they began, and the
 // time since the process started, to w; nothing when off.
 func Report(w io.Writer) {
@@ -69,4 +81,7 @@ func Report(w io.Writer) {
 		fmt.Fprintf(w, "art: phases: %s %s  %s\n", ms(s.begin.Sub(start)), ms(s.end.Sub(s.begin)), s.name)
 	}
 	fmt.Fprintf(w, "art: phases: %s          total since the process started\n", ms(time.Since(start)))
+	for _, n := range notes {
+		fmt.Fprintf(w, "art: phases: note: %s\n", n)
+	}
 }

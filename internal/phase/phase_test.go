@@ -39,3 +39,23 @@ func TestOffRecordsNothing(t *testing.T) {
 		t.Fatalf("off: printed %q, kept %d steps", b.String(), len(steps))
 	}
 }
+
+func TestNotesFollowTheSteps(t *testing.T) {
+	was := on
+	on = true
+	t.Cleanup(func() { on = was; steps, notes = nil, nil })
+	Start("mount")()
+	Note("overlay: %d copies", 3)
+	var b bytes.Buffer
+	Report(&b)
+	out := b.String()
+	i, j := strings.Index(out, "total since"), strings.Index(out, "art: phases: note: overlay: 3 copies\n")
+	if i < 0 || j < 0 || j < i {
+		t.Fatalf("want the note after the total line:\n%s", out)
+	}
+	on = false
+	Note("off")
+	if len(notes) != 1 {
+		t.Fatalf("off: kept a note (%d notes)", len(notes))
+	}
+}
