@@ -124,6 +124,15 @@ func (db *DB) LockBranch(ctx context.Context, branch string) (*BranchLock, error
 		// an instant to see whether anyone holds it.
 		for try := 0; ; try++ {
 			err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			if err == nil && !sameFile(f, db.lockPath(branch)) {
+				// The holder we waited for released it and removed the
+				// file (Release): a lock on that inode guards nothing.
+				f.Close()
+				if f, err = os.OpenFile(db.lockPath(branch), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600); err != nil {
+					return fmt.Errorf("lock branch %s: %w", branch, err)
+				}
+				err = unix.EWOULDBLOCK // try again on the new file
+			}
 			if err == nil {
 				break
 			}
@@ -162,9 +171,29 @@ func (l *BranchLock) Release() error {
 		delete(l.db.held, l.branch)
 	}
 	l.db.lockMu.Unlock()
+	// The file goes while the lock is still held, so that sessions leave
+	// no lock file per store and branch behind them (a test suite made
+	// thousands). A locker that opened it before the unlink finds, once it
+	// has the flock, that the path no longer names its inode, and opens
+	// the path again (LockBranch); a check that opened it sees it free,
+	// which it is.
+	path := l.db.lockPath(l.branch)
+	if sameFile(l.f, path) {
+		os.Remove(path)
+	}
 	err := l.f.Close()
 	l.f = nil
 	return err
+}
+
+// sameFile says whether path names f's inode now.
+func sameFile(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Lstat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // BranchFree reports *BranchInUseError when a holder other than db has

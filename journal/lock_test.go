@@ -113,3 +113,44 @@ func inUse(err error) bool {
 	var e *journal.BranchInUseError
 	return errors.As(err, &e)
 }
+
+// TestBranchLockLeavesNoFile: a released lock removes its file (a test
+// suite's sessions left thousands in /run/art), and the branch can be
+// locked again, by the same DB or another, after it went.
+func TestBranchLockLeavesNoFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	locks := filepath.Join(dir, "locks")
+	path := filepath.Join(dir, "store.art")
+	open := func() *journal.DB {
+		db, err := journal.Open(ctx, path, journal.Options{Create: true, LockDir: locks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	for i, db := range []*journal.DB{a, b, a} {
+		l, err := db.LockBranch(ctx, "main")
+		if err != nil {
+			t.Fatalf("lock %d: %v", i, err)
+		}
+		if names, _ := filepath.Glob(filepath.Join(locks, "lock-*")); len(names) != 1 {
+			t.Fatalf("lock %d held: %d lock files, want 1", i, len(names))
+		}
+		other := b
+		if db == b {
+			other = a
+		}
+		if _, err := other.LockBranch(ctx, "main"); !inUse(err) {
+			t.Errorf("lock %d: the other DB locked it too: %v", i, err)
+		}
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if names, _ := filepath.Glob(filepath.Join(locks, "lock-*")); len(names) != 0 {
+			t.Fatalf("lock %d released: lock files left: %v", i, names)
+		}
+	}
+}
