@@ -386,7 +386,7 @@ func TestPullCorruptChunkChangesNothing(t *testing.T) {
 	defer sdb.Close()
 	first, _ := cas.NewChunker(bytes.NewReader(content)).Next()
 	id := cas.Sum(first)
-	if res, err := sdb.Exec(`UPDATE objects SET data = substr(data, 1, 100) || X'00' || substr(data, 102) WHERE id = ?`, id[:]); err != nil {
+	if res, err := sdb.Exec(`UPDATE objects SET data = substr(data, 1, 100) || (CASE WHEN substr(data, 101, 1) = X'00' THEN X'01' ELSE X'00' END) || substr(data, 102) WHERE id = ?`, id[:]); err != nil {
 		t.Fatal(err)
 	} else if n, _ := res.RowsAffected(); n != 1 {
 		t.Fatal("chunk not found to corrupt")
