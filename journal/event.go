@@ -33,7 +33,12 @@ const (
 	EvSyscall     EventKind = 18 // a traced system call; Text = name, Value = decoded record
 	EvWriteData   EventKind = 19 // forensic: one write request to Path, Ranges[0], bytes in Attr.Content (a manifest); changes no state
 	EvNet         EventKind = 20 // a network decision: Name = allow|deny, Text = host:port, PID, Value = JSON record (docs/network.md)
-	evKindMax               = EvNet
+	// EvMerge begins a merge op: the state FromBranch@FromSeq (root Root)
+	// is merged in; Text is the op's message. It changes no tree itself
+	// (the op's events after it do) and its Root is the source's, not the
+	// branch's: the events table's root column stays NULL (rootColumn).
+	EvMerge   EventKind = 21
+	evKindMax           = EvMerge
 )
 
 var eventKindNames = [...]string{
@@ -43,6 +48,7 @@ var eventKindNames = [...]string{
 	EvRemovexattr: "removexattr", EvBegin: "begin", EvEnd: "end", EvExec: "exec", EvSyscall: "syscall",
 	EvWriteData: "writedata",
 	EvNet:       "net",
+	EvMerge:     "merge",
 }
 
 func (k EventKind) String() string {
@@ -50,6 +56,17 @@ func (k EventKind) String() string {
 		return fmt.Sprintf("kind(%d)", uint8(k))
 	}
 	return eventKindNames[k]
+}
+
+// rootColumn is the events table's root column for ev: the branch's
+// tree right after ev, for the events that record one (branch, checkout,
+// snapshot); nil for the rest. An EvMerge's Root names the merged source,
+// so it is no replay anchor for the branch and stays out of the column.
+func rootColumn(ev *Event) []byte {
+	if ev.Root.IsZero() || ev.Kind == EvMerge {
+		return nil
+	}
+	return ev.Root[:]
 }
 
 // MarshalText makes kinds appear by name in JSON.

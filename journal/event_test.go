@@ -17,7 +17,7 @@ var allKinds = []journal.EventKind{
 	journal.EvBranch, journal.EvCheckout, journal.EvSnapshot, journal.EvCreate, journal.EvMkdir,
 	journal.EvSymlink, journal.EvLink, journal.EvUnlink, journal.EvRmdir, journal.EvRename,
 	journal.EvSetattr, journal.EvWrite, journal.EvSetxattr, journal.EvRemovexattr, journal.EvBegin,
-	journal.EvEnd, journal.EvExec, journal.EvSyscall, journal.EvWriteData, journal.EvNet,
+	journal.EvEnd, journal.EvExec, journal.EvSyscall, journal.EvWriteData, journal.EvNet, journal.EvMerge,
 }
 
 func TestEventRoundTrip(t *testing.T) {
@@ -61,7 +61,7 @@ func TestEventRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []journal.EventKind{0, journal.EvNet + 1, 255} {
+	for _, k := range []journal.EventKind{0, journal.EvMerge + 1, 255} {
 		p := (&journal.Event{Kind: k}).Encode()
 		if _, err := journal.DecodeEvent(p); !errors.Is(err, journal.ErrCorrupt) {
 			t.Errorf("kind %d: %v, want ErrCorrupt", k, err)
@@ -197,7 +197,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		if q := ev.Encode(); !bytes.Equal(q, p) {
 			t.Fatalf("accepted payload re-encodes differently:\n in  %x\n out %x", p, q)
 		}
-		if ev.Kind == 0 || ev.Kind > journal.EvNet {
+		if ev.Kind == 0 || ev.Kind > journal.EvMerge {
 			t.Fatalf("accepted unknown kind %d", ev.Kind)
 		}
 	})

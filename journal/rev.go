@@ -282,7 +282,7 @@ func (p *proj) replay(ev *Event) error {
 	switch ev.Kind {
 	case EvBranch, EvCheckout:
 		return p.reset(ev.Root)
-	case EvSnapshot, EvBegin, EvEnd, EvExec, EvSyscall, EvWriteData, EvNet:
+	case EvSnapshot, EvBegin, EvEnd, EvExec, EvSyscall, EvWriteData, EvNet, EvMerge:
 		return nil
 	}
 	parent, name, ino, err := p.resolve(ev.Path)

@@ -384,6 +384,20 @@ func (t *Tx) Snapshot(message string) (Snapshot, error) {
 	return s, nil
 }
 
+// MarkMerge records that this op merges state from into the branch: an
+// EvMerge event naming from (its branch, seq and root) with the op's
+// message text. Call it before the op's other events; the events that
+// follow apply the merge's result. It changes no tree by itself, so it
+// needs no branch lock (the changes after it do). From then on from's
+// history is part of the branch's (DB.MergeBase). from must be a recorded
+// state of the store (a branch id and a seq before this event).
+func (t *Tx) MarkMerge(from State, text string) error {
+	if from.BranchID <= 0 || from.Seq <= 0 || from.Seq >= t.next {
+		return fmt.Errorf("mark merge: %s is not a recorded state", describeState(from))
+	}
+	return t.append(&Event{Kind: EvMerge, Root: from.Root, FromBranch: from.BranchID, FromSeq: from.Seq, Text: text})
+}
+
 // reset moves the branch to state st (kind is EvBranch or EvCheckout).
 func (t *Tx) reset(kind EventKind, st State, text string) error {
 	if err := t.mayChange(); err != nil {
@@ -440,8 +454,8 @@ func (t *Tx) append(ev *Event) error {
 	if ev.Path != nil || isPathEvent(ev.Kind) {
 		path = append([]byte{}, ev.Path...)
 	}
-	if !ev.Root.IsZero() {
-		root = ev.Root[:]
+	if r := rootColumn(ev); r != nil {
+		root = r
 	}
 	// Not through p.exec: an event changes no projection row, so what the
 	// proj remembers of them stays true.

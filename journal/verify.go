@@ -402,13 +402,16 @@ func (db *DB) verifyChain(ctx context.Context, branch int64, label string, head 
 			fail(seq, err.Error())
 			continue
 		}
-		var evRoot []byte
-		if !ev.Root.IsZero() {
-			evRoot = ev.Root[:]
-		}
-		if ev.Branch != branch || ev.Op != op || int(ev.Kind) != kind || ev.Time != timeNS || !bytes.Equal(evRoot, root) ||
+		if ev.Branch != branch || ev.Op != op || int(ev.Kind) != kind || ev.Time != timeNS || !bytes.Equal(rootColumn(ev), root) ||
 			(isPathEvent(ev.Kind) && !bytes.Equal(ev.Path, path)) {
 			fail(seq, "event columns disagree with its hashed payload")
+		}
+		// An ancestry edge points back in time (DB.MergeBase walks them).
+		if (ev.Kind == EvBranch || ev.Kind == EvMerge) && ev.FromSeq >= seq {
+			fail(seq, fmt.Sprintf("%s event names a source @%d that is not older than itself", ev.Kind, ev.FromSeq))
+		}
+		if ev.Kind == EvMerge && (ev.FromBranch <= 0 || ev.FromSeq <= 0) {
+			fail(seq, "merge event names no source state")
 		}
 		if !ev.Root.IsZero() {
 			if _, ok := roots[ev.Root]; !ok {

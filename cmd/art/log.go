@@ -16,7 +16,7 @@ func newLogCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "log",
 		Usage:     "show the operation log (imports, runs, snapshots, checkouts) or the journal's events",
-		UsageText: "art log -d FILE [--branch B | --all] [--events | --execs | --syscalls | --net] [--path P] [-n N] [--json] [--no-pager] [--color WHEN]",
+		UsageText: "art log -d FILE [--branch B | --all] [--graph [--html FILE] | --events | --execs | --syscalls | --net] [--path P] [-n N] [--json] [--no-pager] [--color WHEN]",
 		Flags: append([]cli.Flag{
 			dbFlag(),
 			branchFlag("branch to show"),
@@ -26,6 +26,8 @@ func newLogCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "path", Aliases: []string{"p"}, Usage: "only events touching `P` (relative to /home/agent, e.g. ws/main.py) or below it; implies --events"},
 			&cli.BoolFlag{Name: "execs", Usage: "the commands each session ran, as a process tree (from the tracer, or named from /proc)"},
 			&cli.BoolFlag{Name: "syscalls", Usage: "the system calls the tracer recorded (art run --trace)"},
+			&cli.BoolFlag{Name: "graph", Usage: "the history as a graph, one line per operation and branches as columns: forks, merges, checkouts and undos (with --all every branch, deleted ones too; --json gives each op's parents)"},
+			&cli.StringFlag{Name: "html", Usage: "with --graph: write the graph as a self-contained HTML page to `FILE` (no scripts, no network assets)"},
 			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "show at most `N` entries"},
 			jsonFlag(),
 		}, pagerFlags()...),
@@ -33,11 +35,18 @@ func newLogCommand(e *env) *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("log takes no arguments")
 			}
+			graph := c.Bool("graph") || c.IsSet("html")
+			if graph && (c.Bool("events") || c.IsSet("path") || c.Bool("net") || c.Bool("execs") || c.Bool("syscalls")) {
+				return usagef("--graph shows operations: it does not go with --events, --path, --net, --execs or --syscalls")
+			}
 			db, err := openStoreRead(c)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
+			if c.IsSet("html") {
+				return logGraphHTML(c, e, db)
+			}
 			color, done, err := humanOutput(c, e)
 			if err != nil {
 				return err
@@ -45,6 +54,8 @@ func newLogCommand(e *env) *cli.Command {
 			defer done()
 			branch := branchScope(c)
 			switch {
+			case graph:
+				return logGraph(c, e, db, color)
 			case c.Bool("net"):
 				return logNet(c, e, db, branch)
 			case c.Bool("execs"):
@@ -113,23 +124,7 @@ func newLogCommand(e *env) *cli.Command {
 				return writeJSON(e.stdout, ops)
 			}
 			for _, o := range ops {
-				status := ""
-				if o.Status != nil && *o.Status != 0 {
-					status = "  " + paint(color, sgrRed, fmt.Sprintf("[exit %d]", *o.Status))
-					if *o.Status == workspace.InterruptedStatus && (o.Kind == "import" || o.Kind == "export") {
-						status = "  " + paint(color, sgrRed, "[interrupted]") // a signal stopped art push/pull -m
-					}
-				}
-				if o.Failed != "" { // the store could not keep the run's changes
-					status = "  " + paint(color, sgrRed, "[failed: "+termtext.Text(o.Failed)+"]")
-				}
-				if o.EndSeq == 0 {
-					status = "  " + paint(color, sgrYellow, "[running or interrupted]")
-				} else if o.Events == 0 && o.EndSeq > o.BeforeSeq {
-					status += "  " + paint(color, sgrYellow, "[events forgotten]")
-				}
-				fmt.Fprintf(e.stdout, "%s %s  %-8s %-9s %s%s\n", paint(color, sgrBold, fmt.Sprintf("op %-4d", o.ID)),
-					fmtTime(o.Start), termtext.Quote(o.Branch), termtext.Text(o.Kind), termtext.Text(o.Description), status)
+				fmt.Fprintln(e.stdout, opLine(color, &o))
 				for _, s := range o.Snapshots {
 					fmt.Fprintf(e.stdout, "        snapshot %s  @%d  %s\n", paint(color, sgrYellow, s.ID.Short()), s.Seq, termtext.Text(s.Message))
 				}
@@ -137,6 +132,34 @@ func newLogCommand(e *env) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// opLine is an op's line in art log: id, start, branch, kind,
+// description and what became of it.
+func opLine(color bool, o *journal.OpInfo) string {
+	return fmt.Sprintf("%s %s  %-8s %-9s %s%s", paint(color, sgrBold, fmt.Sprintf("op %-4d", o.ID)),
+		fmtTime(o.Start), termtext.Quote(o.Branch), termtext.Text(o.Kind), termtext.Text(o.Description), opStatus(color, o))
+}
+
+// opStatus is what became of an op, when that is worth a word: its exit
+// status, a failure, an interruption, forgotten events.
+func opStatus(color bool, o *journal.OpInfo) string {
+	status := ""
+	if o.Status != nil && *o.Status != 0 {
+		status = "  " + paint(color, sgrRed, fmt.Sprintf("[exit %d]", *o.Status))
+		if *o.Status == workspace.InterruptedStatus && (o.Kind == "import" || o.Kind == "export") {
+			status = "  " + paint(color, sgrRed, "[interrupted]") // a signal stopped art push/pull -m
+		}
+	}
+	if o.Failed != "" { // the store could not keep the run's changes
+		status = "  " + paint(color, sgrRed, "[failed: "+termtext.Text(o.Failed)+"]")
+	}
+	if o.EndSeq == 0 {
+		status = "  " + paint(color, sgrYellow, "[running or interrupted]")
+	} else if o.Events == 0 && o.EndSeq > o.BeforeSeq {
+		status += "  " + paint(color, sgrYellow, "[events forgotten]")
+	}
+	return status
 }
 
 // eventJSON is the stable JSON form of an event: paths as strings (invalid
@@ -161,6 +184,8 @@ func formatEvent(ev *journal.Event, branch string) string {
 		fmt.Fprintf(&b, " root %s  %s", ev.Root.Short(), termtext.Text(ev.Text))
 	case journal.EvSnapshot:
 		fmt.Fprintf(&b, " %s  %s", ev.Hash.Short(), termtext.Text(ev.Text))
+	case journal.EvMerge: // the state merged in: its seq and root
+		fmt.Fprintf(&b, " from @%d root %s  %s", ev.FromSeq, ev.Root.Short(), termtext.Text(ev.Text))
 	case journal.EvRename, journal.EvLink:
 		fmt.Fprintf(&b, " %s -> %s", agentPath(ev.Path), agentPath(ev.Path2))
 	case journal.EvWrite:
