@@ -506,14 +506,13 @@ func (m *merger) want(s merge.Step) *cas.Entry {
 }
 
 func (m *merger) applyStep(s merge.Step) error {
-	if s.Action == merge.MergeText && m.binary[s.Path] {
-		if m.opts.Conflict != Theirs {
-			return nil // ours stays
+	if s.Action == merge.MergeText {
+		switch {
+		case m.binary[s.Path] && m.opts.Conflict == Theirs:
+			s.Result = s.Theirs // a conflict that is no text: the favored side's entry
+		case m.binary[s.Path], m.texts[s.Path].IsZero():
+			return nil // ours stays (a refused text conflict never gets here)
 		}
-		s.Result = s.Theirs
-	}
-	if s.Action == merge.MergeText && m.texts[s.Path].IsZero() {
-		return nil // refused text conflict: never applied (Refuse aborts before)
 	}
 	want := m.want(s)
 	tx := m.tx
