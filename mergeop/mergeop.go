@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -141,7 +142,7 @@ func Merge(ctx context.Context, db *journal.DB, opts Options) (*Result, error) {
 		if root != into.Root {
 			return ErrMoved
 		}
-		m := &merger{ctx: ctx, tx: tx, objs: tx.Objects(), opts: opts, res: res, intoName: into.Branch}
+		m := &merger{ctx: ctx, tx: tx, objs: tx.Objects(), opts: opts, res: res, intoName: into.Branch, dirs: map[string]int64{}}
 		if err := m.plan(base.Root, into.Root, opts.Source.Root); err != nil {
 			return err
 		}
@@ -264,7 +265,8 @@ func lastCheckout(ctx context.Context, db *journal.DB, st journal.State) (at int
 			return 0, journal.State{}, false, nil
 		}
 	}
-	return ev.Seq, journal.State{BranchID: ev.FromBranch, Seq: ev.FromSeq, Root: ev.Root}, true, nil
+	target = journal.State{BranchID: ev.FromBranch, Branch: db.BranchName(ctx, ev.FromBranch), Seq: ev.FromSeq, Root: ev.Root}
+	return ev.Seq, target, true, nil
 }
 
 // merger is one merge inside its write transaction.
@@ -286,6 +288,8 @@ type merger struct {
 	sizes  map[string]int64
 	hunks  map[string]int
 	binary map[string]bool
+	// dirs: inodes of directories of the branch by path, as apply goes.
+	dirs map[string]int64
 }
 
 func (m *merger) favor() merge.Side {
@@ -517,16 +521,16 @@ func (m *merger) applyStep(s merge.Step) error {
 	want := m.want(s)
 	tx := m.tx
 	path := []byte(s.Path)
-	parent, name := journal.RootIno, path
+	parent, name := int64(journal.RootIno), path
 	if i := bytes.LastIndexByte(path, '/'); i >= 0 {
-		pn, err := tx.Resolve(path[:i])
+		ino, err := m.dir(s.Path[:i])
 		if err != nil {
 			if want == nil && absent(err) {
 				return nil // its directory went before it
 			}
 			return err
 		}
-		parent, name = pn.Ino, path[i+1:]
+		parent, name = ino, path[i+1:]
 	}
 	cur, err := tx.Lookup(parent, name)
 	switch {
@@ -536,19 +540,19 @@ func (m *merger) applyStep(s merge.Step) error {
 		if want == nil {
 			return nil
 		}
-		return m.create(parent, name, want)
+		return m.create(s.Path, parent, name, want)
 	case want == nil:
-		return tx.RemoveAll(parent, name)
+		return m.removeAll(s.Path, parent, name)
 	}
 	// Present and wanted: change in place when the kind stays and the node
 	// has no other names (a write to a hard-linked node would change them
 	// too); otherwise replace.
 	if cur.Kind != want.Kind || (want.Kind == cas.EntrySymlink && !bytes.Equal(cur.Link, want.Link)) ||
 		(cur.Kind == cas.EntryFile && cur.Nlink > 1) {
-		if err := tx.RemoveAll(parent, name); err != nil {
+		if err := m.removeAll(s.Path, parent, name); err != nil {
 			return err
 		}
-		return m.create(parent, name, want)
+		return m.create(s.Path, parent, name, want)
 	}
 	if want.Kind == cas.EntryFile && cur.Content != want.Target {
 		if _, err := tx.Write(cur.Ino, want.Target, want.Size, want.MTime, nil); err != nil {
@@ -570,7 +574,35 @@ func (m *merger) applyStep(s merge.Step) error {
 	return nil
 }
 
-func (m *merger) create(parent int64, name []byte, e *cas.Entry) error {
+// dir returns the inode of directory p, remembered across steps: steps
+// come in tree order, so siblings share their parent's lookup.
+func (m *merger) dir(p string) (int64, error) {
+	if ino, ok := m.dirs[p]; ok {
+		return ino, nil
+	}
+	n, err := m.tx.Resolve([]byte(p))
+	if err != nil {
+		return 0, err
+	}
+	if n.Kind != cas.EntryDir {
+		return 0, syscall.ENOTDIR
+	}
+	m.dirs[p] = n.Ino
+	return n.Ino, nil
+}
+
+// removeAll removes p (and what is below it) and forgets the directories
+// it held.
+func (m *merger) removeAll(p string, parent int64, name []byte) error {
+	for d := range m.dirs {
+		if d == p || strings.HasPrefix(d, p+"/") {
+			delete(m.dirs, d)
+		}
+	}
+	return m.tx.RemoveAll(parent, name)
+}
+
+func (m *merger) create(p string, parent int64, name []byte, e *cas.Entry) error {
 	a := journal.Attr{Kind: e.Kind, Mode: e.Mode, UID: e.UID, GID: e.GID, MTime: e.MTime, Xattrs: e.Xattrs}
 	switch e.Kind {
 	case cas.EntryFile:
@@ -578,7 +610,10 @@ func (m *merger) create(parent int64, name []byte, e *cas.Entry) error {
 	case cas.EntrySymlink:
 		a.Link, a.Size = e.Link, int64(len(e.Link))
 	}
-	_, err := m.tx.Create(parent, name, a)
+	n, err := m.tx.Create(parent, name, a)
+	if err == nil && e.Kind == cas.EntryDir {
+		m.dirs[p] = n.Ino
+	}
 	return err
 }
 

@@ -445,3 +445,33 @@ func TestMergeKeepsHardLinkedNamesApart(t *testing.T) {
 		t.Fatalf("x = %q, y = %q; want theirs' x and y untouched", got["x"].content, got["y"].content)
 	}
 }
+
+// TestMergeAgainAfterUndo: a merge undone is not merged - the journal's
+// ancestry keeps the undone merge marker, mergeBase follows the undo's
+// checkout - also when merges and undos repeat (each undo's target is the
+// previous undo's state).
+func TestMergeAgainAfterUndo(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	bst := setTree(t, db, "main", tree{"x": {kind: cas.EntryFile, mode: 0o644, content: "x\n"}})
+	if _, err := db.CreateBranch(ctx, "side", bst); err != nil {
+		t.Fatal(err)
+	}
+	src := setTree(t, db, "side", tree{"x": {kind: cas.EntryFile, mode: 0o644, content: "side\n"}})
+	for i := range 4 {
+		res, err := Merge(ctx, db, Options{Source: src, SourceName: "side", Into: "main"})
+		if err != nil || !res.Applied || len(res.Merged) != 1 {
+			t.Fatalf("merge %d: %v %+v", i, err, res)
+		}
+		if _, err := db.Undo(ctx, "main"); err != nil {
+			t.Fatal(err)
+		}
+		head, err := db.Head(ctx, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readTree(t, db, head.Root)["x"].content; got != "x\n" {
+			t.Fatalf("after undo %d: x = %q", i, got)
+		}
+	}
+}
