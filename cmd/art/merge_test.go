@@ -206,3 +206,31 @@ func TestMergeUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeQuotesPaths: a path the agent chose reaches the terminal only
+// quoted (termtext), in the merged list and in the conflict list; --json
+// keeps it exact.
+func TestMergeQuotesPaths(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "s.db")
+	evil := "evil\x1b]0;pwned\x07.go"
+	pushBranch(t, db, "main", map[string]string{"a.go": "a\n", "c.go": "c\n"})
+	mustArt(t, "branch", "-d", db, "try")
+	pushBranch(t, db, "try", map[string]string{"a.go": "a\n", "c.go": "c2\n", evil: "x\n"})
+	pushBranch(t, db, "main", map[string]string{"a.go": "a\n", "c.go": "c3\n"})
+	out, _, code := art(t, "merge", "-d", db, "try")
+	if code != 1 || strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, "conflict ws/c.go") || !strings.Contains(out, "evil") {
+		t.Fatalf("merge printed raw control bytes or no list (exit %d): %q", code, out)
+	}
+	out = mustArt(t, "merge", "-d", db, "try", "--ours")
+	if strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, "add      ") {
+		t.Fatalf("merge --ours: %q", out)
+	}
+	mustArt(t, "undo", "-d", db)
+	var res mergeJSON
+	if err := json.Unmarshal([]byte(mustArt(t, "merge", "-d", db, "try", "--ours", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Merged) != 1 || res.Merged[0].Path != "ws/"+evil {
+		t.Fatalf("--json paths: %+v", res.Merged)
+	}
+}
