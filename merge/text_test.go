@@ -108,7 +108,7 @@ func TestTextMatchesGitMergeFile(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 7))
 	dir := t.TempDir()
 	labels := Labels{Ours: "ours", Base: "base", Theirs: "theirs"}
-	n := 1500
+	n := 800
 	if testing.Short() {
 		n = 200
 	}
@@ -172,7 +172,7 @@ func TestTextMatchesGitLarge(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 11))
 	dir := t.TempDir()
 	labels := Labels{Ours: "a", Base: "o", Theirs: "b"}
-	for i := range 12 {
+	for i := range 6 {
 		g := genText{r: r, k: 20 + r.IntN(2000)}
 		base := make([]string, 1000+r.IntN(4000))
 		for j := range base {
@@ -225,9 +225,9 @@ func TestTextMatchesGitMoves(t *testing.T) {
 	// The snake sampling needs a maximum cost above 256, that is files of
 	// more than 32768 lines (after discarding) together: the first cases
 	// are that long.
-	for i := range 12 {
+	for i := range 8 {
 		n := 2000 + r.IntN(6000)
-		if i < 2 {
+		if i < 1 {
 			n = 36000 + r.IntN(4000)
 		}
 		base := make([]string, n)

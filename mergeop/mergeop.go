@@ -163,7 +163,11 @@ func Merge(ctx context.Context, db *journal.DB, opts Options) (*Result, error) {
 		if msg == "" {
 			msg = desc
 			if res.Conflicted {
-				msg += fmt.Sprintf(" (conflicted: %d paths)", len(res.Conflicts))
+				what := "paths"
+				if len(res.Conflicts) == 1 {
+					what = "path"
+				}
+				msg += fmt.Sprintf(" (conflicted: %d %s)", len(res.Conflicts), what)
 			}
 		}
 		s, err := tx.Snapshot(msg)
@@ -174,7 +178,9 @@ func Merge(ctx context.Context, db *journal.DB, opts Options) (*Result, error) {
 		return nil
 	})
 	if err != nil {
-		if _, derr := op.Discard(ctx); derr != nil {
+		// Not cancelled with ctx: a merge interrupted by a signal must not
+		// leave an empty op behind.
+		if _, derr := op.Discard(context.WithoutCancel(ctx)); derr != nil {
 			err = errors.Join(err, derr)
 		}
 		if errors.Is(err, ErrConflicts) {
@@ -189,7 +195,7 @@ func Merge(ctx context.Context, db *journal.DB, opts Options) (*Result, error) {
 		one := 1
 		status = &one
 	}
-	if err := op.End(ctx, status); err != nil {
+	if err := op.End(context.WithoutCancel(ctx), status); err != nil {
 		return nil, err
 	}
 	res.Applied, res.Op = true, op.ID
