@@ -142,6 +142,10 @@ func realPayloads(tb testing.TB, dir string) [][]byte {
 	if _, err := db.Checkout(ctx, "main", resolve(tb, db, "main~0")); err != nil {
 		tb.Fatal(err)
 	}
+	from := resolve(tb, db, "main~0")
+	if _, err := db.Do(ctx, "main", "merge", "merge", func(tx *journal.Tx) error { return tx.MarkMerge(from, "merge") }); err != nil {
+		tb.Fatal(err)
+	}
 	raw := rawSQL(tb, path)
 	rows, err := raw.Query(`SELECT payload FROM events ORDER BY seq`)
 	if err != nil {

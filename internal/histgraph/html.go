@@ -85,14 +85,15 @@ func WriteHTML(w io.Writer, l Layout, p Page) error {
 		}
 		fmt.Fprintf(&b, "<path d=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n", d.String(), palette[e.Lane%len(palette)])
 	}
-	for _, j := range p.Jumps {
+	for n, j := range p.Jumps {
+		jx := jumpX + 5*(n%4) // side by side, not on top of each other
 		if j.From < 0 || j.To < 0 || j.From >= len(l.Rows) || j.To >= len(l.Rows) {
 			continue
 		}
 		x1, y1 := x(l.Rows[j.From].Col), y(j.From)
 		x2, y2 := x(l.Rows[j.To].Col), y(j.To)
 		fmt.Fprintf(&b, "<path d=\"M%g %g C%d %g %d %g %g %g\" fill=\"none\" stroke=\"#999\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\" marker-end=\"url(#arrow)\"/>\n",
-			x1+radius, y1, jumpX, y1, jumpX, y2, x2+radius+1, y2)
+			x1+radius, y1, jx, y1, jx, y2, x2+radius+1, y2)
 	}
 	for i, r := range l.Rows {
 		fmt.Fprintf(&b, "<circle cx=\"%g\" cy=\"%g\" r=\"%g\" fill=\"%s\" stroke=\"#fff\" stroke-width=\"1.5\"/>\n",
