@@ -27,6 +27,7 @@ import (
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/execapi"
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/mergeop"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -159,6 +160,11 @@ func (s *Server) addTools() {
 		"for a parallel attempt, or switch the session to another branch: later commands run there (its files as that branch has them), " +
 		"and checkout, undo, diff, log and blame work on it."},
 		s.branch)
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: "merge", Description: "Merge another branch or revision (a parallel attempt) into a branch (default the session's) against their merge base: " +
+		"a path one side left alone takes the other's version, text files both changed are merged line by line as git does, the rest conflicts. " +
+		"The merge is one operation with a snapshot (undo reverts it). With conflicts, conflict=refuse (the default) changes nothing and lists them (applied false); " +
+		"markers writes git's diff3 conflict markers into the files; ours or theirs takes that side for each conflict. Same result as art merge --json."},
+		s.merge)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "diff", Description: "List the paths that differ between two revisions (default: from the last snapshot's predecessor... give both to be exact), with A added, D deleted, M modified, T type changed."},
 		s.diff)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "log", Description: "The branch's operations, newest first: each command with its exit status and the snapshots it took, checkouts and undos."},
@@ -382,6 +388,93 @@ func (s *Server) withDB(ctx context.Context, fn func(db *journal.DB) error) erro
 type DiffInput struct {
 	From string `json:"from" jsonschema:"the older revision: a snapshot id, BRANCH~N, @SEQ"`
 	To   string `json:"to,omitempty" jsonschema:"the newer revision (default: the branch's current state)"`
+}
+
+// MergeInput is the merge tool's arguments.
+type MergeInput struct {
+	Source   string `json:"source" jsonschema:"the revision to merge in: a branch name, a snapshot id (or unique prefix), BRANCH~N or @SEQ"`
+	Into     string `json:"into,omitempty" jsonschema:"the branch to merge into; default the session's branch"`
+	Conflict string `json:"conflict,omitempty" jsonschema:"refuse (default: change nothing, list the conflicts), markers (git-style conflict markers), ours or theirs (take that side for each conflict)"`
+	Message  string `json:"message,omitempty" jsonschema:"the merge snapshot's message"`
+}
+
+// MergeOutput is art merge --json's result, ids as hex strings.
+type MergeOutput struct {
+	Into       MergeState     `json:"into"`
+	Source     MergeState     `json:"source"`
+	Base       *MergeState    `json:"base" jsonschema:"the merge base; null when the histories share nothing (the empty tree)"`
+	UpToDate   bool           `json:"up_to_date" jsonschema:"the source holds nothing the branch lacks; nothing was recorded"`
+	Merged     []mergeop.Path `json:"merged" jsonschema:"paths changed on the branch: action add, take, delete, meta or text"`
+	Conflicts  []mergeop.Path `json:"conflicts" jsonschema:"conflicting paths with the reason and what they became (markers, ours, theirs; empty when refused)"`
+	Conflicted bool           `json:"conflicted" jsonschema:"the merge was recorded with conflict markers to resolve"`
+	Applied    bool           `json:"applied"`
+	Op         int64          `json:"op,omitempty"`
+	Snapshot   *MergeSnapshot `json:"snapshot,omitempty"`
+}
+
+// MergeState is a state of a merge.
+type MergeState struct {
+	Branch   string `json:"branch"`
+	Seq      int64  `json:"seq"`
+	Root     string `json:"root"`
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// MergeSnapshot is the snapshot a merge ends with.
+type MergeSnapshot struct {
+	ID      string `json:"id"`
+	Seq     int64  `json:"seq"`
+	Message string `json:"message"`
+}
+
+func mergeState(st journal.State) MergeState {
+	m := MergeState{Branch: st.Branch, Seq: st.Seq, Root: st.Root.String()}
+	if !st.Snapshot.IsZero() {
+		m.Snapshot = st.Snapshot.String()
+	}
+	return m
+}
+
+func (s *Server) merge(ctx context.Context, _ *mcp.CallToolRequest, in MergeInput) (*mcp.CallToolResult, MergeOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out MergeOutput
+	mode, err := mergeop.ParseConflictMode(in.Conflict)
+	if err != nil {
+		return nil, out, toolError(execapi.CodeMalformed, "%v", err)
+	}
+	if in.Source == "" {
+		return nil, out, toolError(execapi.CodeMalformed, "give source: the revision to merge in")
+	}
+	into := in.Into
+	if into == "" {
+		into = s.cfg.Branch
+	}
+	do := s.withDB
+	if into == s.cfg.Branch {
+		do = s.moveLocked // the session's own branch changes: end the session first, as checkout does
+	}
+	err = do(ctx, func(db *journal.DB) error {
+		src, err := db.Resolve(ctx, in.Source, s.cfg.Branch)
+		if err != nil {
+			return storeError(err)
+		}
+		res, err := mergeop.Merge(ctx, db, mergeop.Options{Source: src, SourceName: in.Source, Into: into, Conflict: mode, Message: in.Message})
+		if err != nil && !errors.Is(err, mergeop.ErrConflicts) {
+			return storeError(err)
+		}
+		out = MergeOutput{Into: mergeState(res.Into), Source: mergeState(res.Source), UpToDate: res.UpToDate,
+			Merged: res.Merged, Conflicts: res.Conflicts, Conflicted: res.Conflicted, Applied: res.Applied, Op: res.Op}
+		if res.Base != nil {
+			b := mergeState(*res.Base)
+			out.Base = &b
+		}
+		if sn := res.Snapshot; sn != nil {
+			out.Snapshot = &MergeSnapshot{ID: sn.ID.String(), Seq: sn.Seq, Message: sn.Message}
+		}
+		return nil
+	})
+	return nil, out, err
 }
 
 // DiffOutput lists changed paths.

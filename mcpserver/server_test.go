@@ -25,6 +25,13 @@ import (
 // releases of the session.
 func connect(t *testing.T) (*mcp.ClientSession, *int, *int) {
 	t.Helper()
+	cs, opens, releases, _ := connectStore(t)
+	return cs, opens, releases
+}
+
+// connectStore is connect, also returning the store's path.
+func connectStore(t *testing.T) (*mcp.ClientSession, *int, *int, string) {
+	t.Helper()
 	ctx := context.Background()
 	base := t.TempDir()
 	ws, store := filepath.Join(base, "ws"), filepath.Join(base, "s.db")
@@ -62,7 +69,7 @@ func connect(t *testing.T) (*mcp.ClientSession, *int, *int) {
 		cs.Close()
 		<-done
 	})
-	return cs, opens, releases
+	return cs, opens, releases, store
 }
 
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args any, out any) *mcp.CallToolResult {
@@ -193,5 +200,86 @@ func TestToolErrorsFollowTheCLI(t *testing.T) {
 		if got := storeError(c.err).Error(); got != c.code+": "+c.err.Error() {
 			t.Errorf("storeError(%v) = %q, want code %s", c.err, got, c.code)
 		}
+	}
+}
+
+// TestMergeTool: an attempt on another branch folds back into the
+// session's branch through the merge tool, with art merge --json's result
+// shape; overlapping edits are refused (applied false, the path listed)
+// and change nothing; markers then writes git's markers; a missing source
+// is E6002, a bad mode E1001.
+func TestMergeTool(t *testing.T) {
+	cs, _, _, store := connectStore(t)
+	ctx := context.Background()
+	// write sets ws/src/a.go on branch, straight in the store (the tools
+	// that change files run commands in a sandbox).
+	write := func(branch, data string) {
+		t.Helper()
+		db, err := journal.Open(ctx, store, journal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		_, err = db.Do(ctx, branch, "run", "edit", func(tx *journal.Tx) error {
+			n, err := tx.Resolve([]byte("ws/src/a.go"))
+			if err != nil {
+				return err
+			}
+			id, _, err := tx.Objects().PutFile(ctx, strings.NewReader(data))
+			if err != nil {
+				return err
+			}
+			_, err = tx.Write(n.Ino, id, int64(len(data)), 1, nil)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var br BranchOutput
+	call(t, cs, "branch", map[string]any{"create": "try"}, &br)
+	call(t, cs, "branch", map[string]any{"create": "other"}, &br)
+	write("try", "package a\n\nfunc A() {}\n")
+
+	var out MergeOutput
+	if res := call(t, cs, "merge", map[string]any{"source": "try"}, &out); res.IsError || !out.Applied || out.Conflicted ||
+		len(out.Merged) != 1 || out.Merged[0].Path != "ws/src/a.go" || out.Merged[0].Action != "take" || out.Snapshot == nil || out.Base == nil {
+		t.Fatalf("merge try: %s %+v", errText(res), out)
+	}
+	var file FileOutput
+	call(t, cs, "read_file", map[string]any{"path": "ws/src/a.go"}, &file)
+	if file.Content != "package a\n\nfunc A() {}\n" {
+		t.Fatalf("after the merge a.go = %q", file.Content)
+	}
+	if res := call(t, cs, "merge", map[string]any{"source": "try"}, &out); res.IsError || !out.UpToDate {
+		t.Fatalf("merge try again: %s %+v", errText(res), out)
+	}
+
+	// other changed the same line: refused, nothing changed.
+	write("other", "package b\n")
+	var log1, log2 LogOutput
+	call(t, cs, "log", map[string]any{}, &log1)
+	if res := call(t, cs, "merge", map[string]any{"source": "other"}, &out); res.IsError || out.Applied ||
+		len(out.Conflicts) != 1 || out.Conflicts[0].Path != "ws/src/a.go" || out.Conflicts[0].Reason != "overlapping changes" {
+		t.Fatalf("merge other: %s %+v", errText(res), out)
+	}
+	call(t, cs, "log", map[string]any{}, &log2)
+	if len(log1.Ops) != len(log2.Ops) {
+		t.Fatal("a refused merge recorded an op")
+	}
+	if res := call(t, cs, "merge", map[string]any{"source": "other", "conflict": "markers"}, &out); res.IsError || !out.Applied || !out.Conflicted ||
+		out.Conflicts[0].Resolution != "markers" {
+		t.Fatalf("merge other with markers: %s %+v", errText(res), out)
+	}
+	call(t, cs, "read_file", map[string]any{"path": "ws/src/a.go"}, &file)
+	if !strings.HasPrefix(file.Content, "<<<<<<< main\n") || !strings.Contains(file.Content, "||||||| ") || !strings.HasSuffix(file.Content, ">>>>>>> other\n") {
+		t.Fatalf("markers: a.go = %q", file.Content)
+	}
+
+	if got := errText(call(t, cs, "merge", map[string]any{"source": "nosuch"}, nil)); !strings.HasPrefix(got, "E6002") {
+		t.Errorf("merge of a missing source: %q", got)
+	}
+	if got := errText(call(t, cs, "merge", map[string]any{"source": "try", "conflict": "maybe"}, nil)); !strings.HasPrefix(got, "E1001") {
+		t.Errorf("merge with a bad conflict mode: %q", got)
 	}
 }

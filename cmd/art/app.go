@@ -105,6 +105,7 @@ revisions:
 			newBranchCommand(e),
 			newCheckoutCommand(e),
 			newUndoCommand(e),
+			newMergeCommand(e),
 			newDiffCommand(e),
 			newLsCommand(e),
 			newCatCommand(e),

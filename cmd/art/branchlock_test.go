@@ -34,6 +34,11 @@ func TestBranchMovingVerbsRefuseLiveSession(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "other")
 	writeFile(t, filepath.Join(other, "x.txt"), "x\n")
 	mustRun(t, "push", "-q", "-m", other, "-d", remote)
+	// A branch with a change to merge into main.
+	sideWS := filepath.Join(t.TempDir(), "sidews")
+	writeFile(t, filepath.Join(sideWS, "s.txt"), "s\n")
+	mustRun(t, "branch", "-d", db, "side")
+	mustRun(t, "push", "-q", "-m", sideWS, "-d", db, "--branch", "side")
 	signal := filepath.Join(base, "signal")
 
 	cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--timeout", "120s", "--", "sh", "-c", fmt.Sprintf(`
@@ -81,6 +86,7 @@ echo after > after.txt && echo wrote after`, signal))
 		{"push -m", []string{"push", "-q", "-m", other, "-d", db, "--branch", "main"}, 1, inUse},
 		{"second run", []string{"run", "-m", ws, "-d", db, "-i=false", "-q", "--", "true"}, 1, inUse},
 		{"mount", []string{"mount", "-d", db, t.TempDir()}, 1, inUse},
+		{"merge into it", []string{"merge", "-d", db, "side"}, 1, inUse},
 		// Not moves of the tree: allowed, and harmless to the agent.
 		{"forget", []string{"forget", "-d", db, "-b", "main", "--keep-last", "1"}, 0, ""},
 		{"snapshot", []string{"snapshot", "-d", db, "-m", "while running"}, 0, ""},
@@ -114,6 +120,10 @@ echo after > after.txt && echo wrote after`, signal))
 		t.Errorf("main:ws/after.txt: %q", got)
 	}
 	// Once the session has ended, the same verbs work.
+	mustRun(t, "merge", "-d", db, "side")
+	if got := mustRun(t, "cat", "-d", db, "main:sidews/s.txt").stdout; got != "s\n" {
+		t.Errorf("main:sidews/s.txt after the merge: %q", got)
+	}
 	mustRun(t, "checkout", "-d", db, "main~1")
 	mustRun(t, "branch", "-d", db, "--rename", "copy", "copy2")
 	mustRun(t, "branch", "-d", db, "--delete", "copy2")

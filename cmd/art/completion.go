@@ -192,7 +192,7 @@ func complete(ctx context.Context, app *cli.App, words []string) []string {
 		if positional == 0 {
 			return match([]string{"add", "list", "remove"}, cur)
 		}
-	case "checkout", "diff", "ls", "cat", "blame", "snapshot":
+	case "checkout", "diff", "ls", "cat", "blame", "snapshot", "merge":
 		return match(storeNames(ctx, before, true), cur)
 	case "branch":
 		return match(storeNames(ctx, before, false), cur)

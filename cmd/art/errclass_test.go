@@ -19,6 +19,7 @@ import (
 	"github.com/artrt/art/hostconfig"
 	"github.com/artrt/art/internal/errclass"
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/mergeop"
 	"github.com/artrt/art/migrations"
 	"github.com/artrt/art/netpolicy"
 	"github.com/artrt/art/netproxy"
@@ -81,6 +82,8 @@ var sentinelRows = []surfaceRow{
 	{"journal.ErrGCDuringBackup", journal.ErrGCDuringBackup, errclass.Conflict, exitFailure, "", execapi.CodeStore},
 	{"journal.ErrBatchFailed", journal.ErrBatchFailed, errclass.Unavailable, exitFailure, "", execapi.CodeStore},
 	{"journal.ErrForgotten", journal.ErrForgotten, errclass.NotFound, exitNotFound, "", execapi.CodeRevNotFound},
+	{"mergeop.ErrConflicts", mergeop.ErrConflicts, errclass.Conflict, exitFailure, "", execapi.CodeStore},
+	{"mergeop.ErrMoved", mergeop.ErrMoved, errclass.Conflict, exitFailure, "", execapi.CodeStore},
 	{"migrations.ErrTooNew", migrations.ErrTooNew, errclass.Unavailable, exitFailure, "", execapi.CodeStore},
 	{"netpolicy.ErrBadRule", netpolicy.ErrBadRule, errclass.Invalid, exitFailure, "", execapi.CodeStore},
 	{"hostconfig.ErrBadConfig", hostconfig.ErrBadConfig, errclass.Invalid, exitFailure, "", execapi.CodeStore},

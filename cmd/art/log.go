@@ -149,6 +149,9 @@ func opStatus(color bool, o *journal.OpInfo) string {
 		if *o.Status == workspace.InterruptedStatus && (o.Kind == "import" || o.Kind == "export") {
 			status = "  " + paint(color, sgrRed, "[interrupted]") // a signal stopped art push/pull -m
 		}
+		if o.Kind == "merge" {
+			status = "  " + paint(color, sgrRed, "[conflicted]") // art merge --conflict=markers left markers
+		}
 	}
 	if o.Failed != "" { // the store could not keep the run's changes
 		status = "  " + paint(color, sgrRed, "[failed: "+termtext.Text(o.Failed)+"]")

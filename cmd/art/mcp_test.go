@@ -84,7 +84,7 @@ func TestMCPSession(t *testing.T) {
 			t.Errorf("tool %s: input schema %s is not an object schema", tl.Name, s)
 		}
 	}
-	if got, want := strings.Join(names, ","), "blame,branch,checkout,diff,list,log,read_file,run,snapshot,undo"; got != want {
+	if got, want := strings.Join(names, ","), "blame,branch,checkout,diff,list,log,merge,read_file,run,snapshot,undo"; got != want {
 		t.Fatalf("tools %s, want %s", got, want)
 	}
 

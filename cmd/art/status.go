@@ -21,6 +21,10 @@ type statusReport struct {
 	Changes  map[string]int `json:"changes_since_snapshot"`
 	// GC is what art gc (default grace) would remove now: a dry run.
 	GC *journal.GCReport `json:"gc"`
+	// ConflictedMerge is the branch's newest op when it is a merge that
+	// left conflict markers (art merge --conflict=markers): resolved by
+	// the next op, such as art snapshot after editing them away.
+	ConflictedMerge *journal.OpInfo `json:"conflicted_merge,omitempty"`
 }
 
 type lastSnapshot struct {
@@ -67,6 +71,9 @@ func newStatusCommand(e *env) *cli.Command {
 				return err
 			}
 			rep.Branches = len(bs)
+			if rep.ConflictedMerge, err = conflictedMerge(c, db, c.String("branch")); err != nil {
+				return err
+			}
 			snaps, err := db.Snapshots(c.Context, c.String("branch"))
 			if err != nil {
 				return err
@@ -136,6 +143,9 @@ func printStatus(e *env, rep *statusReport) {
 				rep.Changes["added"], rep.Changes["modified"], rep.Changes["deleted"])
 		}
 	}
+	if m := rep.ConflictedMerge; m != nil {
+		fmt.Fprintf(w, "conflicted merge: op %d %s left conflict markers; resolve them, then art snapshot\n", m.ID, termtext.Quoted(m.Description))
+	}
 	if len(rep.Sessions) == 0 {
 		fmt.Fprintln(w, "no session running on this store")
 	}
@@ -172,6 +182,19 @@ func printStatus(e *env, rep *statusReport) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// conflictedMerge returns branch's newest op when it is a merge recorded
+// as conflicted (exit status 1), nil otherwise.
+func conflictedMerge(c *cli.Context, db *journal.DB, branch string) (*journal.OpInfo, error) {
+	ops, err := db.Ops(c.Context, journal.LogQuery{Branch: branch, Limit: 1})
+	if err != nil || len(ops) == 0 {
+		return nil, err
+	}
+	if o := ops[0]; o.Kind == "merge" && o.Status != nil && *o.Status != 0 {
+		return &o, nil
+	}
+	return nil, nil
 }
 
 // fmtAge prints a duration for people, to the unit that matters.

@@ -13,6 +13,8 @@
 //	snapshot     TakeSnapshot after changing one file, at 1k, 10k and 100k files
 //	diff         journal.Diff and DB.Checkout with 1..1000 of 10k files
 //	             changed, next to git diff and git reset
+//	merge        art merge of two branches of 10k files that changed
+//	             disjoint halves, next to git merge-tree and git merge
 //	remote       art push to another store file, first and after editing 1%
 //	             of the files, next to restic backup and borg create into
 //	             local repositories and git push to a bare repository
@@ -92,11 +94,11 @@ import (
 )
 
 // sections in the order they run and appear in the table.
-var sections = []string{"ingest", "incremental", "snapshot", "diff", "remote", "overlay", "trace", "sandbox", "lifecycle", "workloads"}
+var sections = []string{"ingest", "incremental", "snapshot", "diff", "merge", "remote", "overlay", "trace", "sandbox", "lifecycle", "workloads"}
 
 // storeSections are the sections of the store table; the rest have their
 // own tables.
-var storeSections = []string{"ingest", "incremental", "snapshot", "diff", "remote"}
+var storeSections = []string{"ingest", "incremental", "snapshot", "diff", "merge", "remote"}
 
 type config struct {
 	quick      bool
@@ -237,6 +239,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			err = b.snapshotLatency()
 		case "diff":
 			err = b.diffCheckout()
+		case "merge":
+			err = b.mergeSection() // merge.go
 		case "remote":
 			err = b.remoteSection()
 		case "overlay":
