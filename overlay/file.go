@@ -90,6 +90,8 @@ func (n *node) emptyLocked() error {
 	return nil
 }
 
+var _ fs.NodeOpener = (*node)(nil)
+
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ctx = uninterruptible(ctx)
 	return n.open(ctx, flags)
@@ -210,6 +212,13 @@ type lowerHandle struct {
 	*fs.LoopbackFile
 	n *node
 }
+
+// The embedded LoopbackFile serves the rest; Release is art's own, and
+// passthrough of the host file must reach the kernel.
+var (
+	_ fs.FileReleaser        = (*lowerHandle)(nil)
+	_ fs.FilePassthroughFder = (*lowerHandle)(nil)
+)
 
 func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
 	ctx = uninterruptible(ctx)
@@ -411,6 +420,8 @@ func (h *handle) lockContent(ctx context.Context, disk, gather bool) (fs.FileHan
 	return h.lf, 0
 }
 
+var _ fs.FileReader = (*handle)(nil)
+
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	ctx = uninterruptible(ctx)
 	if res, ok, errno := h.n.readStore(ctx, dest, off); ok {
@@ -431,6 +442,8 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	h.n.mu.Unlock()
 	return lf.(fs.FileReader).Read(ctx, dest, off)
 }
+
+var _ fs.FileWriter = (*handle)(nil)
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	ctx = uninterruptible(ctx)
@@ -610,6 +623,8 @@ func (n *node) changed(ctx context.Context) {
 	}
 }
 
+var _ fs.FileAllocater = (*handle)(nil)
+
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	ctx = uninterruptible(ctx)
 	if h.n.fsys.quota.Load() > 0 && mode&unix.FALLOC_FL_PUNCH_HOLE == 0 && h.n.fsys.reserve(int64(size)) < int64(size) {
@@ -628,6 +643,8 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	return errno
 }
 
+var _ fs.FileLseeker = (*handle)(nil)
+
 // Lseek answers SEEK_DATA and SEEK_HOLE (the kernel handles the others)
 // from the private copy, whose holes are the file's.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
@@ -639,6 +656,8 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 	h.n.mu.Unlock()
 	return lf.(fs.FileLseeker).Lseek(ctx, off, whence)
 }
+
+var _ fs.FileFlusher = (*handle)(nil)
 
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	ctx = uninterruptible(ctx)
@@ -653,10 +672,14 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	return h.n.fsys.errno(h.n.journal(ctx, false))
 }
 
+var _ fs.FileFsyncer = (*handle)(nil)
+
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	ctx = uninterruptible(ctx)
 	return h.n.fsys.errno(h.n.journal(ctx, true))
 }
+
+var _ fs.FileReleaser = (*handle)(nil)
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	ctx = uninterruptible(ctx)

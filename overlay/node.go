@@ -172,6 +172,8 @@ func (n *node) child(ctx context.Context, name string, jn journal.Node) *fs.Inod
 	return in
 }
 
+var _ fs.NodeOnForgetter = (*node)(nil)
+
 func (n *node) OnForget() {
 	f := n.fsys
 	n.mu.Lock()
@@ -302,6 +304,8 @@ func (n *node) fillEntry(out *fuse.EntryOut) {
 	n.mu.Unlock()
 }
 
+var _ fs.NodeGetattrer = (*node)(nil)
+
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterruptible(ctx)
 	n.mu.Lock()
@@ -309,6 +313,8 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	n.mu.Unlock()
 	return 0
 }
+
+var _ fs.NodeLookuper = (*node)(nil)
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterruptible(ctx)
@@ -364,6 +370,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 // average), so with 16 nearly every lookup of a first git status was a
 // query (docs/architecture.md, "Listings", has the measurements).
 const lookupsBeforeListing = 2
+
+var _ fs.NodeReaddirer = (*node)(nil)
 
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx = uninterruptible(ctx)
@@ -494,6 +502,8 @@ func (n *node) touchDir() {
 	n.fsys.mu.Unlock()
 }
 
+var _ fs.NodeMkdirer = (*node)(nil)
+
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterruptible(ctx)
 	_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryDir, Mode: mode & 0o7777}, out)
@@ -505,11 +515,15 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	return in, errno
 }
 
+var _ fs.NodeSymlinker = (*node)(nil)
+
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterruptible(ctx)
 	_, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntrySymlink, Mode: 0o777, Link: []byte(target)}, out)
 	return in, errno
 }
+
+var _ fs.NodeMknoder = (*node)(nil)
 
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterruptible(ctx)
@@ -530,6 +544,8 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 	return nil, syscall.EPERM // devices have no place in a workspace (docs/security.md)
 }
 
+var _ fs.NodeCreater = (*node)(nil)
+
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ctx = uninterruptible(ctx)
 	c, in, errno := n.create(ctx, name, journal.Attr{Kind: cas.EntryFile, Mode: mode & 0o7777}, out)
@@ -545,6 +561,8 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	// Its close commits the create, even from a read-only open.
 	return in, fh, fuseFlags &^ fuse.FOPEN_NOFLUSH, 0
 }
+
+var _ fs.NodeLinker = (*node)(nil)
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = uninterruptible(ctx)
@@ -596,6 +614,8 @@ func (n *node) removeChild(ctx context.Context, name string, remove func(tx *jou
 	}
 	return n.fsys.live(ino), 0
 }
+
+var _ fs.NodeUnlinker = (*node)(nil)
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = uninterruptible(ctx)
@@ -663,6 +683,8 @@ func (n *node) unlinkBehind(ctx context.Context, name string) bool {
 	return true
 }
 
+var _ fs.NodeRmdirer = (*node)(nil)
+
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = uninterruptible(ctx)
 	c, errno := n.removeChild(ctx, name, (*journal.Tx).Rmdir)
@@ -679,6 +701,8 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	}
 	return 0
 }
+
+var _ fs.NodeRenamer = (*node)(nil)
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = uninterruptible(ctx)
@@ -763,6 +787,8 @@ func (n *node) refresh(ctx context.Context, inos ...int64) syscall.Errno {
 	return 0
 }
 
+var _ fs.NodeReadlinker = (*node)(nil)
+
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	ctx = uninterruptible(ctx)
 	n.mu.Lock()
@@ -772,6 +798,8 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	}
 	return append([]byte(nil), n.attr.Link...), 0
 }
+
+var _ fs.NodeSetattrer = (*node)(nil)
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = uninterruptible(ctx)
@@ -958,6 +986,8 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 
 var _ fs.NodeFsyncer = (*node)(nil)
 
+var _ fs.NodeStatfser = (*node)(nil)
+
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	ctx = uninterruptible(ctx)
 	return n.fsys.statfs(out)
@@ -965,172 +995,3 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 
 // Extended attributes: user.* are stored; other namespaces hold nothing
 // (reads say ENODATA) and cannot be set (EOPNOTSUPP).
-
-func isUser(name string) bool { return len(name) > 5 && name[:5] == "user." }
-
-func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	ctx = uninterruptible(ctx)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, x := range n.attr.Xattrs {
-		if x.Name == attr {
-			if len(dest) == 0 {
-				return uint32(len(x.Value)), 0
-			}
-			if len(dest) < len(x.Value) {
-				return uint32(len(x.Value)), syscall.ERANGE
-			}
-			return uint32(copy(dest, x.Value)), 0
-		}
-	}
-	return 0, syscall.ENODATA
-}
-
-func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	ctx = uninterruptible(ctx)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var b []byte
-	for _, x := range n.attr.Xattrs {
-		b = append(append(b, x.Name...), 0)
-	}
-	if len(dest) == 0 {
-		return uint32(len(b)), 0
-	}
-	if len(dest) < len(b) {
-		return uint32(len(b)), syscall.ERANGE
-	}
-	return uint32(copy(dest, b)), 0
-}
-
-func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	ctx = uninterruptible(ctx)
-	if !isUser(attr) {
-		return syscall.EOPNOTSUPP
-	}
-	n.mu.Lock()
-	exists := false
-	for _, x := range n.attr.Xattrs {
-		exists = exists || x.Name == attr
-	}
-	n.mu.Unlock()
-	switch {
-	case flags&unix.XATTR_CREATE != 0 && exists:
-		return syscall.EEXIST
-	case flags&unix.XATTR_REPLACE != 0 && !exists:
-		return syscall.ENODATA
-	}
-	if len(data) > 64<<10 {
-		return syscall.E2BIG
-	}
-	var jn journal.Node
-	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
-		if err := tx.SetXattr(n.ino, attr, data); err != nil {
-			return err
-		}
-		var err error
-		jn, err = tx.Get(n.ino)
-		return err
-	})
-	if err != nil {
-		return n.fsys.errno(err)
-	}
-	n.mu.Lock()
-	n.attr.Xattrs, n.ctime = jn.Xattrs, jn.CTime
-	n.mu.Unlock()
-	n.stale()
-	return 0
-}
-
-func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	ctx = uninterruptible(ctx)
-	if !isUser(attr) {
-		return syscall.ENODATA
-	}
-	var jn journal.Node
-	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
-		if err := tx.RemoveXattr(n.ino, attr); err != nil {
-			return err
-		}
-		var err error
-		jn, err = tx.Get(n.ino)
-		return err
-	})
-	if err != nil {
-		return n.fsys.errno(err)
-	}
-	n.mu.Lock()
-	n.attr.Xattrs, n.ctime = jn.Xattrs, jn.CTime
-	n.mu.Unlock()
-	n.stale()
-	return 0
-}
-
-// OpendirHandle lets the kernel keep directory listings in its page cache
-// (FOPEN_CACHE_DIR): art is the only writer of the mount, and the kernel
-// drops a cached listing itself when an entry changes through it, or when
-// the directory's mtime changes. A repeated getdents (git status, every
-// run) then never reaches the daemon.
-func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	return &dirHandle{n: n}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
-}
-
-// dirHandle is an open directory: its listing, read at the first
-// getdents.
-type dirHandle struct {
-	n  *node
-	ds fs.DirStream
-}
-
-var (
-	_ fs.NodeOpendirHandler = (*node)(nil)
-	_ fs.FileReaddirenter   = (*dirHandle)(nil)
-	_ fs.FileSeekdirer      = (*dirHandle)(nil)
-	_ fs.FileReleasedirer   = (*dirHandle)(nil)
-	_ fs.FileFsyncdirer     = (*dirHandle)(nil)
-)
-
-func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	if d.ds == nil {
-		ds, errno := d.n.Readdir(ctx)
-		if errno != 0 {
-			return nil, errno
-		}
-		d.ds = ds
-	}
-	if !d.ds.HasNext() {
-		return nil, 0
-	}
-	e, errno := d.ds.Next()
-	return &e, errno
-}
-
-// Seekdir to 0 (rewinddir) reads the listing afresh; other offsets are
-// positions in the listing read.
-func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if off == 0 && d.ds != nil {
-		d.ds.Close()
-		d.ds = nil
-	}
-	if d.ds == nil {
-		ds, errno := d.n.Readdir(ctx)
-		if errno != 0 {
-			return errno
-		}
-		d.ds = ds
-	}
-	if sd, ok := d.ds.(fs.FileSeekdirer); ok {
-		return sd.Seekdir(ctx, off)
-	}
-	return syscall.ENOTSUP
-}
-
-func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
-	if d.ds != nil {
-		d.ds.Close()
-	}
-}
-
-func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
-	return d.n.fsys.errno(d.n.fsys.sync())
-}

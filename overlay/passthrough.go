@@ -178,6 +178,17 @@ func (n *node) ptUnseen() bool {
 	return n.ptWriters > 0 || n.mapped
 }
 
+var (
+	_ fs.FilePassthroughFder = (*ptHandle)(nil)
+	_ fs.FileReader          = (*ptHandle)(nil)
+	_ fs.FileWriter          = (*ptHandle)(nil)
+	_ fs.FileAllocater       = (*ptHandle)(nil)
+	_ fs.FileLseeker         = (*ptHandle)(nil)
+	_ fs.FileFlusher         = (*ptHandle)(nil)
+	_ fs.FileFsyncer         = (*ptHandle)(nil)
+	_ fs.FileReleaser        = (*ptHandle)(nil)
+)
+
 // ptHandle is an open file served by passthrough to the node's upper
 // file. Reads and writes reach it only if the kernel declined
 // passthrough (go-fuse then serves them from the same file).
