@@ -126,7 +126,8 @@ type FS struct {
 
 	ptOK atomic.Bool // the kernel takes backing files from upperDir (passthrough.go); false until probed
 
-	log func(string) // Options.Log, never nil
+	log    func(string) // Options.Log, never nil
+	counts *opCounter   // ART_FUSE_COUNTS (opcount.go), else nil
 
 	watchStop chan struct{} // closed by Unmount: the mapped-node watcher ends
 	watchWG   sync.WaitGroup
@@ -204,7 +205,12 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	}
 	root := f.newNode(jn)
 	f.nodes[jn.Ino] = root // so link-count refreshes reach it like any node
-	long := time.Hour      // art is the only writer of its upper: the kernel's caches stay true
+	logger := log.New(lineWriter(f.log), "art fuse: ", 0)
+	if f.counts = newOpCounter(); f.counts != nil {
+		opts.Debug = true
+		logger = log.New(lineWriter(f.counts.line), "", 0)
+	}
+	long := time.Hour // art is the only writer of its upper: the kernel's caches stay true
 	negative := time.Hour
 	fsOpts := &fs.Options{
 		MountOptions: fuse.MountOptions{
@@ -224,7 +230,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 			DirectMountStrict: os.Geteuid() == 0,
 			Debug:             opts.Debug,
 			// go-fuse's own messages go where the mount's do.
-			Logger: log.New(lineWriter(f.log), "art fuse: ", 0),
+			Logger: logger,
 			// The kernel checks permissions against the modes we report.
 			Options: mountOptions(opts.ReadOnly),
 			// With HANDLE_KILLPRIV_V2 the kernel stops asking for
@@ -406,6 +412,9 @@ func (f *FS) Unmount(ctx context.Context) error {
 			return fmt.Errorf("unmount: %w", err)
 		}
 		f.server = nil
+		if f.counts != nil {
+			f.counts.write()
+		}
 	}
 	f.stopWatch()
 	if f.behind != nil {
