@@ -117,7 +117,7 @@ type FS struct {
 	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
 	stats   struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
-		storeReads                                                   atomic.Int64
+		storeReads, lookupQueries                                    atomic.Int64
 		streamed, streamStarts, streamBytes                          atomic.Int64
 	}
 	streams  streams    // files being stored while written (stream.go)
@@ -317,6 +317,9 @@ type Stats struct {
 	Kept      int
 	KeptBytes int64
 	Readdirs  int64 // READDIR requests: listings the kernel had not cached
+	// LookupQueries counts lookups answered by a query of their own,
+	// not from a directory's listing (node.go Lookup).
+	LookupQueries int64
 	// StoreReads counts reads served straight from the store, without a
 	// private copy (file.go readStore).
 	StoreReads int64
@@ -334,7 +337,7 @@ func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
-		Readdirs: f.stats.readdirs.Load(), StoreReads: f.stats.storeReads.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
+		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(), StoreReads: f.stats.storeReads.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
 }
 
