@@ -91,7 +91,19 @@ func (t *Tx) ReadDir(dir int64) ([]Dirent, error) {
 	if err := t.p.dir(dir); err != nil {
 		return nil, err
 	}
-	return t.p.children(dir)
+	des, _, err := t.p.children(dir, 0)
+	return des, err
+}
+
+// ReadDirUpTo lists directory dir in name order when it holds at most max
+// entries (max > 0); when it holds more, ok is false and nothing is listed
+// (the names past max are not read): a caller that lists a directory on
+// the chance of needing it pays little for a big one.
+func (t *Tx) ReadDirUpTo(dir int64, max int) (des []Dirent, ok bool, err error) {
+	if err := t.p.dir(dir); err != nil {
+		return nil, false, err
+	}
+	return t.p.children(dir, max)
 }
 
 // fixNlink gives a directory that is not loaded yet its true link count

@@ -374,3 +374,44 @@ func TestGatheredWrites(t *testing.T) {
 	s.unmount()
 	s.verify()
 }
+
+// TestSmallDirListedAtFirstLookup: in a new mount, the first name looked
+// up in a small directory lists it, so stats of its other files need no
+// query; a big directory answers its first lookup by a query and is
+// listed at the second (a path walked through it lists nothing).
+func TestSmallDirListedAtFirstLookup(t *testing.T) {
+	s := newStore(t)
+	for dir, n := range map[string]int{"small": 3, "big": 100} {
+		if err := os.Mkdir(filepath.Join(s.mnt, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := os.WriteFile(filepath.Join(s.mnt, dir, fmt.Sprintf("f%d", i)), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.unmount()
+	s.mount() // the kernel and the daemon know nothing of either directory
+	queries := func(paths ...string) int64 {
+		t.Helper()
+		before := s.fs.Stats().LookupQueries
+		for _, p := range paths {
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(s.mnt, p), &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s.fs.Stats().LookupQueries - before
+	}
+	queries("small", "big") // the directories themselves: the root's business
+	if got := queries("small/f0", "small/f1", "small/f2"); got != 0 {
+		t.Errorf("stats of a 3-file directory's files took %d lookup queries, want 0 (listed at the first)", got)
+	}
+	if got := queries("big/f0"); got != 1 {
+		t.Errorf("the first stat in a 100-file directory took %d lookup queries, want 1 (not listed)", got)
+	}
+	if got := queries("big/f1", "big/f2"); got != 0 {
+		t.Errorf("the next stats in a 100-file directory took %d lookup queries, want 0 (listed at the second)", got)
+	}
+}

@@ -117,7 +117,7 @@ type FS struct {
 	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
 	stats   struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
-		storeReads                                                   atomic.Int64
+		storeReads, lookupQueries                                    atomic.Int64
 		streamed, streamStarts, streamBytes                          atomic.Int64
 	}
 	streams  streams    // files being stored while written (stream.go)
@@ -126,7 +126,8 @@ type FS struct {
 
 	ptOK atomic.Bool // the kernel takes backing files from upperDir (passthrough.go); false until probed
 
-	log func(string) // Options.Log, never nil
+	log    func(string) // Options.Log, never nil
+	counts *opCounter   // ART_FUSE_COUNTS (opcount.go), else nil
 
 	watchStop chan struct{} // closed by Unmount: the mapped-node watcher ends
 	watchWG   sync.WaitGroup
@@ -204,7 +205,12 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	}
 	root := f.newNode(jn)
 	f.nodes[jn.Ino] = root // so link-count refreshes reach it like any node
-	long := time.Hour      // art is the only writer of its upper: the kernel's caches stay true
+	logger := log.New(lineWriter(f.log), "art fuse: ", 0)
+	if f.counts = newOpCounter(); f.counts != nil {
+		opts.Debug = true
+		logger = log.New(lineWriter(f.counts.line), "", 0)
+	}
+	long := time.Hour // art is the only writer of its upper: the kernel's caches stay true
 	negative := time.Hour
 	fsOpts := &fs.Options{
 		MountOptions: fuse.MountOptions{
@@ -224,7 +230,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 			DirectMountStrict: os.Geteuid() == 0,
 			Debug:             opts.Debug,
 			// go-fuse's own messages go where the mount's do.
-			Logger: log.New(lineWriter(f.log), "art fuse: ", 0),
+			Logger: logger,
 			// The kernel checks permissions against the modes we report.
 			Options: mountOptions(opts.ReadOnly),
 			// With HANDLE_KILLPRIV_V2 the kernel stops asking for
@@ -311,6 +317,9 @@ type Stats struct {
 	Kept      int
 	KeptBytes int64
 	Readdirs  int64 // READDIR requests: listings the kernel had not cached
+	// LookupQueries counts lookups answered by a query of their own,
+	// not from a directory's listing (node.go Lookup).
+	LookupQueries int64
 	// StoreReads counts reads served straight from the store, without a
 	// private copy (file.go readStore).
 	StoreReads int64
@@ -328,7 +337,7 @@ func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
-		Readdirs: f.stats.readdirs.Load(), StoreReads: f.stats.storeReads.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
+		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(), StoreReads: f.stats.storeReads.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
 }
 
@@ -406,6 +415,9 @@ func (f *FS) Unmount(ctx context.Context) error {
 			return fmt.Errorf("unmount: %w", err)
 		}
 		f.server = nil
+		if f.counts != nil {
+			f.counts.write()
+		}
 	}
 	f.stopWatch()
 	if f.behind != nil {

@@ -325,10 +325,18 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	l := n.listingLocked()
 	if l == nil {
 		n.misses++
-		if n.misses >= lookupsBeforeListing {
+		switch {
+		case n.misses >= lookupsBeforeListing:
 			n.misses = 0
 			n.mu.Unlock()
 			n.list(ctx) // on failure, one lookup at a time as before
+			n.mu.Lock()
+			l = n.listingLocked()
+		case n.misses == 1:
+			// A small directory is listed at once: its listing costs
+			// about what the query for this one name does.
+			n.mu.Unlock()
+			n.listUpTo(ctx, smallListing) // too big, or failed: a query
 			n.mu.Lock()
 			l = n.listingLocked()
 		}
@@ -346,6 +354,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if cached != nil {
 		jn = *cached
 	} else {
+		n.fsys.stats.lookupQueries.Add(1)
 		err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 			var err error
 			jn, err = tx.Lookup(n.ino, []byte(name))
@@ -359,6 +368,15 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	in.Operations().(*node).fillEntry(out)
 	return in, 0
 }
+
+// smallListing is the most entries a directory may hold to be listed at
+// the first name looked up in it. Listing it costs one query and a row per
+// entry; a query for the one name, one query: so a small directory is
+// listed at once (git status, find, a new session's cold stats: Go's tree
+// holds 4.5 files per directory, node_modules 7), while a path walked
+// through a big one reads at most smallListing+1 names of it before the
+// query (docs/architecture.md, "Listings").
+const smallListing = 64
 
 // lookupsBeforeListing is how many names Lookup finds by a query each in
 // a directory without a listing before it reads the whole listing
@@ -394,19 +412,30 @@ func dirEntries(des []journal.Dirent) []fuse.DirEntry {
 
 // list reads the directory and makes what it read its listing.
 func (n *node) list(ctx context.Context) ([]journal.Dirent, error) {
+	des, _, err := n.listUpTo(ctx, 0)
+	return des, err
+}
+
+// listUpTo is list for a directory of at most max entries (max > 0);
+// a bigger one is not listed (ok false). max 0: any size.
+func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok bool, err error) {
 	// Before reading: an edit during the read keeps what it read out.
 	gen := n.fsys.gen.Load()
 	n.mu.Lock()
 	ver := n.listVer
 	n.mu.Unlock()
-	var des []journal.Dirent
-	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+	err = n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
-		des, err = tx.ReadDir(n.ino)
+		if max > 0 {
+			des, ok, err = tx.ReadDirUpTo(n.ino, max)
+		} else {
+			ok = true
+			des, err = tx.ReadDir(n.ino)
+		}
 		return err
 	})
-	if err != nil {
-		return nil, err
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	listing := make(map[string]*journal.Node, len(des))
 	for i := range des {
@@ -422,7 +451,7 @@ func (n *node) list(ctx context.Context) ([]journal.Dirent, error) {
 		n.listing, n.listingGen = listing, gen
 	}
 	n.mu.Unlock()
-	return des, nil
+	return des, true, nil
 }
 
 func caller(ctx context.Context) (uint32, uint32) {

@@ -104,6 +104,13 @@ func runAction(c *cli.Context, e *env) error {
 	o.Warn, o.Stdin, o.Stdout, o.Stderr = e.stderr, e.stdin, e.stdout, e.stderr
 	o.OwnsTTY = o.interactive && e.stdin == os.Stdin && isTerminal(os.Stdin) && isTerminal(e.stdout)
 	o.Progress = captureProgress(e, o.Workspace)
+	if p := os.Getenv("ART_CPUPROFILE"); p != "" { // measurement aid: the session's daemon included
+		stop, err := startCPUProfile(p)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	res, err := session.Run(c.Context, o.Options, o.Command)
 	var failed *session.FailedError
 	if errors.As(err, &failed) {
