@@ -905,113 +905,140 @@ func (s *Store) putDataParallel(ctx context.Context, r io.Reader, m *Manifest, s
 	buf := chunkBufs.Get().(*[]byte)
 	defer chunkBufs.Put(buf)
 	n := runtime.GOMAXPROCS(0)
-	type job struct {
-		data *[]byte // from chunkCopies; the worker returns it
-		id   *ID     // the slot for its id
-		pack bool
-	}
-	const slotBlock = 1024
-	var (
-		slots   [][]ID // blocks that never move once allocated
-		first   = len(m.Extents)
-		jobs    = make(chan job, 4*n)
-		stop    = make(chan struct{})
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		werr    error
-		claimed sync.Map // ID -> struct{}: chunks a worker is looking up or storing
-		total   FileStats
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if werr == nil {
-			werr = err
-			close(stop)
-		}
-	}
-	wg.Add(n)
+	p := &parallelPut{s: s, ctx: ctx, jobs: make(chan chunkJob, 4*n), stop: make(chan struct{})}
+	first := len(m.Extents)
+	p.wg.Add(n)
 	for range n {
-		go func() {
-			defer wg.Done()
-			var mine FileStats
-			for j := range jobs {
-				select {
-				case <-stop:
-				default:
-					id := Sum(*j.data)
-					*j.id = id
-					if _, dup := claimed.LoadOrStore(id, struct{}{}); dup {
-						break
-					}
-					ok, err := s.has(ctx, id)
-					if err != nil {
-						fail(fmt.Errorf("look up chunk %s: %w", id.Short(), err))
-						break
-					}
-					if !ok {
-						if err := s.storeChunk(ctx, id, *j.data, j.pack, &mine); err != nil {
-							fail(err)
-						}
-					}
-					// From here on has finds it (the same transaction):
-					// the claim only has to cover chunks in flight, so
-					// the map stays small whatever the file's size.
-					claimed.Delete(id)
-				}
-				chunkCopies.Put(j.data)
-			}
-			mu.Lock()
-			total.NewChunks += mine.NewChunks
-			total.NewBytes += mine.NewBytes
-			mu.Unlock()
-		}()
+		go p.worker()
 	}
-	cerr := func() error {
-		c := newChunkerBuf(r, *buf)
-		for i := 0; ; i++ {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			chunk, err := c.Next()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("read: %w", err)
-			}
-			if i%slotBlock == 0 {
-				slots = append(slots, make([]ID, slotBlock))
-			}
-			m.Extents = append(m.Extents, Extent{Len: int64(len(chunk))})
-			m.Size += int64(len(chunk))
-			st.Chunks++
-			st.Bytes += int64(len(chunk))
-			cp := chunkCopies.Get().(*[]byte)
-			*cp = append((*cp)[:0], chunk...)
-			j := job{data: cp, id: &slots[i/slotBlock][i%slotBlock], pack: st.Bytes > packFrom}
-			select {
-			case jobs <- j:
-			case <-stop:
-				chunkCopies.Put(cp)
-				return nil // the workers' error is returned below
-			}
-		}
-	}()
-	close(jobs)
-	wg.Wait()
-	st.NewChunks += total.NewChunks
-	st.NewBytes += total.NewBytes
+	slots, cerr := p.cut(r, *buf, m, st)
+	close(p.jobs)
+	p.wg.Wait()
+	st.NewChunks += p.total.NewChunks
+	st.NewBytes += p.total.NewBytes
 	if cerr != nil {
 		return cerr
 	}
-	if werr != nil {
-		return werr
+	if p.werr != nil {
+		return p.werr
 	}
 	for i := range m.Extents[first:] {
 		m.Extents[first+i].ID = slots[i/slotBlock][i%slotBlock]
 	}
 	return nil
+}
+
+// slotBlock is how many chunk ids putDataParallel allocates at a time.
+const slotBlock = 1024
+
+// chunkJob is one chunk for putDataParallel's workers.
+type chunkJob struct {
+	data *[]byte // from chunkCopies; the worker returns it
+	id   *ID     // the slot for its id
+	pack bool
+}
+
+// parallelPut is the state putDataParallel's reader and workers share.
+type parallelPut struct {
+	s       *Store
+	ctx     context.Context
+	jobs    chan chunkJob
+	stop    chan struct{} // closed on the first worker error
+	wg      sync.WaitGroup
+	mu      sync.Mutex // guards werr and total
+	werr    error
+	claimed sync.Map // ID -> struct{}: chunks a worker is looking up or storing
+	total   FileStats
+}
+
+// fail records a worker's error, the first only, and stops the others.
+func (p *parallelPut) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.werr == nil {
+		p.werr = err
+		close(p.stop)
+	}
+}
+
+// worker stores the chunks it receives until jobs is closed (after a
+// failure it only gives their buffers back), then adds what it stored to
+// total.
+func (p *parallelPut) worker() {
+	defer p.wg.Done()
+	var mine FileStats
+	for j := range p.jobs {
+		select {
+		case <-p.stop:
+		default:
+			p.put(j, &mine)
+		}
+		chunkCopies.Put(j.data)
+	}
+	p.mu.Lock()
+	p.total.NewChunks += mine.NewChunks
+	p.total.NewBytes += mine.NewBytes
+	p.mu.Unlock()
+}
+
+// put hashes j's chunk into its slot and stores it unless the store has
+// it or another worker is storing it.
+func (p *parallelPut) put(j chunkJob, mine *FileStats) {
+	id := Sum(*j.data)
+	*j.id = id
+	if _, dup := p.claimed.LoadOrStore(id, struct{}{}); dup {
+		return
+	}
+	ok, err := p.s.has(p.ctx, id)
+	if err != nil {
+		p.fail(fmt.Errorf("look up chunk %s: %w", id.Short(), err))
+		return
+	}
+	if !ok {
+		if err := p.s.storeChunk(p.ctx, id, *j.data, j.pack, mine); err != nil {
+			p.fail(err)
+		}
+	}
+	// From here on has finds it (the same transaction): the claim only
+	// has to cover chunks in flight, so the map stays small whatever the
+	// file's size.
+	p.claimed.Delete(id)
+}
+
+// cut reads r, cuts it into chunks appended to m as extents (their ids
+// to come from the returned slots) and hands each to the workers. It
+// returns nil early when a worker failed: the workers' error is p.werr.
+func (p *parallelPut) cut(r io.Reader, buf []byte, m *Manifest, st *FileStats) ([][]ID, error) {
+	var slots [][]ID // blocks that never move once allocated
+	c := newChunkerBuf(r, buf)
+	for i := 0; ; i++ {
+		if err := p.ctx.Err(); err != nil {
+			return slots, err
+		}
+		chunk, err := c.Next()
+		if err == io.EOF {
+			return slots, nil
+		}
+		if err != nil {
+			return slots, fmt.Errorf("read: %w", err)
+		}
+		if i%slotBlock == 0 {
+			slots = append(slots, make([]ID, slotBlock))
+		}
+		m.Extents = append(m.Extents, Extent{Len: int64(len(chunk))})
+		m.Size += int64(len(chunk))
+		st.Chunks++
+		st.Bytes += int64(len(chunk))
+		cp := chunkCopies.Get().(*[]byte)
+		*cp = append((*cp)[:0], chunk...)
+		j := chunkJob{data: cp, id: &slots[i/slotBlock][i%slotBlock], pack: st.Bytes > packFrom}
+		select {
+		case p.jobs <- j:
+		case <-p.stop:
+			chunkCopies.Put(cp)
+			return slots, nil // the workers' error is returned by putDataParallel
+		}
+	}
 }
 
 // CheckPacked checks, without reading their bytes, that every packed

@@ -271,7 +271,10 @@ func (s *searcher) recsCmp(off1, lim1, off2, lim2 int, needMin bool) {
 }
 
 // split is xdl_split: the middle snake of the box, or a heuristic cut
-// when the search grows expensive.
+// when the search grows expensive. It is longer than the guideline because
+// it is a line-for-line transcription of git's xdiff/xdiffi.c xdl_split,
+// kept so that art's merges stay byte-identical to git merge-file; split
+// into steps, it could no longer be checked against the original.
 func (s *searcher) split(off1, lim1, off2, lim2 int, needMin bool) split {
 	ha1, ha2 := s.ha1, s.ha2
 	kvdf, kvdb := &s.kvdf, &s.kvdb

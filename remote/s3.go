@@ -295,7 +295,6 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 	shadow := map[cas.ID]packLoc{}
 	sizes := map[string]int64{}
 	packs := map[string]packInfo{}
-	bare := map[string]packInfo{} // .pack objects, by name
 	var cached map[string][]byte
 	if s.idxCache != nil {
 		var err error
@@ -307,27 +306,13 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		s.fresh = map[string][]byte{}
 	}
 	pre := s.key("packs/")
-	markerKey := s.key(gcMarkerName)
-	var idxKeys []minio.ObjectInfo
-	marker, round := "", ""
-	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
-		if o.Err != nil {
-			return fmt.Errorf("list %s: %w", s.where(pre), o.Err)
-		}
-		if o.Key == markerKey {
-			marker = o.ETag
-			continue
-		}
-		rest := strings.TrimPrefix(o.Key, pre)
-		if name, ok := strings.CutSuffix(rest, ".pack"); ok {
-			bare[name] = packInfo{packBytes: o.Size, modified: o.LastModified}
-			continue
-		}
-		if _, ok := strings.CutSuffix(rest, ".idx"); ok {
-			idxKeys = append(idxKeys, o)
-		}
+	l, err := s.listPacks(ctx, pre)
+	if err != nil {
+		return err
 	}
+	bare, marker := l.bare, l.marker
 	var condemned map[string]bool
+	round := ""
 	if marker != "" {
 		m, etag, err := s.readMarker(ctx)
 		if err != nil {
@@ -342,21 +327,14 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		}
 	}
 	var total int64
-	for _, o := range idxKeys {
+	for _, o := range l.idxKeys {
 		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, pre), ".idx")
-		b, ok := cached[name]
-		if !ok || cas.Sum(b).String() != name {
-			var err error
-			if b, _, err = s.get(ctx, o.Key, 64<<20); err != nil {
-				return fmt.Errorf("read %s: %w", s.where(o.Key), err)
-			}
-			if b == nil {
-				continue // deleted between listing and reading
-			}
-			if cas.Sum(b).String() != name {
-				return fmt.Errorf("%w: %s does not hash to its name", ErrMalformed, s.where(o.Key))
-			}
-			s.fresh[name] = b
+		b, err := s.readIndex(ctx, o.Key, name, cached)
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			continue // deleted between listing and reading
 		}
 		if total += int64(len(b)); total > maxIndexTotal {
 			return fmt.Errorf("%w: %s: pack indexes over %d bytes (about %d million objects); not read", ErrMalformed, s.where(pre), maxIndexTotal, maxIndexTotal/minIndexEnt/1_000_000)
@@ -365,7 +343,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		if condemned[name] {
 			into = shadow
 		}
-		err := parseIndex(b, func(id cas.ID, e packEntry) {
+		err = parseIndex(b, func(id cas.ID, e packEntry) {
 			if _, dup := into[id]; !dup {
 				into[id] = packLoc{pack: name, packEntry: e}
 			}
@@ -393,6 +371,59 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 	s.packs, s.orphans = packs, bare
 	s.marker, s.markerAt, s.round = marker, time.Now(), round
 	return nil
+}
+
+// packListing is what one listing of PREFIX/packs/ found.
+type packListing struct {
+	idxKeys []minio.ObjectInfo  // the .idx objects
+	bare    map[string]packInfo // the .pack objects, by name
+	marker  string              // the gc round marker's ETag, "" if none
+}
+
+// listPacks lists the pack files, their indexes and the gc round marker
+// under pre (PREFIX/packs/).
+func (s *S3Remote) listPacks(ctx context.Context, pre string) (packListing, error) {
+	l := packListing{bare: map[string]packInfo{}}
+	markerKey := s.key(gcMarkerName)
+	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
+		if o.Err != nil {
+			return l, fmt.Errorf("list %s: %w", s.where(pre), o.Err)
+		}
+		if o.Key == markerKey {
+			l.marker = o.ETag
+			continue
+		}
+		rest := strings.TrimPrefix(o.Key, pre)
+		if name, ok := strings.CutSuffix(rest, ".pack"); ok {
+			l.bare[name] = packInfo{packBytes: o.Size, modified: o.LastModified}
+			continue
+		}
+		if _, ok := strings.CutSuffix(rest, ".idx"); ok {
+			l.idxKeys = append(l.idxKeys, o)
+		}
+	}
+	return l, nil
+}
+
+// readIndex returns the bytes of the index of pack name (object key):
+// from cached when they hash to the name, else read from the remote, checked
+// and kept in s.fresh. nil, nil when it was deleted since the listing.
+func (s *S3Remote) readIndex(ctx context.Context, key, name string, cached map[string][]byte) ([]byte, error) {
+	if b, ok := cached[name]; ok && cas.Sum(b).String() == name {
+		return b, nil
+	}
+	b, _, err := s.get(ctx, key, 64<<20)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", s.where(key), err)
+	}
+	if b == nil {
+		return nil, nil
+	}
+	if cas.Sum(b).String() != name {
+		return nil, fmt.Errorf("%w: %s does not hash to its name", ErrMalformed, s.where(key))
+	}
+	s.fresh[name] = b
+	return b, nil
 }
 
 // loc finds where object id is stored, in a pack a gc round condemned if

@@ -262,39 +262,14 @@ func (c *Config) args(seccompFD int, stage *stagePlan) []string {
 		"--dev", "/dev",
 		"--proc", "/proc",
 	)
-	tmpfs := func(dst string) {
-		if c.TmpSize > 0 {
-			a = append(a, "--size", fmt.Sprint(c.TmpSize))
-		}
-		a = append(a, "--tmpfs", dst)
-	}
-	// Private scratch space, and the host's sockets and homes out of sight.
-	for _, d := range []string{"/tmp", "/run", "/var/tmp", "/home", "/root"} {
-		tmpfs(d)
-	}
-	// /var/run is a symlink to /run on Debian; where it is a directory of
-	// its own it gets a tmpfs too.
-	if !isSymlink("/var/run") {
-		tmpfs("/var/run")
-	}
-	var policyAt []string
+	a = c.scratchArgs(a)
 	if c.Home != "" {
 		a = append(a, "--bind", c.Home, GuestHome)
 	} else {
 		a = append(a, "--dir", GuestHome)
 		a = bind(a, false, c.Workspace, c.guestWorkspace())
 	}
-	if c.PolicyDir != "" && exists(c.PolicyDir) {
-		// Wherever it shows: in the workspace, and through any bind of a
-		// directory above it.
-		guests := []string{c.guestWorkspace() + "/" + filepath.Base(c.PolicyDir)}
-		for _, b := range c.Binds {
-			if rel, ok := within(b.Host, c.PolicyDir); ok {
-				guests = append(guests, filepath.Join(filepath.Clean(b.Guest), rel))
-			}
-		}
-		policyAt = guests
-	}
+	policyAt := c.policyGuests()
 	for _, b := range c.Binds {
 		a = bind(a, b.ReadOnly, b.Host, filepath.Clean(b.Guest))
 	}
@@ -313,6 +288,61 @@ func (c *Config) args(seccompFD int, stage *stagePlan) []string {
 			}
 		}
 	}
+	a = c.hideArgs(a)
+	if seccompFD >= 0 {
+		a = append(a, "--seccomp", fmt.Sprint(seccompFD))
+	}
+	a = append(a, "--uid", fmt.Sprint(c.UID), "--gid", fmt.Sprint(c.GID),
+		"--hostname", "art", "--chdir", c.cwd())
+	for _, kv := range c.environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		a = append(a, "--setenv", k, v)
+	}
+	a = append(a, "--")
+	return append(a, c.Command...)
+}
+
+// scratchArgs appends the private scratch space: a tmpfs on each of /tmp,
+// /run, /var/tmp, /home and /root (the host's sockets and homes out of
+// sight), and on /var/run where it is a directory of its own.
+func (c *Config) scratchArgs(a []string) []string {
+	tmpfs := func(dst string) {
+		if c.TmpSize > 0 {
+			a = append(a, "--size", fmt.Sprint(c.TmpSize))
+		}
+		a = append(a, "--tmpfs", dst)
+	}
+	for _, d := range []string{"/tmp", "/run", "/var/tmp", "/home", "/root"} {
+		tmpfs(d)
+	}
+	// /var/run is a symlink to /run on Debian; where it is a directory of
+	// its own it gets a tmpfs too.
+	if !isSymlink("/var/run") {
+		tmpfs("/var/run")
+	}
+	return a
+}
+
+// policyGuests returns the guest paths at which the sandbox policy
+// directory shows, to cover read-only: in the workspace, and through any
+// bind of a directory above it. None when there is no policy directory.
+func (c *Config) policyGuests() []string {
+	if c.PolicyDir == "" || !exists(c.PolicyDir) {
+		return nil
+	}
+	guests := []string{c.guestWorkspace() + "/" + filepath.Base(c.PolicyDir)}
+	for _, b := range c.Binds {
+		if rel, ok := within(b.Host, c.PolicyDir); ok {
+			guests = append(guests, filepath.Join(filepath.Clean(b.Guest), rel))
+		}
+	}
+	return guests
+}
+
+// hideArgs appends a cover for each existing path of c.Hide wherever it
+// shows inside the sandbox: an empty read-only tmpfs on a directory,
+// /dev/null on a file.
+func (c *Config) hideArgs(a []string) []string {
 	for _, h := range c.Hide {
 		if !exists(h) {
 			continue
@@ -334,17 +364,7 @@ func (c *Config) args(seccompFD int, stage *stagePlan) []string {
 			}
 		}
 	}
-	if seccompFD >= 0 {
-		a = append(a, "--seccomp", fmt.Sprint(seccompFD))
-	}
-	a = append(a, "--uid", fmt.Sprint(c.UID), "--gid", fmt.Sprint(c.GID),
-		"--hostname", "art", "--chdir", c.cwd())
-	for _, kv := range c.environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		a = append(a, "--setenv", k, v)
-	}
-	a = append(a, "--")
-	return append(a, c.Command...)
+	return a
 }
 
 // ArtDir is the workspace-relative directory of art's files, and

@@ -100,13 +100,9 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	bw := c.Bwrap
-	if bw == "" {
-		p, err := exec.LookPath("bwrap")
-		if err != nil {
-			return nil, fmt.Errorf("%w: bwrap not found on PATH (apt-get install bubblewrap)", ErrUnavailable)
-		}
-		bw = p
+	bw, err := c.bwrapPath()
+	if err != nil {
+		return nil, err
 	}
 	if start == nil {
 		start = StartLocked
@@ -120,19 +116,7 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	p := &Process{cfg: c, done: make(chan struct{}), initFD: -1}
 	subreaper.Do(func() { unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
 
-	// Limits: a cgroup when this machine lets art make one, else rlimits.
-	name := fmt.Sprintf("art-%d-%d", os.Getpid(), seq.Add(1))
-	if os.Geteuid() == 0 {
-		cleanStaleCgroups()
-		cg, err := newCgroup(name, c.Limits)
-		if err == nil {
-			p.cg, p.limitBy = cg, cg.String()
-		} else {
-			p.limitBy = "rlimits (" + err.Error() + ")"
-		}
-	} else {
-		p.limitBy = "rlimits (not root: no cgroup)"
-	}
+	p.chooseLimits(c.Limits)
 
 	stage := newStagePlan(c)
 	var files []*os.File // ExtraFiles: fd 3, 4, ...
@@ -144,18 +128,11 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	}()
 	seccompFD := -1
 	if len(c.Seccomp) > 0 {
-		r, w, err := os.Pipe()
+		r, err := seccompPipe(c.Seccomp)
 		if err != nil {
 			return nil, err
 		}
 		closeAfter = append(closeAfter, r)
-		// A program is at most 4096 instructions (32 KiB): it fits the
-		// pipe's buffer, so the write completes before bwrap reads.
-		_, err = w.Write(c.Seccomp)
-		w.Close()
-		if err != nil {
-			return nil, fmt.Errorf("seccomp program: %w", err)
-		}
 		seccompFD = 3 + len(files)
 		files = append(files, r)
 	}
@@ -178,25 +155,9 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	files = append(files, blockR, infoW)
 
 	args := append([]string{"--block-fd", strconv.Itoa(blockFD), "--info-fd", strconv.Itoa(infoFD)}, c.args(seccompFD, stage)...)
-	cmd := exec.Command(bw, args...)
-	cmd.Env = []string{} // bwrap's own environment: nothing of art's
-	cmd.ExtraFiles = files
-	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	if os.Geteuid() == 0 {
-		// Never uid 0 with capabilities: bwrap itself runs unprivileged
-		// and maps the command's uid to this one in a user namespace.
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.GID), Groups: []uint32{}}
-	}
-	cmd.Dir = "/" // never inside the overlay: the daemon must not touch its own mount
-	if c.OwnsTTY {
-		t, err := newTTYCopier(stdio)
-		if err != nil {
-			return nil, err
-		}
-		p.tty = t
-		t.attach(cmd)
-	} else {
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	cmd, err := p.bwrapCmd(bw, args, files, stdio)
+	if err != nil {
+		return nil, err
 	}
 	p.cmd = cmd
 	p.start = time.Now()
@@ -222,6 +183,94 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 		p.tty.started()
 	}
 	infoW.Close()
+	ierr := p.release(cmd, infoR, blockW)
+	go p.wait(wait)
+	if ierr != nil && !errors.Is(ierr, errBwrapExited) {
+		p.Wait()
+		return nil, ierr
+	}
+	return p, nil
+}
+
+// bwrapPath returns c.Bwrap, or bwrap as found on $PATH.
+func (c *Config) bwrapPath() (string, error) {
+	if c.Bwrap != "" {
+		return c.Bwrap, nil
+	}
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", fmt.Errorf("%w: bwrap not found on PATH (apt-get install bubblewrap)", ErrUnavailable)
+	}
+	return p, nil
+}
+
+// bwrapCmd makes the command that runs bwrap with args, handing it files
+// as fds 3, 4, ... and stdio (through a terminal copier when the sandbox
+// owns the terminal).
+func (p *Process) bwrapCmd(bw string, args []string, files []*os.File, stdio IO) (*exec.Cmd, error) {
+	c := p.cfg
+	cmd := exec.Command(bw, args...)
+	cmd.Env = []string{} // bwrap's own environment: nothing of art's
+	cmd.ExtraFiles = files
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if os.Geteuid() == 0 {
+		// Never uid 0 with capabilities: bwrap itself runs unprivileged
+		// and maps the command's uid to this one in a user namespace.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.GID), Groups: []uint32{}}
+	}
+	cmd.Dir = "/" // never inside the overlay: the daemon must not touch its own mount
+	if c.OwnsTTY {
+		t, err := newTTYCopier(stdio)
+		if err != nil {
+			return nil, err
+		}
+		p.tty = t
+		t.attach(cmd)
+	} else {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	}
+	return cmd, nil
+}
+
+// chooseLimits picks how the limits are enforced: a cgroup when this
+// machine lets art make one, else rlimits.
+func (p *Process) chooseLimits(l Limits) {
+	name := fmt.Sprintf("art-%d-%d", os.Getpid(), seq.Add(1))
+	if os.Geteuid() == 0 {
+		cleanStaleCgroups()
+		cg, err := newCgroup(name, l)
+		if err == nil {
+			p.cg, p.limitBy = cg, cg.String()
+		} else {
+			p.limitBy = "rlimits (" + err.Error() + ")"
+		}
+	} else {
+		p.limitBy = "rlimits (not root: no cgroup)"
+	}
+}
+
+// seccompPipe returns the read end of a pipe holding the seccomp program,
+// for bwrap's --seccomp.
+func seccompPipe(prog []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	// A program is at most 4096 instructions (32 KiB): it fits the
+	// pipe's buffer, so the write completes before bwrap reads.
+	_, err = w.Write(prog)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("seccomp program: %w", err)
+	}
+	return r, nil
+}
+
+// release reads the pid of bwrap's child from infoR, confines it and lets
+// the sandbox go on by writing to blockW; on failure it kills bwrap
+// (unless bwrap already exited: errBwrapExited) and returns why.
+func (p *Process) release(cmd *exec.Cmd, infoR io.Reader, blockW io.Writer) error {
 	child, ierr := readChildPid(infoR)
 	childGone := false
 	if ierr == nil {
@@ -252,12 +301,7 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 			cmd.Process.Kill()
 		}
 	}
-	go p.wait(wait)
-	if ierr != nil && !errors.Is(ierr, errBwrapExited) {
-		p.Wait()
-		return nil, ierr
-	}
-	return p, nil
+	return ierr
 }
 
 var errBwrapExited = errors.New("bwrap exited before the sandbox was ready")

@@ -106,6 +106,8 @@ func runDirect(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (
 	return Result{Result: res, Direct: true}, err
 }
 
+// runOverlay runs c in the sandbox over a session's overlay and records
+// the run: a run op with begin and end events and the snapshot it ended at.
 func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (r Result, err error) {
 	// The store is written after the command ends, whatever signal ended
 	// it: cleanup must not see a cancelled context.
@@ -181,16 +183,9 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		return r, uerr
 	}
 	status = res.ExitCode
-	var snap journal.Snapshot
 	endSnap := phase.Start("end event + snapshot")
-	if err := op.Update(bg, func(tx *journal.Tx) error {
-		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Status: int64(res.ExitCode), Text: DescribeExit(res)}); err != nil {
-			return err
-		}
-		var err error
-		snap, err = tx.Snapshot("run " + desc)
-		return err
-	}); err != nil {
+	snap, err := recordEnd(bg, op, res, desc)
+	if err != nil {
 		return r, err
 	}
 	endSnap()
@@ -206,6 +201,21 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		journal.Diff(bg, s.DB.Objects(), s.Before.Root, snap.Root, func(journal.Change) error { r.Changed++; return nil })
 	}
 	return r, nil
+}
+
+// recordEnd records the end event of a run that ended with res and the
+// snapshot it leaves, in one transaction of op.
+func recordEnd(ctx context.Context, op *journal.Op, res sandbox.Result, desc string) (journal.Snapshot, error) {
+	var snap journal.Snapshot
+	err := op.Update(ctx, func(tx *journal.Tx) error {
+		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Status: int64(res.ExitCode), Text: DescribeExit(res)}); err != nil {
+			return err
+		}
+		var err error
+		snap, err = tx.Snapshot("run " + desc)
+		return err
+	})
+	return snap, err
 }
 
 // endFailed ends the run op of a session whose mount failed: the pack a

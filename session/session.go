@@ -140,42 +140,10 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	s.Before, s.Capture = st.Snapshot, st
 
 	end = phase.Start("session dir, lock, upper dir")
-	dir, err := os.MkdirTemp(base, "session-")
-	if err != nil {
-		return s, fmt.Errorf("session dir: %w", err)
-	}
-	s.Dir = dir
-	s.undo = append(s.undo, func() { removeTree(dir) }) // never through a mount
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return s, err
-	}
-	// Held while this session lives: a later session that can take it
-	// knows this one's art is gone (CleanStale).
-	alive, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	mnt, upper, err := s.makeDir(base)
 	if err != nil {
 		return s, err
 	}
-	s.undo = append(s.undo, func() { alive.Close() })
-	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
-		return s, err
-	}
-	if err := describe(alive, db.Path(), s.Branch); err != nil {
-		return s, fmt.Errorf("session lock: %w", err)
-	}
-	mnt := filepath.Join(dir, "home")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		return s, err
-	}
-	// Private copies of files being written live on disk (/var/tmp), not
-	// under /run: that is a small tmpfs on most hosts, which an agent
-	// writing a large file would fill. The sandbox has /var/tmp of its own.
-	upper, release, err := overlay.MakeUpperDir(UpperParent())
-	if err != nil {
-		if upper, release, err = overlay.MakeUpperDir(""); err != nil {
-			return s, err
-		}
-	}
-	s.undo = append(s.undo, release)
 	end()
 	var wst unix.Stat_t
 	if err := unix.Stat(o.Workspace, &wst); err != nil {
@@ -192,7 +160,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		UpperDir: upper, AllowOther: os.Geteuid() == 0,
 		Owner:       &overlay.Owner{UID: uint32(o.UID), GID: uint32(o.GID)},
 		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
-		Quota:       o.DiskQuota, JournalWrites: o.JournalWrites, Description: "session " + filepath.Base(dir),
+		Quota:       o.DiskQuota, JournalWrites: o.JournalWrites, Description: "session " + filepath.Base(s.Dir),
 		NameCallers: true, Log: s.log.add})
 	end()
 	if err != nil {
@@ -201,6 +169,49 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	cfg.Home = mnt
 	cfg.Hide = append(workspace.StoreFiles(db.Path()), base, upper)
 	return s, nil
+}
+
+// makeDir makes the session's directory under base (s.Dir), takes its
+// liveness lock, and makes the mount point (returned as mnt) and the
+// directory of private copies (upper).
+func (s *Session) makeDir(base string) (string, string, error) {
+	dir, err := os.MkdirTemp(base, "session-")
+	if err != nil {
+		return "", "", fmt.Errorf("session dir: %w", err)
+	}
+	s.Dir = dir
+	s.undo = append(s.undo, func() { removeTree(dir) }) // never through a mount
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return "", "", err
+	}
+	// Held while this session lives: a later session that can take it
+	// knows this one's art is gone (CleanStale).
+	alive, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", "", err
+	}
+	s.undo = append(s.undo, func() { alive.Close() })
+	if err := unix.Flock(int(alive.Fd()), unix.LOCK_EX); err != nil {
+		return "", "", err
+	}
+	if err := describe(alive, s.DB.Path(), s.Branch); err != nil {
+		return "", "", fmt.Errorf("session lock: %w", err)
+	}
+	mnt := filepath.Join(dir, "home")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		return "", "", err
+	}
+	// Private copies of files being written live on disk (/var/tmp), not
+	// under /run: that is a small tmpfs on most hosts, which an agent
+	// writing a large file would fill. The sandbox has /var/tmp of its own.
+	upper, release, err := overlay.MakeUpperDir(UpperParent())
+	if err != nil {
+		if upper, release, err = overlay.MakeUpperDir(""); err != nil {
+			return "", "", err
+		}
+	}
+	s.undo = append(s.undo, release)
+	return mnt, upper, nil
 }
 
 // Close unmounts (journaling what is still dirty) and releases the

@@ -8,6 +8,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// newBranchCommand is art branch. It is longer than the guideline because
+// the command is one cli.Command literal (help text, flag table, and an
+// Action whose switch has one short arm per mode: list, create, rename,
+// delete); each arm reads best beside the flags it checks.
 func newBranchCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "branch",

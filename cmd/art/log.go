@@ -11,6 +11,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// newLogCommand is art log. It is longer than the guideline because the
+// command is one cli.Command literal: its flag table, and an Action that
+// checks which view the flags chose and hands each to its own function,
+// the events listing (interleaved with forgotten stretches) written inline.
 func newLogCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "log",

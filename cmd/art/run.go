@@ -211,6 +211,8 @@ type silentExit struct{ code int }
 
 func (e *silentExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// parseRunOptions turns art run's flags into runOptions, in named steps
+// whose order is the order in which their errors are reported.
 func parseRunOptions(c *cli.Context) (runOptions, error) {
 	o := runOptions{interactive: c.Bool("interactive")}
 	o.Options = session.Options{Store: c.String("db"), Durability: c.String("durability"), Workspace: c.String("mount"),
@@ -233,21 +235,48 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		return o, err
 	}
 	o.Branch = branchName(o.Branch)
-	abs, err := filepath.Abs(o.Workspace)
+	for _, step := range []func(*cli.Context, *runOptions) error{
+		parseRunWorkspace, parseRunEnv, parseRunNet, parseRunLimits,
+	} {
+		if err := step(c, &o); err != nil {
+			return o, err
+		}
+	}
+	var err error
+	o.UID, o.GID, err = sandboxUser(c.String("user"), o.Workspace)
 	if err != nil {
 		return o, err
 	}
+	if len(o.Argv) == 0 {
+		o.Argv = []string{loginShell(), "-l"}
+	}
+	return o, nil
+}
+
+// parseRunWorkspace makes the workspace absolute and checks it is a
+// directory.
+func parseRunWorkspace(c *cli.Context, o *runOptions) error {
+	abs, err := filepath.Abs(o.Workspace)
+	if err != nil {
+		return err
+	}
 	st, err := os.Stat(abs)
 	if err != nil {
-		return o, fmt.Errorf("workspace: %w", err)
+		return fmt.Errorf("workspace: %w", err)
 	}
 	if !st.IsDir() {
-		return o, usagef("workspace %s is not a directory", o.Workspace)
+		return usagef("workspace %s is not a directory", o.Workspace)
 	}
 	o.Workspace = abs
+	return nil
+}
+
+// parseRunEnv reads --env (with $SHELL and, on a terminal, $TERM filled
+// in) and --bind.
+func parseRunEnv(c *cli.Context, o *runOptions) error {
 	for _, kv := range c.StringSlice("env") {
 		if err := sandbox.ValidEnv(kv); err != nil {
-			return o, usagef("--env: %v", errors.Unwrap(err))
+			return usagef("--env: %v", errors.Unwrap(err))
 		}
 		o.Env = append(o.Env, kv)
 	}
@@ -262,24 +291,29 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 	for _, s := range c.StringSlice("bind") {
 		b, err := parseBind(s)
 		if err != nil {
-			return o, err
+			return err
 		}
 		o.Binds = append(o.Binds, b)
 	}
-	// Retention and network defaults come from the host user's config
-	// file, never the workspace's.
+	return nil
+}
+
+// parseRunNet reads the retention and network policy: defaults from the
+// host user's config file, never the workspace's, then --net, --allow and
+// --deny.
+func parseRunNet(c *cli.Context, o *runOptions) error {
 	hc, err := loadHostConfig("")
 	if err != nil {
-		return o, err
+		return err
 	}
 	if o.Store != "" {
 		if o.retention, err = hc.Retention(); err != nil {
-			return o, err
+			return err
 		}
 	}
 	pol, mode, err := netPolicy(hc, c.StringSlice("allow"), c.StringSlice("deny"))
 	if err != nil {
-		return o, err
+		return err
 	}
 	if c.IsSet("net") || mode == "" {
 		mode = c.String("net")
@@ -290,14 +324,20 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 	case sandbox.NetAllow:
 		o.Net, o.NetPolicy = n, pol
 		if o.Store == "" {
-			return o, usagef("--net allow needs a store (-d FILE): every connection attempt is journaled")
+			return usagef("--net allow needs a store (-d FILE): every connection attempt is journaled")
 		}
 	default:
-		return o, usagef("--net %q: want host, none or allow", n)
+		return usagef("--net %q: want host, none or allow", n)
 	}
 	if o.Net != sandbox.NetAllow && (c.IsSet("allow") || c.IsSet("deny")) {
-		return o, usagef("--allow and --deny need --net allow")
+		return usagef("--allow and --deny need --net allow")
 	}
+	return nil
+}
+
+// parseRunLimits reads the resource limits: --memory, --disk-quota,
+// --tmp-size, --pids, --cpu and --timeout.
+func parseRunLimits(c *cli.Context, o *runOptions) error {
 	sizes := map[string]*int64{"memory": &o.Limits.MemoryBytes, "disk-quota": &o.DiskQuota, "tmp-size": &o.TmpSize}
 	for name, dst := range sizes {
 		if !c.IsSet(name) {
@@ -305,27 +345,20 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		}
 		n, err := parseSize(c.String(name))
 		if err != nil || n <= 0 {
-			return o, usagef("--%s %q: want a positive size such as 512M or 2G", name, c.String(name))
+			return usagef("--%s %q: want a positive size such as 512M or 2G", name, c.String(name))
 		}
 		*dst = n
 	}
 	if o.Limits.Pids = c.Int64("pids"); o.Limits.Pids < 0 {
-		return o, usagef("--pids must be positive")
+		return usagef("--pids must be positive")
 	}
 	if o.Limits.CPU = c.Float64("cpu"); o.Limits.CPU < 0 {
-		return o, usagef("--cpu must be positive")
+		return usagef("--cpu must be positive")
 	}
 	if o.Timeout < 0 {
-		return o, usagef("--timeout must be positive")
+		return usagef("--timeout must be positive")
 	}
-	o.UID, o.GID, err = sandboxUser(c.String("user"), abs)
-	if err != nil {
-		return o, err
-	}
-	if len(o.Argv) == 0 {
-		o.Argv = []string{loginShell(), "-l"}
-	}
-	return o, nil
+	return nil
 }
 
 // parseBind reads HOST:GUEST[:ro|rw]; HOST may be relative to the

@@ -53,162 +53,218 @@ func lifecycleProbe() string {
 	return fuseProbe()
 }
 
+// lifecycle measures a store over many sessions, then forget and gc, and
+// compares it with a fresh store of the sessions kept.
 func (b *bench) lifecycle() error {
 	t, err := b.ingestTree()
 	if err != nil {
 		return err
 	}
-	root := filepath.Join(b.tmp, "lifecycle")
-	in := filepath.Join(root, "in") // bound read-only into the sandbox at /tmp/in
-	if err := os.MkdirAll(in, 0o755); err != nil {
+	lc := &lcRun{b: b, root: filepath.Join(b.tmp, "lifecycle")}
+	lc.in = filepath.Join(lc.root, "in") // bound read-only into the sandbox at /tmp/in
+	if err := lc.prepare(t); err != nil {
+		return err
+	}
+	if err := lc.long(); err != nil {
+		return err
+	}
+	if err := lc.fresh(); err != nil {
+		return err
+	}
+	lc.report(t)
+	return nil
+}
+
+// lcRun is one run of the lifecycle section: where it works and what it
+// measured.
+type lcRun struct {
+	b        *bench
+	root, in string
+	n        int // sessions
+
+	// The long-lived store: after the sessions, forget and gc.
+	ws, db                           string
+	took                             []time.Duration
+	sizeSessions, sizeForget, sizeGC int64
+	objsSessions, objsGC             map[int]int64
+	forgetTook, gcTook               time.Duration
+	fr                               journal.ForgetReport
+	forgotSnaps, forgotEvents        int64
+	gr                               journal.GCReport
+	usageLong                        journal.Usage
+
+	// The fresh store of the last lcKeep sessions alone.
+	sizeFresh, sizeFreshGC int64
+	objsFresh              map[int]int64
+	usageFresh             journal.Usage
+}
+
+// prepare packs t into the input directory and writes each session's
+// random file beside it.
+func (lc *lcRun) prepare(t *tree) error {
+	b := lc.b
+	if err := os.MkdirAll(lc.in, 0o755); err != nil {
 		return err
 	}
 	// The sandbox runs as an unprivileged uid: every directory above the
 	// workspace and the bound input must let it through.
-	for _, d := range []string{b.tmp, root, in} {
+	for _, d := range []string{b.tmp, lc.root, lc.in} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			return err
 		}
 	}
 	b.progress("packing %s", t.dir)
-	if _, _, err := b.command(t.dir, nil, "tar", "-cf", filepath.Join(in, "src.tar"), "."); err != nil {
+	if _, _, err := b.command(t.dir, nil, "tar", "-cf", filepath.Join(lc.in, "src.tar"), "."); err != nil {
 		return err
 	}
-	n := b.lcSessions()
+	lc.n = b.lcSessions()
 	rng := rand.New(rand.NewChaCha8([32]byte{byte(b.cfg.seed), 'l', 'c'}))
-	for i := range n {
+	for i := range lc.n {
 		buf := make([]byte, lcRandBytes)
 		for j := range buf {
 			buf[j] = byte(rng.Uint32())
 		}
-		if err := os.WriteFile(filepath.Join(in, fmt.Sprintf("rand-%02d.bin", i)), buf, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(lc.in, fmt.Sprintf("rand-%02d.bin", i)), buf, 0o644); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	// session i of the store db, over the host workspace ws.
-	session := func(ws, db string, i int) (time.Duration, error) {
-		script := fmt.Sprintf("rm -rf tree && mkdir tree && tar --no-same-owner -xf /tmp/in/src.tar -C tree && cp /tmp/in/rand-%02d.bin tree/rand.bin", i)
-		_, d, err := b.command(filepath.Dir(ws), nil, b.art, "run", "-m", ws, "-d", db, "-i=false", "-q",
-			"--bind", in+":/tmp/in:ro", "--", "sh", "-c", script)
-		return d, err
+// session runs session i of the store db, over the host workspace ws.
+func (lc *lcRun) session(ws, db string, i int) (time.Duration, error) {
+	script := fmt.Sprintf("rm -rf tree && mkdir tree && tar --no-same-owner -xf /tmp/in/src.tar -C tree && cp /tmp/in/rand-%02d.bin tree/rand.bin", i)
+	_, d, err := lc.b.command(filepath.Dir(ws), nil, lc.b.art, "run", "-m", ws, "-d", db, "-i=false", "-q",
+		"--bind", lc.in+":/tmp/in:ro", "--", "sh", "-c", script)
+	return d, err
+}
+
+// newWorkspace makes the directory name with an empty workspace in it,
+// and returns the workspace and the path of its store.
+func (lc *lcRun) newWorkspace(name string) (string, string, error) {
+	dir := filepath.Join(lc.root, name)
+	ws := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return "", "", err
 	}
-	newWorkspace := func(name string) (string, string, error) {
-		dir := filepath.Join(root, name)
-		ws := filepath.Join(dir, "ws")
-		if err := os.MkdirAll(ws, 0o755); err != nil {
+	for _, d := range []string{dir, ws} {
+		if err := os.Chmod(d, 0o755); err != nil {
 			return "", "", err
 		}
-		for _, d := range []string{dir, ws} {
-			if err := os.Chmod(d, 0o755); err != nil {
-				return "", "", err
-			}
-		}
-		return ws, filepath.Join(dir, "ws.db"), nil
 	}
+	return ws, filepath.Join(dir, "ws.db"), nil
+}
 
-	// The long-lived store.
-	ws, db, err := newWorkspace("long")
+// long runs every session on the long-lived store, then forget and gc,
+// measuring the store after each.
+func (lc *lcRun) long() error {
+	b, n := lc.b, lc.n
+	ws, db, err := lc.newWorkspace("long")
 	if err != nil {
 		return err
 	}
-	var took []time.Duration
+	lc.ws, lc.db = ws, db
 	for i := range n {
 		if err := b.ctx.Err(); err != nil {
 			return err
 		}
-		d, err := session(ws, db, i)
+		d, err := lc.session(ws, db, i)
 		if err != nil {
 			return fmt.Errorf("session %d: %w", i+1, err)
 		}
-		took = append(took, d)
+		lc.took = append(lc.took, d)
 		b.progress("session %d/%d: %s, store %s", i+1, n, fmtDur(d), fmtBytes(storeBytes(db)))
 	}
 	if err := checkpoint(db); err != nil {
 		return err
 	}
-	sizeSessions := storeBytes(db)
-	objsSessions, err := objectBytes(db)
-	if err != nil {
+	lc.sizeSessions = storeBytes(db)
+	if lc.objsSessions, err = objectBytes(db); err != nil {
 		return err
 	}
 
-	out, forgetTook, err := b.command(root, nil, b.art, "forget", "-d", db, "--all", "--keep-last", fmt.Sprint(lcKeep), "--json")
+	out, forgetTook, err := b.command(lc.root, nil, b.art, "forget", "-d", db, "--all", "--keep-last", fmt.Sprint(lcKeep), "--json")
 	if err != nil {
 		return err
 	}
-	var fr journal.ForgetReport
-	if err := json.Unmarshal(out, &fr); err != nil {
+	lc.forgetTook = forgetTook
+	if err := json.Unmarshal(out, &lc.fr); err != nil {
 		return fmt.Errorf("art forget --json: %w", err)
 	}
-	var forgotSnaps, forgotEvents int64
-	for _, br := range fr.Branches {
-		forgotSnaps += int64(len(br.Forget))
-		forgotEvents += br.Events
+	for _, br := range lc.fr.Branches {
+		lc.forgotSnaps += int64(len(br.Forget))
+		lc.forgotEvents += br.Events
 	}
 	if err := checkpoint(db); err != nil {
 		return err
 	}
-	sizeForget := storeBytes(db)
+	lc.sizeForget = storeBytes(db)
 
-	out, gcTook, err := b.command(root, nil, b.art, "gc", "-d", db, "--grace", "0", "--json")
+	out, gcTook, err := b.command(lc.root, nil, b.art, "gc", "-d", db, "--grace", "0", "--json")
 	if err != nil {
 		return err
 	}
-	var gr journal.GCReport
-	if err := json.Unmarshal(out, &gr); err != nil {
+	lc.gcTook = gcTook
+	if err := json.Unmarshal(out, &lc.gr); err != nil {
 		return fmt.Errorf("art gc --json: %w", err)
 	}
 	if err := checkpoint(db); err != nil {
 		return err
 	}
-	sizeGC := storeBytes(db)
-	objsGC, err := objectBytes(db)
-	if err != nil {
+	lc.sizeGC = storeBytes(db)
+	if lc.objsGC, err = objectBytes(db); err != nil {
 		return err
 	}
 	// The kept states must still be whole.
-	if _, _, err := b.command(root, nil, b.art, "verify", "-d", db); err != nil {
+	if _, _, err := b.command(lc.root, nil, b.art, "verify", "-d", db); err != nil {
 		return fmt.Errorf("after forget and gc: %w", err)
 	}
+	return nil
+}
 
-	// The fresh store: the last lcKeep sessions alone.
-	fws, fdb, err := newWorkspace("fresh")
+// fresh runs the last lcKeep sessions alone on a fresh store and measures
+// it before and after the same forget and gc.
+func (lc *lcRun) fresh() error {
+	b, n := lc.b, lc.n
+	fws, fdb, err := lc.newWorkspace("fresh")
 	if err != nil {
 		return err
 	}
 	for i := n - lcKeep; i < n; i++ {
-		if _, err := session(fws, fdb, i); err != nil {
+		if _, err := lc.session(fws, fdb, i); err != nil {
 			return fmt.Errorf("fresh store, session %d: %w", i+1, err)
 		}
 	}
 	if err := checkpoint(fdb); err != nil {
 		return err
 	}
-	sizeFresh := storeBytes(fdb)
-	objsFresh, err := objectBytes(fdb)
-	if err != nil {
+	lc.sizeFresh = storeBytes(fdb)
+	if lc.objsFresh, err = objectBytes(fdb); err != nil {
 		return err
 	}
-	usageFresh, err := b.storeUsage(fdb)
-	if err != nil {
+	if lc.usageFresh, err = b.storeUsage(fdb); err != nil {
 		return err
 	}
 	// The fresh store still holds all of its two sessions' events, where
 	// the long store kept only those after its older kept snapshot: the
 	// same forget and gc on the fresh store give the like-for-like size.
-	if _, _, err := b.command(root, nil, b.art, "forget", "-d", fdb, "--all", "--keep-last", fmt.Sprint(lcKeep), "--prune", "--grace", "0"); err != nil {
+	if _, _, err := b.command(lc.root, nil, b.art, "forget", "-d", fdb, "--all", "--keep-last", fmt.Sprint(lcKeep), "--prune", "--grace", "0"); err != nil {
 		return err
 	}
 	if err := checkpoint(fdb); err != nil {
 		return err
 	}
-	sizeFreshGC := storeBytes(fdb)
-	usageLong, err := b.storeUsage(db)
-	if err != nil {
+	lc.sizeFreshGC = storeBytes(fdb)
+	if lc.usageLong, err = b.storeUsage(lc.db); err != nil {
 		return err
 	}
+	return nil
+}
 
+// report fills the lifecycle table's rows and notes.
+func (lc *lcRun) report(t *tree) {
+	b, n, gr := lc.b, lc.n, lc.gr
+	sizeGC, sizeFresh, sizeFreshGC := lc.sizeGC, lc.sizeFresh, lc.sizeFreshGC
 	sum := func(m map[int]int64) int64 { return m[1] + m[2] + m[3] }
 	gb := float64(gr.FileBefore) / 1e9
 	ratio := float64(sizeGC) / float64(sizeFresh)
@@ -226,20 +282,20 @@ func (b *bench) lifecycle() error {
 		src, fmtInt(len(t.files)), fmtBytes(t.bytes))
 	b.rep.lc = []lcRow{
 		{fmt.Sprintf("1. %d sessions, each %s, ending in a snapshot", n, what),
-			fmt.Sprintf("%s per session (median), %s in all", fmtDur(median(took)), fmtDur(sum64(took))),
-			fmtBytes(sizeSessions), fmt.Sprintf("objects %s stored", fmtBytes(sum(objsSessions))), "-"},
-		{fmt.Sprintf("2. `art forget --all --keep-last %d`", lcKeep), fmtDur(forgetTook), fmtBytes(sizeForget),
-			fmt.Sprintf("forgot %d snapshots, %s events (forget's own time: %.2f s, %s per event)", forgotSnaps, fmtInt(int(forgotEvents)), fr.Seconds,
-				fmtDur(time.Duration(fr.Seconds*float64(time.Second)/float64(max(forgotEvents, 1))))), "-"},
-		{"3. `art gc --grace 0`", fmtDur(gcTook), fmtBytes(sizeGC),
+			fmt.Sprintf("%s per session (median), %s in all", fmtDur(median(lc.took)), fmtDur(sum64(lc.took))),
+			fmtBytes(lc.sizeSessions), fmt.Sprintf("objects %s stored", fmtBytes(sum(lc.objsSessions))), "-"},
+		{fmt.Sprintf("2. `art forget --all --keep-last %d`", lcKeep), fmtDur(lc.forgetTook), fmtBytes(lc.sizeForget),
+			fmt.Sprintf("forgot %d snapshots, %s events (forget's own time: %.2f s, %s per event)", lc.forgotSnaps, fmtInt(int(lc.forgotEvents)), lc.fr.Seconds,
+				fmtDur(time.Duration(lc.fr.Seconds*float64(time.Second)/float64(max(lc.forgotEvents, 1))))), "-"},
+		{"3. `art gc --grace 0`", fmtDur(lc.gcTook), fmtBytes(sizeGC),
 			fmt.Sprintf("%.2f s per GB of store file before (%s file, %s of objects), %.2f s per GB given back (%s); removed %s objects, %s stored; vacuum: %s",
-				gcTook.Seconds()/gb, fmtBytes(gr.FileBefore), fmtBytes(gr.BytesBefore),
-				gcTook.Seconds()/(float64(max(gr.FileBefore-gr.FileAfter, 1))/1e9), fmtBytes(gr.FileBefore-gr.FileAfter),
+				lc.gcTook.Seconds()/gb, fmtBytes(gr.FileBefore), fmtBytes(gr.BytesBefore),
+				lc.gcTook.Seconds()/(float64(max(gr.FileBefore-gr.FileAfter, 1))/1e9), fmtBytes(gr.FileBefore-gr.FileAfter),
 				fmtInt(int(gr.Removed)), fmtBytes(gr.RemovedBytes), gr.Vacuum), "-"},
 		{fmt.Sprintf("4. The store after 3 against a fresh store of the last %d sessions alone (same commands, same random files)", lcKeep),
 			"-", fmt.Sprintf("%s vs fresh %s: ratio %.3f", fmtBytes(sizeGC), fmtBytes(sizeFresh), ratio),
-			fmt.Sprintf("objects %s vs %s; journal %s vs %s events", fmtBytes(sum(objsGC)), fmtBytes(sum(objsFresh)),
-				fmtInt(int(usageLong.Events.Rows)), fmtInt(int(usageFresh.Events.Rows))), goal},
+			fmt.Sprintf("objects %s vs %s; journal %s vs %s events", fmtBytes(sum(lc.objsGC)), fmtBytes(sum(lc.objsFresh)),
+				fmtInt(int(lc.usageLong.Events.Rows)), fmtInt(int(lc.usageFresh.Events.Rows))), goal},
 		{fmt.Sprintf("5. The same against the fresh store after the same `art forget --all --keep-last %d --prune --grace 0`", lcKeep),
 			"-", fmt.Sprintf("%s vs %s: ratio %.3f", fmtBytes(sizeGC), fmtBytes(sizeFreshGC), float64(sizeGC)/float64(sizeFreshGC)),
 			"like for like: both keep the same states and the same events", "-"},
@@ -249,7 +305,6 @@ func (b *bench) lifecycle() error {
 		fmt.Sprintf("Row 4: the fresh store keeps every event of its %d sessions (its first session's tar x and cp included), the long store after forget only the events after the older kept snapshot (`--keep-last N` keeps N states and the history between them); row 5 removes that difference.", lcKeep),
 		fmt.Sprintf("Each session's command: `%s`, with the tarball and the random files bound read-only at /tmp/in (`--bind`); the workspace starts empty.", "rm -rf tree && mkdir tree && tar --no-same-owner -xf /tmp/in/src.tar -C tree && cp /tmp/in/rand-NN.bin tree/rand.bin"),
 	)
-	return nil
 }
 
 // storeUsage is what art status says a store occupies.

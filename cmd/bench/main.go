@@ -190,88 +190,110 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := b.buildArt(); err != nil {
 		return err
 	}
-	if cfg.run["overlay"] {
-		if why := fuseProbe(); why != "" {
-			if cfg.runSet {
-				return fmt.Errorf("overlay: %s", why)
-			}
-			b.progress("skipping the overlay section: %s", why)
-			delete(cfg.run, "overlay")
-		}
-	}
-	if cfg.run["lifecycle"] {
-		if why := lifecycleProbe(); why != "" {
-			if cfg.runSet {
-				return fmt.Errorf("lifecycle: %s", why)
-			}
-			b.progress("skipping the lifecycle section: %s", why)
-			delete(cfg.run, "lifecycle")
-		}
-	}
-	if cfg.run["workloads"] {
-		if why := workloadsProbe(); why != "" {
-			if cfg.runSet {
-				return fmt.Errorf("workloads: %s", why)
-			}
-			b.progress("skipping the workloads section: %s", why)
-			delete(cfg.run, "workloads")
-		}
+	if err := b.probeSections(); err != nil {
+		return err
 	}
 	b.load = loadAvg()
 	start := time.Now()
-	var storeTook, overlayTook, traceTook, sandboxTook, lifecycleTook, workloadsTook time.Duration
-	for _, s := range sections {
-		if !cfg.run[s] {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		b.progress("== %s", s)
-		var err error
-		began := time.Now()
-		switch s {
-		case "ingest":
-			err = b.ingest()
-		case "incremental":
-			err = b.incremental()
-		case "snapshot":
-			err = b.snapshotLatency()
-		case "diff":
-			err = b.diffCheckout()
-		case "merge":
-			err = b.mergeSection() // merge.go
-		case "remote":
-			err = b.remoteSection()
-		case "overlay":
-			err = b.overlay()
-		case "trace":
-			err = b.trace()
-		case "sandbox":
-			err = b.sandboxSection()
-		case "lifecycle":
-			err = b.lifecycle()
-		case "workloads":
-			err = b.workloads()
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", s, err)
-		}
-		if slices.Contains(storeSections, s) {
-			storeTook += time.Since(began)
-		} else if s == "trace" {
-			traceTook += time.Since(began)
-		} else if s == "sandbox" {
-			sandboxTook += time.Since(began)
-		} else if s == "lifecycle" {
-			lifecycleTook += time.Since(began)
-		} else if s == "workloads" {
-			workloadsTook += time.Since(began)
-		} else {
-			overlayTook += time.Since(began)
-		}
+	took, err := b.runSections()
+	if err != nil {
+		return err
 	}
 	b.progress("done in %s", time.Since(start).Round(time.Second))
+	return b.writeTables(stdout, took)
+}
+
+// probeSections drops the sections this machine cannot run (no FUSE, no
+// bwrap...) with a note, or fails when -run named them.
+func (b *bench) probeSections() error {
+	for _, p := range []struct {
+		name  string
+		probe func() string
+	}{{"overlay", fuseProbe}, {"lifecycle", lifecycleProbe}, {"workloads", workloadsProbe}} {
+		if !b.cfg.run[p.name] {
+			continue
+		}
+		if why := p.probe(); why != "" {
+			if b.cfg.runSet {
+				return fmt.Errorf("%s: %s", p.name, why)
+			}
+			b.progress("skipping the %s section: %s", p.name, why)
+			delete(b.cfg.run, p.name)
+		}
+	}
+	return nil
+}
+
+// sectionTimes is how long the sections of each table took.
+type sectionTimes struct {
+	store, overlay, trace, sandbox, lifecycle, workloads time.Duration
+}
+
+// runSections runs the chosen sections in order.
+func (b *bench) runSections() (sectionTimes, error) {
+	var took sectionTimes
+	for _, s := range sections {
+		if !b.cfg.run[s] {
+			continue
+		}
+		if err := b.ctx.Err(); err != nil {
+			return took, err
+		}
+		b.progress("== %s", s)
+		began := time.Now()
+		if err := b.runSection(s); err != nil {
+			return took, fmt.Errorf("%s: %w", s, err)
+		}
+		if slices.Contains(storeSections, s) {
+			took.store += time.Since(began)
+		} else if s == "trace" {
+			took.trace += time.Since(began)
+		} else if s == "sandbox" {
+			took.sandbox += time.Since(began)
+		} else if s == "lifecycle" {
+			took.lifecycle += time.Since(began)
+		} else if s == "workloads" {
+			took.workloads += time.Since(began)
+		} else {
+			took.overlay += time.Since(began)
+		}
+	}
+	return took, nil
+}
+
+// runSection runs section s.
+func (b *bench) runSection(s string) error {
+	switch s {
+	case "ingest":
+		return b.ingest()
+	case "incremental":
+		return b.incremental()
+	case "snapshot":
+		return b.snapshotLatency()
+	case "diff":
+		return b.diffCheckout()
+	case "merge":
+		return b.mergeSection() // merge.go
+	case "remote":
+		return b.remoteSection()
+	case "overlay":
+		return b.overlay()
+	case "trace":
+		return b.trace()
+	case "sandbox":
+		return b.sandboxSection()
+	case "lifecycle":
+		return b.lifecycle()
+	case "workloads":
+		return b.workloads()
+	}
+	return nil
+}
+
+// writeTables prints the table of each part whose sections ran, and writes
+// it into -out between its markers.
+func (b *bench) writeTables(stdout io.Writer, took sectionTimes) error {
+	cfg := b.cfg
 	// Each table goes between its own markers, and only if one of its
 	// sections ran: -run overlay leaves the store table alone.
 	type part struct {
@@ -280,22 +302,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var parts []part
 	if slices.ContainsFunc(storeSections, func(s string) bool { return cfg.run[s] }) {
-		parts = append(parts, part{storeMarkers, b.markdown(storeTook)})
+		parts = append(parts, part{storeMarkers, b.markdown(took.store)})
 	}
 	if cfg.run["overlay"] {
-		parts = append(parts, part{overlayMarkers, b.overlayMarkdown(overlayTook)})
+		parts = append(parts, part{overlayMarkers, b.overlayMarkdown(took.overlay)})
 	}
 	if cfg.run["trace"] {
-		parts = append(parts, part{traceMarkers, b.traceMarkdown(traceTook)})
+		parts = append(parts, part{traceMarkers, b.traceMarkdown(took.trace)})
 	}
 	if cfg.run["sandbox"] {
-		parts = append(parts, part{sandboxMarkers, b.sandboxMarkdown(sandboxTook)})
+		parts = append(parts, part{sandboxMarkers, b.sandboxMarkdown(took.sandbox)})
 	}
 	if cfg.run["lifecycle"] {
-		parts = append(parts, part{lifecycleMarkers, b.lifecycleMarkdown(lifecycleTook)})
+		parts = append(parts, part{lifecycleMarkers, b.lifecycleMarkdown(took.lifecycle)})
 	}
 	if cfg.run["workloads"] {
-		parts = append(parts, part{workloadsMarkers, b.workloadsMarkdown(workloadsTook)})
+		parts = append(parts, part{workloadsMarkers, b.workloadsMarkdown(took.workloads)})
 	}
 	for i, p := range parts {
 		if i > 0 {

@@ -227,35 +227,9 @@ func (b *bench) incremental() error {
 		}
 	}
 
-	// A push with nothing changed: the stat walk and cache lookups alone.
-	var noopT, statusT []time.Duration
-	for range reps {
-		st, d, err := b.push(t.dir, b.store)
-		if err != nil {
-			return err
-		}
-		if st.New+st.Changed+st.Deleted != 0 {
-			return fmt.Errorf("no-op push changed files: %+v", st)
-		}
-		noopT = append(noopT, d)
-		if b.git {
-			_, d, err := b.gitCmd(b.gitDir, t.dir, "status", "--porcelain")
-			if err != nil {
-				return err
-			}
-			statusT = append(statusT, d)
-		}
-	}
-	b.progress("no-op push: %s", fmtDur(median(noopT)))
-	if b.cfg.cpuprofile != "" {
-		if err := b.profiledImport(t, b.store, "noop-push"); err != nil {
-			return err
-		}
-	}
-	noop := row{"2a. No-op push: nothing changed", fmtDur(median(noopT)), "-", "", "-"}
-	if b.git {
-		noop.peer = "`git status --porcelain`: " + fmtDur(median(statusT))
-		noop.ratio = "art/git " + fmtRatio(ratio(noopT, statusT)) + " (time)"
+	noop, err := b.noopPush(t)
+	if err != nil {
+		return err
 	}
 
 	// Edit 1% of the files, push, commit; a fresh choice every round.
@@ -296,30 +270,14 @@ func (b *bench) incremental() error {
 		if !b.git {
 			continue
 		}
-		objsBefore, err := duBytes(filepath.Join(b.gitDir, "objects"))
-		if err != nil {
-			return err
-		}
-		allBefore, err := duBytes(b.gitDir)
-		if err != nil {
-			return err
-		}
-		gd, err := b.gitCommitAll(b.gitDir, t.dir, fmt.Sprintf("round %d", round))
-		if err != nil {
-			return err
-		}
-		objsAfter, err := duBytes(filepath.Join(b.gitDir, "objects"))
-		if err != nil {
-			return err
-		}
-		allAfter, err := duBytes(b.gitDir)
+		gd, objs, all, err := b.gitRound(t, round)
 		if err != nil {
 			return err
 		}
 		gitT = append(gitT, gd)
-		gitObjGrowth = append(gitObjGrowth, objsAfter-objsBefore)
-		gitGrowth = append(gitGrowth, allAfter-allBefore)
-		b.progress("edit round %d: git add+commit %s, .git/objects +%s", round, fmtDur(gd), fmtBytes(objsAfter-objsBefore))
+		gitObjGrowth = append(gitObjGrowth, objs)
+		gitGrowth = append(gitGrowth, all)
+		b.progress("edit round %d: git add+commit %s, .git/objects +%s", round, fmtDur(gd), fmtBytes(objs))
 	}
 	at, st := median(artT), medianInt(stored)
 	goal := "<= 0.5% of tree bytes: "
@@ -343,6 +301,68 @@ func (b *bench) incremental() error {
 	b.rep.note("Incremental: medians of %d rounds of %s edited files (the files grew by %s in total per round, median); the store file (objects, events, projection, indexes) grew by %s per round (median; SQLite grows in pages).",
 		reps, fmtInt(n), fmtBytes(medianInt(grew)), fmtBytes(medianInt(storeGrowth)))
 	return nil
+}
+
+// noopPush measures a push with nothing changed (row 2a), against git
+// status.
+func (b *bench) noopPush(t *tree) (row, error) {
+	// A push with nothing changed: the stat walk and cache lookups alone.
+	var noopT, statusT []time.Duration
+	for range b.cfg.reps {
+		st, d, err := b.push(t.dir, b.store)
+		if err != nil {
+			return row{}, err
+		}
+		if st.New+st.Changed+st.Deleted != 0 {
+			return row{}, fmt.Errorf("no-op push changed files: %+v", st)
+		}
+		noopT = append(noopT, d)
+		if b.git {
+			_, d, err := b.gitCmd(b.gitDir, t.dir, "status", "--porcelain")
+			if err != nil {
+				return row{}, err
+			}
+			statusT = append(statusT, d)
+		}
+	}
+	b.progress("no-op push: %s", fmtDur(median(noopT)))
+	if b.cfg.cpuprofile != "" {
+		if err := b.profiledImport(t, b.store, "noop-push"); err != nil {
+			return row{}, err
+		}
+	}
+	noop := row{"2a. No-op push: nothing changed", fmtDur(median(noopT)), "-", "", "-"}
+	if b.git {
+		noop.peer = "`git status --porcelain`: " + fmtDur(median(statusT))
+		noop.ratio = "art/git " + fmtRatio(ratio(noopT, statusT)) + " (time)"
+	}
+	return noop, nil
+}
+
+// gitRound commits round's edits to the git peer and returns how long
+// that took and how much .git/objects and .git grew.
+func (b *bench) gitRound(t *tree, round int) (time.Duration, int64, int64, error) {
+	objsBefore, err := duBytes(filepath.Join(b.gitDir, "objects"))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	allBefore, err := duBytes(b.gitDir)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	gd, err := b.gitCommitAll(b.gitDir, t.dir, fmt.Sprintf("round %d", round))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	objsAfter, err := duBytes(filepath.Join(b.gitDir, "objects"))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	allAfter, err := duBytes(b.gitDir)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return gd, objsAfter - objsBefore, allAfter - allBefore, nil
 }
 
 func sumKinds(m map[int]int64) int64 {

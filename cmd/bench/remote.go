@@ -90,60 +90,7 @@ func (b *bench) remoteSection() error {
 		return err
 	}
 
-	type peer struct {
-		name   string
-		repo   string
-		env    []string
-		init   func() error
-		backup func(round int) (time.Duration, error)
-	}
-	var peers []peer
-	if _, err := exec.LookPath("restic"); err == nil {
-		repo := filepath.Join(dir, "restic")
-		env := []string{"RESTIC_PASSWORD=bench", "RESTIC_CACHE_DIR=" + filepath.Join(dir, "restic-cache")}
-		peers = append(peers, peer{name: "`restic backup`", repo: repo, env: env,
-			init: func() error { _, _, err := b.command("", env, "restic", "-q", "-r", repo, "init"); return err },
-			backup: func(int) (time.Duration, error) {
-				_, d, err := b.command(t.dir, env, "restic", "-q", "-r", repo, "backup", ".")
-				return d, err
-			}})
-	} else {
-		b.rep.note("Remote: restic not installed (apt-get install restic); no restic row.")
-	}
-	if _, err := exec.LookPath("borg"); err == nil {
-		repo := filepath.Join(dir, "borg")
-		env := []string{"BORG_PASSPHRASE=", "BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes",
-			"BORG_BASE_DIR=" + filepath.Join(dir, "borg-base")}
-		peers = append(peers, peer{name: "`borg create`", repo: repo, env: env,
-			init: func() error {
-				_, _, err := b.command("", env, "borg", "init", "--encryption=none", repo)
-				return err
-			},
-			backup: func(round int) (time.Duration, error) {
-				_, d, err := b.command(t.dir, env, "borg", "create", fmt.Sprintf("%s::r%d", repo, round), ".")
-				return d, err
-			}})
-	} else {
-		b.rep.note("Remote: borg not installed (apt-get install borgbackup); no borg row.")
-	}
-	gitWork, gitBare := filepath.Join(dir, "git"), filepath.Join(dir, "git-bare")
-	if b.git {
-		peers = append(peers, peer{name: "`git push` (after `git add -A && git commit`, not timed)", repo: gitBare,
-			init: func() error {
-				if err := b.gitInit(gitWork, t.dir); err != nil {
-					return err
-				}
-				_, _, err := b.command("", gitEnv, "git", "init", "-q", "--bare", gitBare)
-				return err
-			},
-			backup: func(round int) (time.Duration, error) {
-				if _, err := b.gitCommitAll(gitWork, t.dir, fmt.Sprintf("round %d", round)); err != nil {
-					return 0, err
-				}
-				_, d, err := b.gitCmd(gitWork, t.dir, "push", "-q", gitBare, "HEAD:refs/heads/main")
-				return d, err
-			}})
-	}
+	peers := b.remotePeers(t, dir)
 	runs := make([]peerRun, len(peers))
 	for i, p := range peers {
 		if err := p.init(); err != nil {
@@ -191,6 +138,90 @@ func (b *bench) remoteSection() error {
 		b.progress("remote: second %s %s, %s", p.name, fmtBytes(after-before), fmtDur(d))
 	}
 
+	b.remoteRows(t, remoteResult{n: n, first: first, second: second, firstT: firstT, secondT: secondT, importT: importT,
+		s3url: s3url, s3first: s3first, s3second: s3second, s3firstT: s3firstT, s3secondT: s3secondT, runs: runs})
+	return nil
+}
+
+// remotePeer is a backup tool the remote section compares art push with.
+type remotePeer struct {
+	name   string
+	repo   string
+	env    []string
+	init   func() error
+	backup func(round int) (time.Duration, error)
+}
+
+// remotePeers returns the peers installed here (restic, borg, and git
+// unless -quick), each with its repository under dir, backing up t.
+func (b *bench) remotePeers(t *tree, dir string) []remotePeer {
+	var peers []remotePeer
+	if _, err := exec.LookPath("restic"); err == nil {
+		repo := filepath.Join(dir, "restic")
+		env := []string{"RESTIC_PASSWORD=bench", "RESTIC_CACHE_DIR=" + filepath.Join(dir, "restic-cache")}
+		peers = append(peers, remotePeer{name: "`restic backup`", repo: repo, env: env,
+			init: func() error { _, _, err := b.command("", env, "restic", "-q", "-r", repo, "init"); return err },
+			backup: func(int) (time.Duration, error) {
+				_, d, err := b.command(t.dir, env, "restic", "-q", "-r", repo, "backup", ".")
+				return d, err
+			}})
+	} else {
+		b.rep.note("Remote: restic not installed (apt-get install restic); no restic row.")
+	}
+	if _, err := exec.LookPath("borg"); err == nil {
+		repo := filepath.Join(dir, "borg")
+		env := []string{"BORG_PASSPHRASE=", "BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes",
+			"BORG_BASE_DIR=" + filepath.Join(dir, "borg-base")}
+		peers = append(peers, remotePeer{name: "`borg create`", repo: repo, env: env,
+			init: func() error {
+				_, _, err := b.command("", env, "borg", "init", "--encryption=none", repo)
+				return err
+			},
+			backup: func(round int) (time.Duration, error) {
+				_, d, err := b.command(t.dir, env, "borg", "create", fmt.Sprintf("%s::r%d", repo, round), ".")
+				return d, err
+			}})
+	} else {
+		b.rep.note("Remote: borg not installed (apt-get install borgbackup); no borg row.")
+	}
+	gitWork, gitBare := filepath.Join(dir, "git"), filepath.Join(dir, "git-bare")
+	if b.git {
+		peers = append(peers, remotePeer{name: "`git push` (after `git add -A && git commit`, not timed)", repo: gitBare,
+			init: func() error {
+				if err := b.gitInit(gitWork, t.dir); err != nil {
+					return err
+				}
+				_, _, err := b.command("", gitEnv, "git", "init", "-q", "--bare", gitBare)
+				return err
+			},
+			backup: func(round int) (time.Duration, error) {
+				if _, err := b.gitCommitAll(gitWork, t.dir, fmt.Sprintf("round %d", round)); err != nil {
+					return 0, err
+				}
+				_, d, err := b.gitCmd(gitWork, t.dir, "push", "-q", gitBare, "HEAD:refs/heads/main")
+				return d, err
+			}})
+	}
+	return peers
+}
+
+// remoteResult is what the remote section measured: art's pushes (to a
+// store file and, when MinIO runs, to S3) and the peers' backups.
+type remoteResult struct {
+	n                        int // files edited
+	first, second            remoteStats
+	firstT, secondT, importT time.Duration
+	s3url                    string // "" when there is no S3 row
+	s3first, s3second        remoteStats
+	s3firstT, s3secondT      time.Duration
+	runs                     []peerRun
+}
+
+// remoteRows adds the remote section's rows and note to the report.
+func (b *bench) remoteRows(t *tree, res remoteResult) {
+	first, second, firstT, secondT, importT := res.first, res.second, res.firstT, res.secondT, res.importT
+	s3url, s3first, s3second, s3firstT, s3secondT := res.s3url, res.s3first, res.s3second, res.s3firstT, res.s3secondT
+	n, runs := res.n, res.runs
 	goal := "<= 0.5% of tree bytes (best remote): "
 	best := second.Bytes
 	if s3url != "" {
@@ -213,7 +244,7 @@ func (b *bench) remoteSection() error {
 	if len(runs) == 0 {
 		b.rep.add(row{label1, art1, "-", "", "-"})
 		b.rep.add(row{label2, art2, "-", "", goal})
-		return nil
+		return
 	}
 	for i, r := range runs {
 		l1, a1 := "", ""
@@ -232,5 +263,4 @@ func (b *bench) remoteSection() error {
 			fmt.Sprintf("art/peer bytes %s, time %s", fmtRatio(float64(second.Bytes)/float64(r.secondB)), fmtRatio(float64(secondT)/float64(r.second))), g})
 	}
 	b.rep.note("Remote: one round; art's bytes are what push sent (`--json` bytes: stored objects into the store file; on S3 packs, with trees as deltas, and their indexes), the peers' the growth of their repository (restic: encrypted, zstd; borg: no encryption, lz4 by default; git: the pushed pack). art's time is the transfer alone; its import (`art push -m`) is listed separately, while restic and borg scan the tree themselves.")
-	return nil
 }
