@@ -231,7 +231,9 @@ func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
 }
 
 // journal records the file's current content if it changed. With durable,
-// it returns only once that (and everything before it) is on disk.
+// it returns only once that (and everything before it) is on disk. Three
+// steps: take what to store under the node's lock (journalTake), store it
+// in one transaction (store), then bring the node up to date (settle).
 func (n *node) journal(ctx context.Context, durable bool) error {
 	n.jmu.Lock()
 	defer n.jmu.Unlock()
@@ -244,72 +246,106 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		}
 		return n.fsys.commit()
 	}
-	n.mu.Lock()
-	if err := n.flushTailLocked(false); err != nil {
-		n.mu.Unlock()
-		n.dirty.Store(true)
+	t, err := n.take()
+	if err != nil {
 		return err
 	}
-	upper, mtime, inMem := n.upper, n.attr.MTime, n.inMem
-	if n.ptTimes {
-		if t, ok := n.upperMTimeLocked(); ok {
-			mtime = t
+	if t.stream != nil {
+		if !t.stream.halt() {
+			t.streamOK = false
 		}
+		defer t.stream.close()
 	}
-	pending, attr, jmtime := n.pending, n.attr, n.jmtime
-	n.pending = 0
-	var data []byte
-	if inMem {
-		data = bytes.Clone(n.mem) // writes may go on while it is stored
-	}
-	stream, streamOK := n.takeStreamLocked()
-	n.mu.Unlock()
-	if stream != nil {
-		if !stream.halt() {
-			streamOK = false
-		}
-		defer stream.close()
-	}
-	var f *os.File
-	if !inMem {
-		var err error
-		if f, err = os.Open(upper); err != nil {
-			n.failed(pending)
+	if !t.inMem {
+		if t.f, err = os.Open(t.upper); err != nil {
+			n.failed(t.pending)
 			return err
 		}
-		defer f.Close()
+		defer t.f.Close()
 	}
-	var jn journal.Node
-	gone := false
-	var id cas.ID // what upper (or mem) was read to hold
-	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+	jn, id, gone, err := n.store(ctx, t)
+	if err != nil {
+		n.failed(t.pending)
+		return err
+	}
+	n.settle(t, jn, id, gone)
+	if durable {
+		return n.fsys.sync()
+	}
+	return n.fsys.commit()
+}
+
+// journalTake is what one journal of a file stores: its content (the
+// upper file, a copy of the in-memory bytes, or what a stream already
+// stored) and the attributes changed since the last journal.
+type journalTake struct {
+	upper         string
+	f             *os.File // upper, opened after the lock is let go
+	inMem         bool
+	data          []byte
+	mtime, jmtime int64
+	pending       uint32
+	attr          journal.Attr
+	stream        *fileStream
+	streamOK      bool
+}
+
+// take reads the node's state to journal under its lock; the pending
+// attributes are handed over (failed puts them back).
+func (n *node) take() (journalTake, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.flushTailLocked(false); err != nil {
+		n.dirty.Store(true)
+		return journalTake{}, err
+	}
+	t := journalTake{upper: n.upper, mtime: n.attr.MTime, inMem: n.inMem,
+		pending: n.pending, attr: n.attr, jmtime: n.jmtime}
+	if n.ptTimes {
+		if m, ok := n.upperMTimeLocked(); ok {
+			t.mtime = m
+		}
+	}
+	n.pending = 0
+	if t.inMem {
+		t.data = bytes.Clone(n.mem) // writes may go on while it is stored
+	}
+	t.stream, t.streamOK = n.takeStreamLocked()
+	return t, nil
+}
+
+// store records t in one transaction: the content, then the pending
+// attributes and the write. gone: the file was unlinked while open, and
+// there is nothing left to record. id is what the content was read to hold.
+func (n *node) store(ctx context.Context, t journalTake) (jn journal.Node, id cas.ID, gone bool, err error) {
+	err = n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var st cas.FileStats
 		var err error
 		streamed := false
-		if streamOK {
-			if id, st, streamed, err = stream.finish(ctx, tx); err != nil {
+		if t.streamOK {
+			if id, st, streamed, err = t.stream.finish(ctx, tx); err != nil {
 				return err
 			}
 		}
 		switch {
 		case streamed:
-		case inMem:
-			id, st, err = tx.Objects().PutFile(ctx, bytes.NewReader(data))
+		case t.inMem:
+			id, st, err = tx.Objects().PutFile(ctx, bytes.NewReader(t.data))
 		default:
-			id, st, err = tx.Objects().PutSparseFile(ctx, f)
+			id, st, err = tx.Objects().PutSparseFile(ctx, t.f)
 		}
 		if err != nil {
 			return err
 		}
-		if pending == 0 && id == attr.Content && mtime == jmtime {
+		if t.pending == 0 && id == t.attr.Content && t.mtime == t.jmtime {
 			// Unchanged (a passthrough writer that wrote nothing, say).
 			jn, err = tx.Get(n.ino)
 		} else {
-			if pending != 0 {
-				_, err = tx.SetAttr(n.ino, pending, attr)
+			if t.pending != 0 {
+				_, err = tx.SetAttr(n.ino, t.pending, t.attr)
 			}
 			if err == nil {
-				jn, err = tx.Write(n.ino, id, st.Size, mtime, nil)
+				jn, err = tx.Write(n.ino, id, st.Size, t.mtime, nil)
 			}
 		}
 		if errors.Is(err, syscall.ENOENT) {
@@ -317,36 +353,34 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		}
 		return err
 	})
-	if err != nil {
-		n.failed(pending)
-		return err
-	}
-	if !inMem {
+	return jn, id, gone, err
+}
+
+// settle brings the node up to what store recorded.
+func (n *node) settle(t journalTake, jn journal.Node, id cas.ID, gone bool) {
+	if !t.inMem {
 		// A write since the read above set dirty again; upper changes
 		// only at a forget, which takes dirty nodes' copies nowhere.
 		n.mu.Lock()
-		if n.upper == upper {
+		if n.upper == t.upper {
 			n.upperSum = id
 		}
 		n.mu.Unlock()
 	}
-	if !gone {
-		n.mu.Lock()
-		n.attr.Content, n.attr.Size, n.ctime, n.jmtime = jn.Content, jn.Size, jn.CTime, jn.MTime
-		if n.ptTimes && n.ptWriters == 0 && !n.mapped {
-			// No passthrough writer left: the mtime lives in memory again.
-			if t, ok := n.upperMTimeLocked(); ok {
-				n.attr.MTime = t
-			}
-			n.ptTimes = false
+	if gone {
+		return
+	}
+	n.mu.Lock()
+	n.attr.Content, n.attr.Size, n.ctime, n.jmtime = jn.Content, jn.Size, jn.CTime, jn.MTime
+	if n.ptTimes && n.ptWriters == 0 && !n.mapped {
+		// No passthrough writer left: the mtime lives in memory again.
+		if m, ok := n.upperMTimeLocked(); ok {
+			n.attr.MTime = m
 		}
-		n.mu.Unlock()
-		n.stale()
+		n.ptTimes = false
 	}
-	if durable {
-		return n.fsys.sync()
-	}
-	return n.fsys.commit()
+	n.mu.Unlock()
+	n.stale()
 }
 
 // failed puts back what a journal that failed took: the content is still

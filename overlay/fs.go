@@ -210,9 +210,33 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		opts.Debug = true
 		logger = log.New(lineWriter(f.counts.line), "", 0)
 	}
+	fsOpts := fuseOptions(opts, logger)
+	raw := &rawFS{RawFileSystem: fs.NewNodeFS(root, fsOpts), f: f}
+	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
+	if err == nil {
+		go server.Serve()
+		err = server.WaitMount() // on failure the serve loop ends with the device
+	}
+	if err != nil {
+		f.end(ctx)
+		if reason := fuseUnavailable(); reason != "" {
+			return nil, fmt.Errorf("mount %s: %w (%s)", mountpoint, ErrNoFUSE, reason)
+		}
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	f.server = server
+	f.served = make(chan struct{})
+	go func() { server.Wait(); close(f.served) }()
+	f.ptOK.Store(f.probePassthrough())
+	return f, nil
+}
+
+// fuseOptions is how the mount is served: go-fuse's options and the
+// kernel's, each with the reason it is set.
+func fuseOptions(opts Options, logger *log.Logger) *fs.Options {
 	long := time.Hour // art is the only writer of its upper: the kernel's caches stay true
 	negative := time.Hour
-	fsOpts := &fs.Options{
+	return &fs.Options{
 		MountOptions: fuse.MountOptions{
 			FsName:        "art",
 			Name:          "art",
@@ -251,24 +275,6 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		// bridge does not serve find their node (readdir.go).
 		ExternalNodeID: true,
 	}
-	raw := &rawFS{RawFileSystem: fs.NewNodeFS(root, fsOpts), f: f}
-	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
-	if err == nil {
-		go server.Serve()
-		err = server.WaitMount() // on failure the serve loop ends with the device
-	}
-	if err != nil {
-		f.end(ctx)
-		if reason := fuseUnavailable(); reason != "" {
-			return nil, fmt.Errorf("mount %s: %w (%s)", mountpoint, ErrNoFUSE, reason)
-		}
-		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
-	}
-	f.server = server
-	f.served = make(chan struct{})
-	go func() { server.Wait(); close(f.served) }()
-	f.ptOK.Store(f.probePassthrough())
-	return f, nil
 }
 
 // lineWriter is a log.Logger's output as calls of fn, one per line.
