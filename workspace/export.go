@@ -115,6 +115,7 @@ type action struct {
 	// with the state's without another lstat.
 	hostMode uint32
 	hostHas  bool
+	data     []byte // actPlace: this content (a merge's), not e.Target's
 }
 
 // hostMeta is an actMeta of entry e at rel whose host counterpart had
@@ -150,6 +151,10 @@ type exporter struct {
 	// links go to once the first inode has as many links as the file
 	// system allows (EMLINK): a copy that starts a new inode.
 	relinked map[string]string
+	// hostOwned names the paths a pull --merge left with content of the
+	// host's (pullmerge.go): true for a path with all below it, false
+	// for a directory's own mode only.
+	hostOwned map[string]bool
 }
 
 // pulledFile is an entry of the state as the host will have it (a file,
@@ -272,6 +277,9 @@ func (p *ExportPlan) Apply() (ExportStats, error) {
 	}
 	if opts.Written != nil {
 		for _, f := range ex.files {
+			if ex.hostOwns(f.rel) {
+				continue // the host's content, not the state's: a change to capture
+			}
 			fi, err := ex.root.Lstat(f.rel)
 			if err != nil {
 				continue // a kept file (the store's own) or a race: no entry
@@ -718,7 +726,11 @@ func (ex *exporter) stageOne(rel string, a *action) error {
 		return err
 	}
 	defer f.Close()
-	if err := ex.objs.WriteSparse(ex.ctx, a.e.Target, f); err != nil {
+	if a.data != nil {
+		if _, err := f.Write(a.data); err != nil {
+			return err
+		}
+	} else if err := ex.objs.WriteSparse(ex.ctx, a.e.Target, f); err != nil {
 		return err
 	}
 	if fi, err := f.Stat(); err != nil || fi.Size() != a.e.Size {
