@@ -94,6 +94,7 @@ func (p *ExportPlan) MergeHost(ctx context.Context, db *journal.DB, o HostMergeO
 	ex := p.ex
 	hm := &HostMerge{}
 	var decisions []hostDecision
+	unkeepable := false
 	err = db.View(ctx, o.Branch, func(tx *journal.Tx) error {
 		for _, hc := range changes {
 			if err := ctx.Err(); err != nil {
@@ -104,10 +105,12 @@ func (p *ExportPlan) MergeHost(ctx context.Context, db *journal.DB, o HostMergeO
 			if err != nil {
 				return fmt.Errorf("merge %s: %w", hc.Path, err)
 			}
-			if d != nil && res.Action != "conflict" {
-				if reason := ex.dropsLink(d.rel, d.keep); reason != "" {
-					res, d = HostMergePath{Path: hc.Path, Action: "conflict", Reason: reason}, &hostDecision{rel: hc.Path, keep: true}
-				}
+			if d != nil && d.keep && ex.dropsLink(d.rel) {
+				// Keeping the host's version would leave the state's other
+				// names of a hard-link group linking to the host's file:
+				// refused even with Markers.
+				res, d = HostMergePath{Path: hc.Path, Action: "conflict", Reason: "changed on the host, hard-linked in the state"}, nil
+				unkeepable = true
 			}
 			if res.Action == "conflict" {
 				hm.Conflicts++
@@ -122,7 +125,7 @@ func (p *ExportPlan) MergeHost(ctx context.Context, db *journal.DB, o HostMergeO
 	if err != nil {
 		return nil, err
 	}
-	if hm.Conflicts > 0 && !o.Markers {
+	if hm.Conflicts > 0 && (!o.Markers || unkeepable) {
 		return hm, ErrHostConflicts
 	}
 	for _, d := range decisions {
@@ -422,20 +425,17 @@ func (ex *exporter) readHost(rel string) ([]byte, error) {
 	return b, err
 }
 
-// dropsLink names why decision (rel, keep) cannot be carried out: keeping
-// the host's version would drop an action of a hard-link group (whose other
-// names would then link to the host's file).
-func (ex *exporter) dropsLink(rel string, keep bool) string {
+// dropsLink reports whether keeping the host's version at rel would drop
+// the write of a name of a hard-link group (whose other names would then
+// link to the host's file).
+func (ex *exporter) dropsLink(rel string) bool {
 	for i := range ex.plan {
 		a := &ex.plan[i]
-		if !under(a.rel, rel) || a.e == nil || a.e.Kind != cas.EntryFile || a.e.LinkGroup == 0 {
-			continue
-		}
-		if keep && (a.kind == actPlace || a.kind == actLink) {
-			return "changed on the host, hard-linked in the state"
+		if under(a.rel, rel) && (a.kind == actPlace || a.kind == actLink) && a.e != nil && a.e.LinkGroup != 0 {
+			return true
 		}
 	}
-	return ""
+	return false
 }
 
 func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
