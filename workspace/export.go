@@ -73,7 +73,9 @@ type ExportOptions struct {
 	// of it (kind, host mode, host stat, a file's manifest, the cas.Sum of
 	// a symlink's target) - what the import records hold, so that the
 	// next capture knows the host holds the pulled state, not edits, and
-	// the next pull knows what the host had.
+	// the next pull knows what the host had. A path a pull --merge left
+	// with content of the host's (MergeHost) gets the state's entry
+	// without a stat, racy: what the host holds there is a change.
 	Written func(path string, c journal.StatCache)
 }
 
@@ -163,6 +165,7 @@ type pulledFile struct {
 	rel     string
 	kind    cas.EntryKind
 	content cas.ID // a file's manifest, cas.Sum of a symlink's target
+	mode    uint32 // the state's permission bits (as written without SameOwner)
 }
 
 // Export makes opts.Dir equal to /<name>/ of opts.State, writing only what
@@ -278,7 +281,14 @@ func (p *ExportPlan) Apply() (ExportStats, error) {
 	if opts.Written != nil {
 		for _, f := range ex.files {
 			if ex.hostOwns(f.rel) {
-				continue // the host's content, not the state's: a change to capture
+				// The host keeps its own or a merged content here: the
+				// record says the state's, with no stat (racy), so that
+				// nothing proves the host unchanged. The next capture
+				// reads it, finds the host changed and the branch not,
+				// and takes the host's; the next pull merges against
+				// the state's.
+				opts.Written("/"+name+"/"+f.rel, journal.StatCache{Kind: f.kind, Mode: f.mode, Manifest: f.content, Racy: f.kind != cas.EntryDir})
+				continue
 			}
 			fi, err := ex.root.Lstat(f.rel)
 			if err != nil {
@@ -463,7 +473,7 @@ func (ex *exporter) planEntry(rel string, e *cas.Entry, hostDir bool) error {
 		if err := ex.walk(child, e.Target, st != nil); err != nil {
 			return err
 		}
-		ex.files = append(ex.files, pulledFile{rel: child, kind: cas.EntryDir})
+		ex.files = append(ex.files, pulledFile{rel: child, kind: cas.EntryDir, mode: e.Mode})
 		ex.plan = append(ex.plan, hostMeta(child, e, st))
 	case cas.EntryFile:
 		ex.stats.Files++
@@ -471,7 +481,7 @@ func (ex *exporter) planEntry(rel string, e *cas.Entry, hostDir bool) error {
 		if err := ex.planFile(child, e, st); err != nil {
 			return err
 		}
-		ex.files = append(ex.files, pulledFile{child, cas.EntryFile, e.Target})
+		ex.files = append(ex.files, pulledFile{child, cas.EntryFile, e.Target, e.Mode})
 	case cas.EntrySymlink:
 		ex.stats.Symlinks++
 		fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, termtext.QuotePath(e.Link))
@@ -488,7 +498,7 @@ func (ex *exporter) planEntry(rel string, e *cas.Entry, hostDir bool) error {
 		if st == nil {
 			ex.plan = append(ex.plan, action{kind: actSymlink, rel: child, e: e})
 		}
-		ex.files = append(ex.files, pulledFile{child, cas.EntrySymlink, cas.Sum(e.Link)})
+		ex.files = append(ex.files, pulledFile{child, cas.EntrySymlink, cas.Sum(e.Link), 0o777})
 		ex.plan = append(ex.plan, hostMeta(child, e, st))
 	case cas.EntryFifo:
 		if st == nil {

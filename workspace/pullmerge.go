@@ -38,9 +38,11 @@ import (
 // Conflicts refuse the pull before anything is written, unless Markers:
 // text files then get git's diff3 markers, and every other conflicting
 // path keeps the host's version (the state's is in the store). A path
-// whose host content after the pull is not the state's gets no import
-// record (Written skips it): the next capture compares it with the branch
-// and records it as the change it is.
+// whose host content after the pull is not the state's (or that the host
+// keeps deleted) is recorded as the state's entry with no stat, racy
+// (Apply, Written): the next capture reads it, finds the host changed and
+// the branch not, and records the host's version; the next pull merges
+// against the state's.
 
 // ErrHostConflicts refuses a pull --merge whose host and state changed the
 // same paths in ways that do not merge; nothing was written.

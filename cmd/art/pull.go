@@ -43,8 +43,8 @@ is merged line by line as git merge-file does; host-only new files stay. A confl
 (overlapping lines, deleted on one side and changed on the other, binary files, kinds or
 modes changed both ways) refuses the pull, listed, nothing written (exit 1), unless
 --conflict=markers: text files then get git's diff3 markers and other conflicting paths keep
-the host's version. Paths left with the host's or merged content are not recorded as pulled:
-the next capture (art push -m, art run) records them as changes on the branch.
+the host's version. Paths left with the host's or merged content (or kept deleted) are not
+recorded as in sync: the next capture (art push -m, art run) records them on the branch.
 
 With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), fetches
 BRANCHes (default: all) from there instead: every object is verified before a branch

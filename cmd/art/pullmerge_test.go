@@ -58,6 +58,7 @@ func TestPullMergeKeepsBothEdits(t *testing.T) {
 	writeFile(t, filepath.Join(ws, "a.txt"), base)
 	writeFile(t, filepath.Join(ws, "b"), "b\n")
 	writeFile(t, filepath.Join(ws, "c"), "c\n")
+	writeFile(t, filepath.Join(ws, "e"), "e\n")
 	mustRun(t, "push", "-m", ws, "-d", db, "-q")
 	agent := twelve(map[int]string{2: "agent"})
 	agentEdit(t, ws, db, map[string]string{"a.txt": agent, "agentnew": "n\n"}, "c")
@@ -65,6 +66,9 @@ func TestPullMergeKeepsBothEdits(t *testing.T) {
 	writeFile(t, filepath.Join(ws, "a.txt"), host)
 	writeFile(t, filepath.Join(ws, "b"), "b\nprecious\n")
 	writeFile(t, filepath.Join(ws, "hostnew"), "x\n")
+	if err := os.Remove(filepath.Join(ws, "e")); err != nil {
+		t.Fatal(err)
+	}
 	// Out of the racy window: only the missing import record makes the
 	// next capture look at b again.
 	old := time.Now().Add(-time.Hour)
@@ -77,7 +81,7 @@ func TestPullMergeKeepsBothEdits(t *testing.T) {
 	if strings.Contains(want, "<<<<<<<") {
 		t.Fatalf("git merge-file found conflicts in disjoint edits:\n%s", want)
 	}
-	for p, w := range map[string]string{"a.txt": want, "b": "b\nprecious\n", "c": "<none>", "agentnew": "n\n", "hostnew": "x\n"} {
+	for p, w := range map[string]string{"a.txt": want, "b": "b\nprecious\n", "c": "<none>", "e": "<none>", "agentnew": "n\n", "hostnew": "x\n"} {
 		if got := readHost(t, filepath.Join(ws, p)); got != w {
 			t.Errorf("host %s = %q after pull --merge, want %q", p, got, w)
 		}
@@ -91,8 +95,12 @@ func TestPullMergeKeepsBothEdits(t *testing.T) {
 	if got := branchFile(t, db, "a.txt"); got != agent {
 		t.Errorf("branch a.txt = %q after the pull, want the agent's", got)
 	}
-	mustRun(t, "push", "-m", ws, "-d", db, "-q")
-	for p, w := range map[string]string{"a.txt": want, "b": "b\nprecious\n", "c": "<none>", "agentnew": "n\n", "hostnew": "x\n"} {
+	// The import records name the agent's versions: the push takes the
+	// host's without a conflict warning, and the host's deletion too.
+	if r := mustRun(t, "push", "-m", ws, "-d", db, "-q"); strings.Contains(r.stderr, "warning") {
+		t.Errorf("push -m after pull --merge warned: %s", r.stderr)
+	}
+	for p, w := range map[string]string{"a.txt": want, "b": "b\nprecious\n", "c": "<none>", "e": "<none>", "agentnew": "n\n", "hostnew": "x\n"} {
 		if got := branchFile(t, db, p); got != w {
 			t.Errorf("branch %s = %q after push -m, want the host's %q", p, got, w)
 		}
@@ -150,7 +158,12 @@ func TestPullMergeConflicts(t *testing.T) {
 	if !strings.Contains(r.stdout, "conflict ws/a.txt") || !strings.Contains(r.stderr, "written with conflicts") {
 		t.Errorf("pull --conflict=markers said %q / %q", r.stdout, r.stderr)
 	}
-	mustRun(t, "push", "-m", ws, "-d", db, "-q")
+	if r := mustRun(t, "push", "-m", ws, "-d", db, "-q"); strings.Contains(r.stderr, "warning") {
+		t.Errorf("push -m after pull --conflict=markers warned: %s", r.stderr)
+	}
+	if got := branchFile(t, db, "b"); got != "<none>" {
+		t.Errorf("branch b = %q after push -m, want the host's deletion", got)
+	}
 	if got := branchFile(t, db, "a.txt"); got != want {
 		t.Errorf("branch a.txt = %q after push -m, want the host's (with markers)", got)
 	}
