@@ -117,7 +117,8 @@ type action struct {
 	// with the state's without another lstat.
 	hostMode uint32
 	hostHas  bool
-	data     []byte // actPlace: this content (a merge's), not e.Target's
+	data     []byte     // actPlace: this content (a merge's), not e.Target's
+	expect   *hostStamp // a pull --merge's: the host file's stat when it was merged
 }
 
 // hostMeta is an actMeta of entry e at rel whose host counterpart had
@@ -267,11 +268,20 @@ func (p *ExportPlan) Apply() (ExportStats, error) {
 		ex.out = opts.Entries
 	}
 	// 2. Stage new contents, verified, in a private directory.
+	top, err := ex.root.Lstat(".")
+	if err != nil {
+		return ex.stats, err
+	}
 	staging, err := ex.stage()
 	if err != nil {
 		return ex.stats, err
 	}
 	defer ex.root.RemoveAll(staging)
+	if err := ex.checkStamps(); err != nil {
+		ex.root.RemoveAll(staging)
+		ex.setMTime(".", top.ModTime().UnixNano())
+		return ex.stats, err
+	}
 	// 3. Apply.
 	for i := range ex.plan {
 		if err := ex.apply(&ex.plan[i], staging); err != nil {

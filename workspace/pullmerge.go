@@ -14,6 +14,7 @@ import (
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/errclass"
+	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/merge"
 )
@@ -79,6 +80,35 @@ type hostDecision struct {
 	e        *cas.Entry
 	data     []byte
 	sync     bool // the host then holds the state's entry exactly: recorded as pulled
+	expect   hostStamp
+}
+
+// hostStamp is a host file's stat when MergeHost read it: a file written
+// over by the merge must still have it when the merge is carried out (an
+// edit made meanwhile would be lost).
+type hostStamp struct {
+	size, mtime, ctime int64
+	ino                uint64
+}
+
+func stampOf(st *syscall.Stat_t) hostStamp {
+	return hostStamp{st.Size, st.Mtim.Nano(), st.Ctim.Nano(), st.Ino}
+}
+
+// checkStamps refuses, before anything is written, a pull --merge whose
+// host files changed since MergeHost read them.
+func (ex *exporter) checkStamps() error {
+	for i := range ex.plan {
+		a := &ex.plan[i]
+		if a.expect == nil {
+			continue
+		}
+		fi, err := ex.root.Lstat(a.rel)
+		if err != nil || stampOf(fi.Sys().(*syscall.Stat_t)) != *a.expect {
+			return fmt.Errorf("%s changed on the host while merging: nothing written, run the pull again", termtext.Quote(ex.name+"/"+a.rel))
+		}
+	}
+	return nil
 }
 
 // MergeHost turns the plan into a merge of the state with the host's own
@@ -255,7 +285,7 @@ func (m *hostMerger) mergeFile(rel string, st *syscall.Stat_t, rec *journal.Stat
 		hostIsBase = same
 	}
 	if hostIsBase {
-		return &hostDecision{rel: rel, e: &e, sync: mode == theirs.Mode}, HostMergePath{Path: rel, Action: "merged"}, nil
+		return &hostDecision{rel: rel, e: &e, sync: mode == theirs.Mode, expect: stampOf(st)}, HostMergePath{Path: rel, Action: "merged"}, nil
 	}
 	if same, err := m.ex.sameContent(rel, theirs); err != nil {
 		return nil, HostMergePath{}, err
@@ -263,7 +293,7 @@ func (m *hostMerger) mergeFile(rel string, st *syscall.Stat_t, rec *journal.Stat
 		if mode == hostMode {
 			return &hostDecision{rel: rel, keep: true}, HostMergePath{Path: rel, Action: "kept"}, nil
 		}
-		return &hostDecision{rel: rel, e: &e, sync: mode == theirs.Mode}, HostMergePath{Path: rel, Action: "merged"}, nil
+		return &hostDecision{rel: rel, e: &e, sync: mode == theirs.Mode, expect: stampOf(st)}, HostMergePath{Path: rel, Action: "merged"}, nil
 	}
 	var base []byte
 	if rec != nil {
@@ -298,7 +328,7 @@ func (m *hostMerger) mergeFile(rel string, st *syscall.Stat_t, rec *journal.Stat
 	if res.Merged == nil {
 		res.Merged = []byte{} // nil data would write the state's content
 	}
-	d := &hostDecision{rel: rel, e: &e, data: res.Merged}
+	d := &hostDecision{rel: rel, e: &e, data: res.Merged, expect: stampOf(st)}
 	if res.Conflicts > 0 {
 		if !m.o.Markers {
 			d = nil
@@ -474,7 +504,11 @@ func (ex *exporter) applyDecision(d hostDecision) error {
 			a.e, a.data, found = d.e, d.data, true
 		case a.kind == actMeta && d.data == nil:
 			a.e, found = d.e, true
+		default:
+			continue
 		}
+		expect := d.expect
+		a.expect = &expect
 	}
 	if !found {
 		return fmt.Errorf("internal error: no write of %s planned to merge into", d.rel)

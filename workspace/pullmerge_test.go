@@ -213,3 +213,34 @@ func TestPullMergeHost(t *testing.T) {
 		})
 	}
 }
+
+// TestPullMergeHostEditedWhileMerging: a host file edited between the
+// merge and its writing is not written over; nothing is written.
+func TestPullMergeHostEditedWhileMerging(t *testing.T) {
+	ctx := context.Background()
+	db, ws := pulledWorkspace(t)
+	agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/a.txt", "a\nagent\n") })
+	agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/b.txt", "b by agent\n") })
+	write(t, filepath.Join(ws, "a.txt"), []byte("host\na\n"), 0o644)
+	st, err := db.Resolve(ctx, "main", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := workspace.PlanExport(ctx, db.Objects(), workspace.ExportOptions{Dir: ws, State: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plan.Close()
+	hm, err := plan.MergeHost(ctx, db, workspace.HostMergeOptions{Branch: "main", Markers: true})
+	if err != nil || len(hm.Paths) != 1 || hm.Paths[0].Path != "a.txt" {
+		t.Fatalf("MergeHost: %+v, %v; want a.txt merged", hm, err)
+	}
+	write(t, filepath.Join(ws, "a.txt"), []byte("host\na\nmore\n"), 0o644)
+	before := describe(t, ws)
+	if _, err := plan.Apply(); err == nil || !strings.Contains(err.Error(), "changed on the host while merging") {
+		t.Fatalf("Apply after a host edit: %v, want refused", err)
+	}
+	if after := describe(t, ws); !reflect.DeepEqual(after, before) {
+		t.Errorf("the refused merge changed the host:\n%v\nwas\n%v", after, before)
+	}
+}
