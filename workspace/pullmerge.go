@@ -248,7 +248,9 @@ func (m *hostMerger) decide(hc HostChange) (*hostDecision, HostMergePath, error)
 		// Only its mode changed on the host (its entries are paths of their own).
 		mode, ok := merge3Mode(rec.Mode, st.Mode&0o7777, theirs.Mode)
 		if !ok {
-			return conflict(rel, "mode changed on the host and in the state")
+			// Under Markers the host keeps its mode; the entries below
+			// are merged as paths of their own.
+			return &hostDecision{rel: rel, metaOnly: true}, HostMergePath{Path: rel, Action: "conflict", Reason: "mode changed on the host and in the state"}, nil
 		}
 		if mode == st.Mode&0o7777 {
 			return &hostDecision{rel: rel, metaOnly: true}, HostMergePath{Path: rel, Action: "kept"}, nil

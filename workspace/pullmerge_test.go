@@ -55,6 +55,18 @@ func TestPullMergeHost(t *testing.T) {
 			})
 		}
 	}
+	branchChmod := func(p string, mode uint32) side {
+		return func(t *testing.T, db *journal.DB, ws string) {
+			agent(t, db, "main", func(tx *journal.Tx) error {
+				n, err := tx.Resolve([]byte("ws/" + p))
+				if err != nil {
+					return err
+				}
+				_, err = tx.SetAttr(n.Ino, journal.SetMode, journal.Attr{Mode: mode})
+				return err
+			})
+		}
+	}
 	hostWrite := func(p, data string) side {
 		return func(t *testing.T, db *journal.DB, ws string) { write(t, filepath.Join(ws, p), []byte(data), 0o644) }
 	}
@@ -89,6 +101,7 @@ func TestPullMergeHost(t *testing.T) {
 		refused    bool              // ErrHostConflicts, host unchanged
 		after      map[string]string // host contents after the pull ("<none>": absent)
 		unrecorded []string          // state paths the pull must not record as in sync
+		modes      map[string]os.FileMode
 	}{
 		{name: "no host changes: a plain pull", changes: []side{branchWrite("a.txt", "agent")},
 			after: map[string]string{"a.txt": "agent"}},
@@ -117,7 +130,11 @@ func TestPullMergeHost(t *testing.T) {
 		{name: "binary conflict, markers: the host's version stays", changes: []side{branchWrite("a.txt", "agent\x00"), hostWrite("a.txt", "host\x00")},
 			markers: true, paths: "conflict a.txt", after: map[string]string{"a.txt": "host\x00"}, unrecorded: []string{"a.txt"}},
 		{name: "host chmod, branch edit: both", changes: []side{branchWrite("a.txt", "agent"), hostChmod("a.txt", 0o600)},
-			paths: "merged a.txt", after: map[string]string{"a.txt": "agent"}, unrecorded: []string{"a.txt"}},
+			paths: "merged a.txt", after: map[string]string{"a.txt": "agent"}, unrecorded: []string{"a.txt"}, modes: map[string]os.FileMode{"a.txt": 0o600}},
+		{name: "directory mode changed both ways, markers: the host's mode, the branch's files", changes: []side{hostChmod("d", 0o700), branchChmod("d", 0o750), branchWrite("d/e.txt", "agent")},
+			markers: true, paths: "conflict d", after: map[string]string{"d/e.txt": "agent"}, unrecorded: []string{"d"}, modes: map[string]os.FileMode{"d": 0o700}},
+		{name: "directory mode changed on the host: kept", changes: []side{hostChmod("d", 0o700), branchWrite("d/e.txt", "agent")},
+			paths: "kept d", after: map[string]string{"d/e.txt": "agent"}, unrecorded: []string{"d"}, modes: map[string]os.FileMode{"d": 0o700}},
 		{name: "host and branch made the same edit: nothing to merge", changes: []side{branchWrite("a.txt", "same"), hostWrite("a.txt", "same")},
 			after: map[string]string{"a.txt": "same"}},
 		{name: "added on both sides differently: conflict", changes: []side{hostWrite("n.txt", "host\n"), func(t *testing.T, db *journal.DB, ws string) {
@@ -192,9 +209,9 @@ func TestPullMergeHost(t *testing.T) {
 					t.Errorf("host %s = %q, want %q", p, got, want)
 				}
 			}
-			if tc.name == "host chmod, branch edit: both" {
-				if fi, err := os.Stat(filepath.Join(ws, "a.txt")); err != nil || fi.Mode().Perm() != 0o600 {
-					t.Errorf("a.txt mode %v (%v), want the host's 0600", fi.Mode(), err)
+			for p, m := range tc.modes {
+				if fi, err := os.Stat(filepath.Join(ws, p)); err != nil || fi.Mode().Perm() != m {
+					t.Errorf("%s mode %v (%v), want the host's %v", p, fi.Mode(), err, m)
 				}
 			}
 			for _, p := range tc.unrecorded {
