@@ -260,6 +260,14 @@ func mergeHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.Ex
 	if !errors.Is(err, workspace.ErrHostConflicts) {
 		return hm, err
 	}
+	if c.Bool("json") {
+		// What would conflict, for a program to act on; the error says it too.
+		if werr := writeJSON(e.stdout, struct {
+			Merge *workspace.HostMerge `json:"merge"`
+		}{hm}); werr != nil {
+			return nil, werr
+		}
+	}
 	name, _ := workspace.Name(dir)
 	var list []string
 	for _, p := range hm.Paths {

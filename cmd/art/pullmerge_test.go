@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -139,6 +140,16 @@ func TestPullMergeConflicts(t *testing.T) {
 	}
 	if after := testutil.DescribeTree(t, ws, testutil.TreeOptions{DirMTimes: true}); !reflect.DeepEqual(after, before) {
 		t.Fatalf("a refused pull --merge changed the host:\n%v\nwas\n%v", after, before)
+	}
+	r = artRun(t, "pull", "-m", ws, "-d", db, "--merge", "--json")
+	var out struct {
+		Merge struct {
+			Paths     []struct{ Path, Action, Reason string }
+			Conflicts int
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); r.code != 1 || err != nil || out.Merge.Conflicts != 2 || len(out.Merge.Paths) != 2 || out.Merge.Paths[0].Path != "a.txt" {
+		t.Errorf("pull --merge --json with conflicts: exit %d, %+v (%v) from %q", r.code, out, err, r.stdout)
 	}
 	if got := readHost(t, filepath.Join(ws, "a.txt")); got != host {
 		t.Fatalf("a.txt = %q after a refused pull, want the host's %q", got, host)
