@@ -162,8 +162,8 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			if merged != nil {
 				printHostMerge(e, dir, merged)
 				if merged.Conflicts > 0 {
-					fmt.Fprintf(e.stderr, "art: pull: %s written with conflicts (git-style markers in text files; other conflicting paths keep the host's version): resolve them, then art push -m %s\n",
-						paths(merged.Conflicts, ""), termtext.Word(dir))
+					fmt.Fprintf(e.stderr, "art: pull: %d %s written with conflicts (git-style markers in text files; other conflicting paths keep the host's version): resolve them, then art push -m %s\n",
+						merged.Conflicts, plural(merged.Conflicts, "path", "paths"), termtext.Word(dir))
 				}
 			}
 			fmt.Fprintf(e.stdout, "pull: %d written, %d updated, %d deleted, %d unchanged; wrote %s from %s\n",
@@ -272,11 +272,11 @@ func mergeHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.Ex
 	var list []string
 	for _, p := range hm.Paths {
 		if p.Action == "conflict" {
-			list = append(list, termtext.Quote(name+"/"+p.Path)+" ("+termtext.Text(p.Reason)+")")
+			list = append(list, termtext.Quote(name+"/"+p.Path)+": "+termtext.Text(p.Reason))
 		}
 	}
-	return nil, withHint(fmt.Errorf("pull --merge refused: %s changed on the host and in the state do not merge, nothing written: %s: %w",
-		paths(hm.Conflicts, "conflicting"), strings.Join(list, ", "), err),
+	return nil, withHint(fmt.Errorf("pull --merge refused (%w), nothing written: %s: %s",
+		err, paths(hm.Conflicts, "conflicting"), strings.Join(list, "; ")),
 		"--conflict=markers writes git-style markers into the host's files; or art push first, then art merge")
 }
 

@@ -133,7 +133,7 @@ func TestPullMergeConflicts(t *testing.T) {
 	if r.code != 1 || r.stdout != "" {
 		t.Fatalf("pull --merge with conflicts: exit %d, stdout %q, stderr %q; want 1, nothing on stdout", r.code, r.stdout, r.stderr)
 	}
-	for _, w := range []string{"2 conflicting paths", "ws/a.txt (changed on the host and in the state (overlapping lines))", "ws/b (deleted on the host, changed in the state)", "nothing written"} {
+	for _, w := range []string{"2 conflicting paths", "ws/a.txt: changed on the host and in the state (overlapping lines)", "ws/b: deleted on the host, changed in the state", "nothing written"} {
 		if !strings.Contains(r.stderr, w) {
 			t.Errorf("refusal %q does not say %q", r.stderr, w)
 		}
