@@ -778,8 +778,10 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 			continue
 		}
 		// Written by the pull just now: racy if its mtime is since the
-		// pull began (compared by content next time).
-		sc.Racy = sc.Kind != cas.EntryDir && sc.MTime >= began.UnixNano()-racyWindow
+		// pull began (compared by content next time); a record that is
+		// racy already (a pull --merge's of a path it left with the
+		// host's content) stays so.
+		sc.Racy = sc.Kind != cas.EntryDir && (sc.Racy || sc.MTime >= began.UnixNano()-racyWindow)
 		if err := tx.SetStatCache(p, sc); err != nil {
 			return err
 		}

@@ -73,7 +73,9 @@ type ExportOptions struct {
 	// of it (kind, host mode, host stat, a file's manifest, the cas.Sum of
 	// a symlink's target) - what the import records hold, so that the
 	// next capture knows the host holds the pulled state, not edits, and
-	// the next pull knows what the host had.
+	// the next pull knows what the host had. A path a pull --merge left
+	// with content of the host's (MergeHost) gets the state's entry
+	// without a stat, racy: what the host holds there is a change.
 	Written func(path string, c journal.StatCache)
 }
 
@@ -115,6 +117,8 @@ type action struct {
 	// with the state's without another lstat.
 	hostMode uint32
 	hostHas  bool
+	data     []byte     // actPlace: this content (a merge's), not e.Target's
+	expect   *hostStamp // a pull --merge's: the host file's stat when it was merged
 }
 
 // hostMeta is an actMeta of entry e at rel whose host counterpart had
@@ -150,6 +154,10 @@ type exporter struct {
 	// links go to once the first inode has as many links as the file
 	// system allows (EMLINK): a copy that starts a new inode.
 	relinked map[string]string
+	// hostOwned names the paths a pull --merge left with content of the
+	// host's (pullmerge.go): true for a path with all below it, false
+	// for a directory's own mode only.
+	hostOwned map[string]bool
 }
 
 // pulledFile is an entry of the state as the host will have it (a file,
@@ -158,6 +166,7 @@ type pulledFile struct {
 	rel     string
 	kind    cas.EntryKind
 	content cas.ID // a file's manifest, cas.Sum of a symlink's target
+	mode    uint32 // the state's permission bits (as written without SameOwner)
 }
 
 // Export makes opts.Dir equal to /<name>/ of opts.State, writing only what
@@ -259,11 +268,20 @@ func (p *ExportPlan) Apply() (ExportStats, error) {
 		ex.out = opts.Entries
 	}
 	// 2. Stage new contents, verified, in a private directory.
+	top, err := ex.root.Lstat(".")
+	if err != nil {
+		return ex.stats, err
+	}
 	staging, err := ex.stage()
 	if err != nil {
 		return ex.stats, err
 	}
 	defer ex.root.RemoveAll(staging)
+	if err := ex.checkStamps(); err != nil {
+		ex.root.RemoveAll(staging)
+		ex.setMTime(".", top.ModTime().UnixNano())
+		return ex.stats, err
+	}
 	// 3. Apply.
 	for i := range ex.plan {
 		if err := ex.apply(&ex.plan[i], staging); err != nil {
@@ -272,6 +290,16 @@ func (p *ExportPlan) Apply() (ExportStats, error) {
 	}
 	if opts.Written != nil {
 		for _, f := range ex.files {
+			if ex.hostOwns(f.rel) {
+				// The host keeps its own or a merged content here: the
+				// record says the state's, with no stat (racy), so that
+				// nothing proves the host unchanged. The next capture
+				// reads it, finds the host changed and the branch not,
+				// and takes the host's; the next pull merges against
+				// the state's.
+				opts.Written("/"+name+"/"+f.rel, journal.StatCache{Kind: f.kind, Mode: f.mode, Manifest: f.content, Racy: f.kind != cas.EntryDir})
+				continue
+			}
 			fi, err := ex.root.Lstat(f.rel)
 			if err != nil {
 				continue // a kept file (the store's own) or a race: no entry
@@ -455,7 +483,7 @@ func (ex *exporter) planEntry(rel string, e *cas.Entry, hostDir bool) error {
 		if err := ex.walk(child, e.Target, st != nil); err != nil {
 			return err
 		}
-		ex.files = append(ex.files, pulledFile{rel: child, kind: cas.EntryDir})
+		ex.files = append(ex.files, pulledFile{rel: child, kind: cas.EntryDir, mode: e.Mode})
 		ex.plan = append(ex.plan, hostMeta(child, e, st))
 	case cas.EntryFile:
 		ex.stats.Files++
@@ -463,7 +491,7 @@ func (ex *exporter) planEntry(rel string, e *cas.Entry, hostDir bool) error {
 		if err := ex.planFile(child, e, st); err != nil {
 			return err
 		}
-		ex.files = append(ex.files, pulledFile{child, cas.EntryFile, e.Target})
+		ex.files = append(ex.files, pulledFile{child, cas.EntryFile, e.Target, e.Mode})
 	case cas.EntrySymlink:
 		ex.stats.Symlinks++
 		fmt.Fprintf(ex.out, "LINK %s -> %s\n", label, termtext.QuotePath(e.Link))
@@ -480,7 +508,7 @@ func (ex *exporter) planEntry(rel string, e *cas.Entry, hostDir bool) error {
 		if st == nil {
 			ex.plan = append(ex.plan, action{kind: actSymlink, rel: child, e: e})
 		}
-		ex.files = append(ex.files, pulledFile{child, cas.EntrySymlink, cas.Sum(e.Link)})
+		ex.files = append(ex.files, pulledFile{child, cas.EntrySymlink, cas.Sum(e.Link), 0o777})
 		ex.plan = append(ex.plan, hostMeta(child, e, st))
 	case cas.EntryFifo:
 		if st == nil {
@@ -718,7 +746,11 @@ func (ex *exporter) stageOne(rel string, a *action) error {
 		return err
 	}
 	defer f.Close()
-	if err := ex.objs.WriteSparse(ex.ctx, a.e.Target, f); err != nil {
+	if a.data != nil {
+		if _, err := f.Write(a.data); err != nil {
+			return err
+		}
+	} else if err := ex.objs.WriteSparse(ex.ctx, a.e.Target, f); err != nil {
 		return err
 	}
 	if fi, err := f.Stat(); err != nil || fi.Size() != a.e.Size {

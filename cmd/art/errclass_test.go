@@ -103,6 +103,7 @@ var sentinelRows = []surfaceRow{
 	{"netproxy.ErrCommandNotFound", netproxy.ErrCommandNotFound, errclass.CommandNotFound, 127, "", execapi.CodeNotFound},
 	{"tracer.ErrUnsupported", tracer.ErrUnsupported, errclass.Unavailable, exitFailure, "", execapi.CodeStore},
 	{"workspace.ErrTooLarge", workspace.ErrTooLarge, errclass.Invalid, exitFailure, "", execapi.CodeStore},
+	{"workspace.ErrHostConflicts", workspace.ErrHostConflicts, errclass.Conflict, exitFailure, "", execapi.CodeStore},
 }
 
 // typeRows lists every exported error type of art's packages (a type

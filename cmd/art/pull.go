@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/merge"
 	"github.com/artrt/art/workspace"
 	"github.com/urfave/cli/v2"
 )
@@ -18,7 +20,7 @@ func newPullCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "pull",
 		Usage:     "write a state of the workspace back to the host directory",
-		UsageText: "art pull -m DIR -d FILE [--branch B] [--at REV] [--checksum] [--same-owner] [--quiet] [--json]\n   art pull -d FILE REMOTE [BRANCH...] [--force] [--json]",
+		UsageText: "art pull -m DIR -d FILE [--branch B] [--at REV] [--merge [--conflict=markers] | --force] [--checksum] [--same-owner] [--quiet] [--json]\n   art pull -d FILE REMOTE [BRANCH...] [--force] [--json]",
 		Description: `Makes DIR equal to /<basename of DIR>/ of the branch head (or of --at REV), writing
 only what differs, deletions included. Every tree is read and checked before anything
 is written, new contents are staged and verified inside DIR first, and no path in the
@@ -34,6 +36,16 @@ first (the host's changes go on top of the branch), or --force: the host's state
 first recorded in the store as an operation of its own (a snapshot, with the branch checked
 out back to its head), and art undo followed by art pull brings it back.
 
+--merge lands the state on the host's changes instead (git stash; git pull; git stash pop),
+by art merge's rules with the host as one side and what art last captured or pulled there as
+the base: a path the state did not change keeps the host's version; a text file both changed
+is merged line by line as git merge-file does; host-only new files stay. A conflict
+(overlapping lines, deleted on one side and changed on the other, binary files, kinds or
+modes changed both ways) refuses the pull, listed, nothing written (exit 1), unless
+--conflict=markers: text files then get git's diff3 markers and other conflicting paths keep
+the host's version. Paths left with the host's or merged content (or kept deleted) are not
+recorded as in sync: the next capture (art push -m, art run) records them on the branch.
+
 With a REMOTE (a name from art remote, a store file, or s3://BUCKET/PREFIX), fetches
 BRANCHes (default: all) from there instead: every object is verified before a branch
 moves, and a branch moves only as a fast-forward unless --force.`,
@@ -47,12 +59,17 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "do not list every entry"},
 			jsonFlag(),
 			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "remote form: move branches that are not fast-forwards; with -m: write over host changes, recorded in the store first"},
+			&cli.BoolFlag{Name: "merge", Usage: "with -m: merge the state with the host's own changes instead of refusing"},
+			&cli.StringFlag{Name: "conflict", Value: "refuse", Usage: "with --merge: what to do with conflicts: `refuse` (write nothing, exit 1) or markers (git-style markers; other conflicts keep the host's version)"},
 			&cli.Int64Flag{Name: "max-entries", Usage: "refuse a state naming more than `N` paths once expanded (default 10000000)"},
 			&cli.Int64Flag{Name: "max-bytes", Usage: "refuse a state holding more than `N` bytes of files once expanded (default 1 TiB)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return remoteTransfer(c, e, false)
+			}
+			if err := pullMergeFlags(c); err != nil {
+				return err
 			}
 			db, err := openStore(c, false)
 			if err != nil {
@@ -85,7 +102,13 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 				return err
 			}
 			defer plan.Close()
-			saved, err := keepHostChanges(c, e, db, plan, dir)
+			var merged *workspace.HostMerge
+			var saved *savedHost
+			if c.Bool("merge") {
+				merged, err = mergeHostChanges(c, e, db, plan, dir, rev)
+			} else {
+				saved, err = keepHostChanges(c, e, db, plan, dir)
+			}
 			if err != nil {
 				return err
 			}
@@ -133,7 +156,15 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 					State journal.State         `json:"state"`
 					Stats workspace.ExportStats `json:"stats"`
 					Saved *savedHost            `json:"saved_host_changes,omitempty"`
-				}{st, stats, saved})
+					Merge *workspace.HostMerge  `json:"merge,omitempty"`
+				}{st, stats, saved, merged})
+			}
+			if merged != nil {
+				printHostMerge(e, dir, merged)
+				if merged.Conflicts > 0 {
+					fmt.Fprintf(e.stderr, "art: pull: %d %s written with conflicts (git-style markers in text files; other conflicting paths keep the host's version): resolve them, then art push -m %s\n",
+						merged.Conflicts, plural(merged.Conflicts, "path", "paths"), termtext.Word(dir))
+				}
 			}
 			fmt.Fprintf(e.stdout, "pull: %d written, %d updated, %d deleted, %d unchanged; wrote %s from %s\n",
 				stats.Written, stats.Updated, stats.Deleted, stats.Unchanged, fmtBytes(stats.BytesWritten), describe(st))
@@ -199,6 +230,74 @@ func keepHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.Exp
 		len(changes), plural(len(changes), "change", "changes"), list, st.Snapshot.ID.Short(),
 		termtext.Word(db0), termtext.Word(dir), termtext.Word(db0), termtext.Word(db0), st.Snapshot.ID.Short(), termtext.Quote(name))
 	return saved, nil
+}
+
+// pullMergeFlags checks --merge and --conflict against the rest.
+func pullMergeFlags(c *cli.Context) error {
+	if !c.Bool("merge") {
+		if c.IsSet("conflict") {
+			return usagef("--conflict goes with --merge")
+		}
+		return nil
+	}
+	if c.Bool("force") {
+		return usagef("--merge and --force exclude each other")
+	}
+	if v := c.String("conflict"); v != "refuse" && v != "markers" {
+		return usagef("--conflict is refuse or markers, not %s", termtext.Quoted(v))
+	}
+	return nil
+}
+
+// mergeHostChanges makes the plan a merge of the state with what the host
+// changed since art last captured or pulled it (workspace.MergeHost); with
+// conflicts and no --conflict=markers it refuses, listing them.
+func mergeHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.ExportPlan, dir, rev string) (*workspace.HostMerge, error) {
+	hm, err := plan.MergeHost(c.Context, db, workspace.HostMergeOptions{
+		Branch: c.String("branch"), Markers: c.String("conflict") == "markers",
+		Labels: mergeLabels(dir, rev),
+	})
+	if !errors.Is(err, workspace.ErrHostConflicts) {
+		return hm, err
+	}
+	if c.Bool("json") {
+		// What would conflict, for a program to act on; the error says it too.
+		if werr := writeJSON(e.stdout, struct {
+			Merge *workspace.HostMerge `json:"merge"`
+		}{hm}); werr != nil {
+			return nil, werr
+		}
+	}
+	name, _ := workspace.Name(dir)
+	var list []string
+	for _, p := range hm.Paths {
+		if p.Action == "conflict" {
+			list = append(list, termtext.Quote(name+"/"+p.Path)+": "+termtext.Text(p.Reason))
+		}
+	}
+	return nil, withHint(fmt.Errorf("pull --merge refused (%w), nothing written: %s: %s",
+		err, paths(hm.Conflicts, "conflicting"), strings.Join(list, "; ")),
+		"--conflict=markers writes git-style markers into the host's files; or art push first, then art merge")
+}
+
+// mergeLabels name the sides in conflict markers: the host directory and
+// the state pulled.
+func mergeLabels(dir, rev string) merge.Labels {
+	return merge.Labels{Ours: "host " + dir, Base: "base", Theirs: rev}
+}
+
+func printHostMerge(e *env, dir string, hm *workspace.HostMerge) {
+	name, _ := workspace.Name(dir)
+	for _, p := range hm.Paths {
+		line := fmt.Sprintf("  %-8s %s", p.Action, termtext.Quote(name+"/"+p.Path))
+		if p.Reason != "" {
+			line += ": " + termtext.Text(p.Reason)
+		}
+		if p.Hunks > 0 {
+			line += fmt.Sprintf(" (%d %s)", p.Hunks, plural(p.Hunks, "hunk", "hunks"))
+		}
+		fmt.Fprintln(e.stdout, line)
+	}
 }
 
 // hostChangeList names up to max host changes on one line:
