@@ -64,113 +64,132 @@ moves, and a branch moves only as a fast-forward unless --force.`,
 			&cli.Int64Flag{Name: "max-entries", Usage: "refuse a state naming more than `N` paths once expanded (default 10000000)"},
 			&cli.Int64Flag{Name: "max-bytes", Usage: "refuse a state holding more than `N` bytes of files once expanded (default 1 TiB)"},
 		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return remoteTransfer(c, e, false)
-			}
-			if err := pullMergeFlags(c); err != nil {
-				return err
-			}
-			db, err := openStore(c, false)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			rev := c.String("branch")
-			if c.IsSet("at") {
-				rev = c.String("at")
-			}
-			st, err := db.Resolve(c.Context, rev, c.String("branch"))
-			if err != nil {
-				return err
-			}
-			var entries io.Writer = e.stdout
-			if c.Bool("quiet") || c.Bool("json") {
-				entries = nil
-			}
-			dir := c.String("mount")
-			bar := newProgress(e.stderr)
-			written := map[string]journal.StatCache{}
-			began := time.Now()
-			plan, err := workspace.PlanExport(c.Context, db.Objects(), workspace.ExportOptions{
-				Dir: dir, State: st, Checksum: c.Bool("checksum"), Entries: entries, Warn: e.stderr, Keep: workspace.StoreFiles(db.Path()),
-				SameOwner: c.Bool("same-owner"), MaxEntries: c.Int64("max-entries"), MaxBytes: c.Int64("max-bytes"),
-				Progress: func(done, total int64) { bar.update("pull: %s of %s", fmtBytes(done), fmtBytes(total)) },
-				Written:  func(p string, sc journal.StatCache) { written[p] = sc },
-			})
-			if err != nil {
-				return err
-			}
-			defer plan.Close()
-			var merged *workspace.HostMerge
-			var saved *savedHost
-			if c.Bool("merge") {
-				merged, err = mergeHostChanges(c, e, db, plan, dir, rev)
-			} else {
-				saved, err = keepHostChanges(c, e, db, plan, dir)
-			}
-			if err != nil {
-				return err
-			}
-			abs, _ := filepath.Abs(dir)
-			op, err := db.BeginOp(c.Context, c.String("branch"), "export", fmt.Sprintf("pull %s to %s", describe(st), abs))
-			if err != nil {
-				return err
-			}
-			stats, err := plan.Apply()
-			bar.done()
-			if err == nil {
-				// The host now holds the pulled state: the branch's next
-				// capture must see that, not edits to bring in (which would
-				// undo the branch's newer work with the pulled files).
-				// Recorded even if a signal came meanwhile: the host
-				// holds the pulled state now, whatever the signal.
-				err = op.Update(context.WithoutCancel(c.Context), func(tx *journal.Tx) error {
-					return workspace.RecordPulled(tx, dir, written, began)
-				})
-			}
-			status := 0
-			if err != nil {
-				status = 1
-				if c.Context.Err() != nil {
-					status = workspace.InterruptedStatus
-				}
-			}
-			// Ended even after a signal: the op says it was interrupted.
-			if endErr := op.End(context.WithoutCancel(c.Context), &status); err == nil {
-				err = endErr
-			}
-			if err != nil && c.Context.Err() != nil && stats.Written+stats.Deleted+stats.Updated == 0 {
-				// Export writes nothing before it has planned and staged
-				// everything, and then does not stop.
-				return &interruptedError{what: "pull interrupted: " + termtext.Quote(dir) + " unchanged, nothing recorded", err: err}
-			}
-			if err != nil {
-				return err
-			}
-			if saved != nil && saved.note != "" {
-				fmt.Fprint(e.stderr, saved.note)
-			}
-			if c.Bool("json") {
-				return writeJSON(e.stdout, struct {
-					State journal.State         `json:"state"`
-					Stats workspace.ExportStats `json:"stats"`
-					Saved *savedHost            `json:"saved_host_changes,omitempty"`
-					Merge *workspace.HostMerge  `json:"merge,omitempty"`
-				}{st, stats, saved, merged})
-			}
-			if merged != nil {
-				printHostMerge(e, dir, merged)
-				if merged.Conflicts > 0 {
-					fmt.Fprintf(e.stderr, "art: pull: %d %s written with conflicts (git-style markers in text files; other conflicting paths keep the host's version): resolve them, then art push -m %s\n",
-						merged.Conflicts, plural(merged.Conflicts, "path", "paths"), termtext.Word(dir))
-				}
-			}
-			fmt.Fprintf(e.stdout, "pull: %d written, %d updated, %d deleted, %d unchanged; wrote %s from %s\n",
-				stats.Written, stats.Updated, stats.Deleted, stats.Unchanged, fmtBytes(stats.BytesWritten), describe(st))
-			return nil
-		},
+		Action: func(c *cli.Context) error { return runPull(c, e) },
 	}
+}
+
+// runPull is art pull: a REMOTE's branches, or a state onto the host
+// directory (refusing, recording or merging the host's own changes).
+func runPull(c *cli.Context, e *env) error {
+	if c.NArg() > 0 {
+		return remoteTransfer(c, e, false)
+	}
+	if err := pullMergeFlags(c); err != nil {
+		return err
+	}
+	db, err := openStore(c, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rev := c.String("branch")
+	if c.IsSet("at") {
+		rev = c.String("at")
+	}
+	st, err := db.Resolve(c.Context, rev, c.String("branch"))
+	if err != nil {
+		return err
+	}
+	var entries io.Writer = e.stdout
+	if c.Bool("quiet") || c.Bool("json") {
+		entries = nil
+	}
+	dir := c.String("mount")
+	bar := newProgress(e.stderr)
+	written := map[string]journal.StatCache{}
+	began := time.Now()
+	plan, err := workspace.PlanExport(c.Context, db.Objects(), workspace.ExportOptions{
+		Dir: dir, State: st, Checksum: c.Bool("checksum"), Entries: entries, Warn: e.stderr, Keep: workspace.StoreFiles(db.Path()),
+		SameOwner: c.Bool("same-owner"), MaxEntries: c.Int64("max-entries"), MaxBytes: c.Int64("max-bytes"),
+		Progress: func(done, total int64) { bar.update("pull: %s of %s", fmtBytes(done), fmtBytes(total)) },
+		Written:  func(p string, sc journal.StatCache) { written[p] = sc },
+	})
+	if err != nil {
+		return err
+	}
+	defer plan.Close()
+	var merged *workspace.HostMerge
+	var saved *savedHost
+	if c.Bool("merge") {
+		merged, err = mergeHostChanges(c, e, db, plan, dir, rev)
+	} else {
+		saved, err = keepHostChanges(c, e, db, plan, dir)
+	}
+	if err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(dir)
+	op, err := db.BeginOp(c.Context, c.String("branch"), "export", fmt.Sprintf("pull %s to %s", describe(st), abs))
+	if err != nil {
+		return err
+	}
+	stats, err := plan.Apply()
+	bar.done()
+	if err == nil {
+		// The host now holds the pulled state: the branch's next
+		// capture must see that, not edits to bring in (which would
+		// undo the branch's newer work with the pulled files).
+		// Recorded even if a signal came meanwhile: the host
+		// holds the pulled state now, whatever the signal.
+		err = op.Update(context.WithoutCancel(c.Context), func(tx *journal.Tx) error {
+			return workspace.RecordPulled(tx, dir, written, began)
+		})
+	}
+	status := 0
+	if err != nil {
+		status = 1
+		if c.Context.Err() != nil {
+			status = workspace.InterruptedStatus
+		}
+	}
+	// Ended even after a signal: the op says it was interrupted.
+	if endErr := op.End(context.WithoutCancel(c.Context), &status); err == nil {
+		err = endErr
+	}
+	if err != nil && c.Context.Err() != nil && stats.Written+stats.Deleted+stats.Updated == 0 {
+		// Export writes nothing before it has planned and staged
+		// everything, and then does not stop.
+		return &interruptedError{what: "pull interrupted: " + termtext.Quote(dir) + " unchanged, nothing recorded", err: err}
+	}
+	if err != nil {
+		return err
+	}
+	return pullReport{dir: dir, st: st, stats: stats, saved: saved, merged: merged}.print(e, c.Bool("json"))
+}
+
+// pullReport is what a pull of st into dir did.
+type pullReport struct {
+	dir    string
+	st     journal.State
+	stats  workspace.ExportStats
+	saved  *savedHost           // pull --force: the host's changes recorded first
+	merged *workspace.HostMerge // pull --merge
+}
+
+// print says it on e's streams, or as JSON.
+func (r pullReport) print(e *env, asJSON bool) error {
+	dir, st, stats, saved, merged := r.dir, r.st, r.stats, r.saved, r.merged
+	if saved != nil && saved.note != "" {
+		fmt.Fprint(e.stderr, saved.note)
+	}
+	if asJSON {
+		return writeJSON(e.stdout, struct {
+			State journal.State         `json:"state"`
+			Stats workspace.ExportStats `json:"stats"`
+			Saved *savedHost            `json:"saved_host_changes,omitempty"`
+			Merge *workspace.HostMerge  `json:"merge,omitempty"`
+		}{st, stats, saved, merged})
+	}
+	if merged != nil {
+		printHostMerge(e, dir, merged)
+		if merged.Conflicts > 0 {
+			fmt.Fprintf(e.stderr, "art: pull: %d %s written with conflicts (git-style markers in text files; other conflicting paths keep the host's version): resolve them, then art push -m %s\n",
+				merged.Conflicts, plural(merged.Conflicts, "path", "paths"), termtext.Word(dir))
+		}
+	}
+	fmt.Fprintf(e.stdout, "pull: %d written, %d updated, %d deleted, %d unchanged; wrote %s from %s\n",
+		stats.Written, stats.Updated, stats.Deleted, stats.Unchanged, fmtBytes(stats.BytesWritten), describe(st))
+	return nil
 }
 
 // savedHost is what pull --force recorded of the host before writing over
