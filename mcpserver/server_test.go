@@ -45,7 +45,7 @@ func connectStore(t *testing.T) (*mcp.ClientSession, *int, *int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

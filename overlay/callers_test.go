@@ -25,7 +25,7 @@ func TestNameCallers(t *testing.T) {
 	}
 	defer db.Close()
 	mnt := mustMkdir(t, filepath.Join(dir, "mnt"))
-	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, UpperDir: mustMkdir(t, filepath.Join(dir, "upper")), NameCallers: true})
+	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{Branch: "main", DB: db, UpperDir: mustMkdir(t, filepath.Join(dir, "upper")), NameCallers: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1471,7 +1471,7 @@ func TestDifferentialUnprivileged(t *testing.T) {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
-	s := newStoreWith(t, overlay.Options{AllowOther: true})
+	s := newStoreWith(t, overlay.Options{Branch: "main", AllowOther: true})
 	plain := filepath.Join(t.TempDir(), "plain")
 	if err := os.Mkdir(plain, 0o755); err != nil {
 		t.Fatal(err)

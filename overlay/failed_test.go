@@ -43,7 +43,7 @@ func TestFailedMountRefusesChanges(t *testing.T) {
 	}
 	defer db.Close()
 	mnt := mustMkdir(t, filepath.Join(dir, "mnt"))
-	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, UpperDir: mustMkdir(t, filepath.Join(dir, "upper"))})
+	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{Branch: "main", DB: db, UpperDir: mustMkdir(t, filepath.Join(dir, "upper"))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 // Options configure Mount.
 type Options struct {
 	DB     *journal.DB
-	Branch string // default journal.DefaultBranch
+	Branch string // required: the branch to serve (resolved at the edge)
 	// Description is recorded with the mount's operation in the log.
 	Description string
 	// UpperDir holds private copies of open files; it must not be visible
@@ -146,7 +146,8 @@ type FS struct {
 // Mount serves opts.Branch at mountpoint until Unmount.
 func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	if opts.Branch == "" {
-		opts.Branch = journal.DefaultBranch
+		// Resolved once at the edge (the CLI's flags, a request) and passed down.
+		return nil, fmt.Errorf("mount %s: no branch given", mountpoint)
 	}
 	if opts.Description == "" {
 		opts.Description = "mount " + mountpoint

@@ -43,7 +43,10 @@ type store struct {
 }
 
 // newStore creates a fresh store and mounts its main branch.
-func newStore(t testing.TB) *store { t.Helper(); return newStoreWith(t, overlay.Options{}) }
+func newStore(t testing.TB) *store {
+	t.Helper()
+	return newStoreWith(t, overlay.Options{Branch: "main"})
+}
 
 // newStoreWith is newStore with mount options.
 func newStoreWith(t testing.TB, opts overlay.Options) *store {

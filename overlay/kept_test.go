@@ -196,7 +196,7 @@ func TestKeptCopyNotShared(t *testing.T) {
 // TestKeptCopyBound: the kept copies' disk usage stays within
 // KeepCopies, least recently kept out first; negative keeps none.
 func TestKeptCopyBound(t *testing.T) {
-	s := newStoreWith(t, overlay.Options{KeepCopies: 3 << 20})
+	s := newStoreWith(t, overlay.Options{Branch: "main", KeepCopies: 3 << 20})
 	var files [][]byte
 	for i := range 5 {
 		data := seeded(1<<20, byte(10+i))

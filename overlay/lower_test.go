@@ -56,11 +56,11 @@ func (s *lowerSetup) mount(capture bool) {
 		s.t.Fatal(err)
 	}
 	if capture {
-		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: s.ws}); err != nil {
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: s.ws}); err != nil {
 			s.t.Fatal(err)
 		}
 	}
-	fsys, err := overlay.Mount(ctx, s.mnt, overlay.Options{DB: db, Lower: s.ws})
+	fsys, err := overlay.Mount(ctx, s.mnt, overlay.Options{Branch: "main", DB: db, Lower: s.ws})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestJournalWrites(t *testing.T) {
 	defer db.Close()
 	mnt := filepath.Join(dir, "mnt")
 	os.Mkdir(mnt, 0o755)
-	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, JournalWrites: true})
+	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{Branch: "main", DB: db, JournalWrites: true})
 	if err != nil {
 		t.Fatal(err)
 	}

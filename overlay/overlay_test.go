@@ -26,7 +26,7 @@ func mount(t testing.TB) (*journal.DB, string, *overlay.FS) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fsys, err := overlay.Mount(context.Background(), mnt, overlay.Options{DB: db, UpperDir: mustMkdir(t, filepath.Join(dir, "upper"))})
+	fsys, err := overlay.Mount(context.Background(), mnt, overlay.Options{Branch: "main", DB: db, UpperDir: mustMkdir(t, filepath.Join(dir, "upper"))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,7 +264,7 @@ func TestPassthroughMixedOpens(t *testing.T) {
 // so nothing is passed through.
 func TestPassthroughOff(t *testing.T) {
 	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
-	for _, opts := range []overlay.Options{{JournalWrites: true}, {Quota: 1 << 30}} {
+	for _, opts := range []overlay.Options{{Branch: "main", JournalWrites: true}, {Branch: "main", Quota: 1 << 30}} {
 		s := newStoreWith(t, opts)
 		p := filepath.Join(s.mnt, "f")
 		if err := os.WriteFile(p, pattern(300<<10), 0o644); err != nil {

@@ -158,7 +158,7 @@ func newStore(t *testing.T) *journal.DB {
 // importDir pushes host dir into db's branch main and returns the head root.
 func importDir(t *testing.T, db *journal.DB, dir string) cas.ID {
 	t.Helper()
-	st, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Dir: dir})
+	st, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Branch: "main", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func benchNoop(b *testing.B, capture bool) {
 	time.Sleep(2500 * time.Millisecond)
 	ctx := context.Background()
 	db, _ := openDB(b)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: capture}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: capture}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
@@ -44,7 +44,7 @@ func benchNoop(b *testing.B, capture bool) {
 		var err error
 		// Labelled, so that a -cpuprofile can leave out the first import.
 		pprof.Do(ctx, pprof.Labels("bench", "noop"), func(ctx context.Context) {
-			st, err = workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: capture})
+			st, err = workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: capture})
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -27,14 +27,14 @@ func TestCaptureLoopKeepsBothSides(t *testing.T) {
 		write(t, filepath.Join(ws, fmt.Sprintf("d%d", i), "a.go"), []byte("a"), 0o644)
 	}
 	// push -m first, as art push would, then the rounds: capture, agent.
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws}); err != nil {
 		t.Fatal(err)
 	}
 	for round := 0; round < 20; round++ {
 		host := fmt.Sprintf("host %d", round+1)
 		write(t, filepath.Join(ws, "keep.txt"), []byte(host), 0o644)
 		var warn bytes.Buffer
-		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true, Warn: &warn}); err != nil {
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, Warn: &warn}); err != nil {
 			t.Fatal(err)
 		}
 		if got := readStore(t, db, "main", "ws/keep.txt"); got != host {

@@ -475,7 +475,7 @@ func TestCaptureModel(t *testing.T) {
 			for i := 0; i < 6; i++ {
 				m.hostOp()
 			}
-			if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: m.ws}); err != nil {
+			if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: m.ws}); err != nil {
 				t.Fatal(err)
 			}
 			last := hostTree(t, m.ws)
@@ -495,7 +495,7 @@ func TestCaptureModel(t *testing.T) {
 					if m.rng.Intn(3) == 0 {
 						m.clockAt = time.Hour
 					}
-					if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: m.ws}); err != nil {
+					if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: m.ws}); err != nil {
 						t.Fatal(err)
 					}
 					m.log = append(m.log, fmt.Sprintf("%d push -m (clock +%s)", m.step, m.clockAt))
@@ -512,7 +512,7 @@ func TestCaptureModel(t *testing.T) {
 						m.clockAt = time.Hour
 					}
 					m.capSec = time.Now().Truncate(time.Second)
-					st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: m.ws, Capture: true})
+					st, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: m.ws, Capture: true})
 					if err != nil {
 						t.Fatal(err)
 					}

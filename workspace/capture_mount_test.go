@@ -74,7 +74,7 @@ func TestCaptureModelMounted(t *testing.T) {
 			for i := 0; i < 6; i++ {
 				m.hostOp()
 			}
-			if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: m.ws}); err != nil {
+			if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: m.ws}); err != nil {
 				t.Fatal(err)
 			}
 			last := hostTree(t, m.ws)
@@ -91,7 +91,7 @@ func TestCaptureModelMounted(t *testing.T) {
 					m.clockAt = time.Hour
 				}
 				m.capSec = time.Now().Truncate(time.Second)
-				st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: m.ws, Capture: true})
+				st, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: m.ws, Capture: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +113,7 @@ func TestCaptureModelMounted(t *testing.T) {
 
 				// The session: the branch mounted over the host workspace.
 				before := branchTree(t, db)
-				fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, Lower: m.ws, UpperDir: filepath.Join(base, "upper")})
+				fsys, err := overlay.Mount(ctx, mnt, overlay.Options{Branch: "main", DB: db, Lower: m.ws, UpperDir: filepath.Join(base, "upper")})
 				if err != nil {
 					t.Fatal(err)
 				}

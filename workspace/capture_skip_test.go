@@ -30,7 +30,7 @@ func settledWorkspace(t *testing.T) (*journal.DB, string) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Dir: ws}); err != nil {
+	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Branch: "main", Dir: ws}); err != nil {
 		t.Fatal(err)
 	}
 	return db, ws
@@ -38,7 +38,7 @@ func settledWorkspace(t *testing.T) (*journal.DB, string) {
 
 func capture(t *testing.T, db *journal.DB, ws string) {
 	t.Helper()
-	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -285,7 +285,7 @@ func TestPushSkipsOnlyWhatTheMarkProves(t *testing.T) {
 
 func push(t *testing.T, db *journal.DB, ws string) {
 	t.Helper()
-	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Dir: ws}); err != nil {
+	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Branch: "main", Dir: ws}); err != nil {
 		t.Fatal(err)
 	}
 }

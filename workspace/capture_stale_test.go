@@ -30,11 +30,11 @@ func TestCaptureStaleStatCacheKeepsAgentEdit(t *testing.T) {
 	for _, capture := range []bool{false, true} {
 		// v1 is cached; the host then writes v2, racy, and it is imported
 		// (push -m, or a capture) without a cache entry of its own.
-		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws}); err != nil {
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws}); err != nil {
 			t.Fatal(err)
 		}
 		write(t, f, []byte("v2"), 0o644)
-		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: capture}); err != nil {
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: capture}); err != nil {
 			t.Fatal(err)
 		}
 		if got := readStore(t, db, "main", "ws/f"); got != "v2" {
@@ -43,7 +43,7 @@ func TestCaptureStaleStatCacheKeepsAgentEdit(t *testing.T) {
 		// The agent edits it; the host leaves it alone.
 		agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/f", "agent") })
 		var warn bytes.Buffer
-		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true, Warn: &warn}); err != nil {
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, Warn: &warn}); err != nil {
 			t.Fatal(err)
 		}
 		if got := readStore(t, db, "main", "ws/f"); got != "agent" {
@@ -68,7 +68,7 @@ func TestCaptureKeepsAgentDeletionOfRacyFiles(t *testing.T) {
 	write(t, filepath.Join(ws, "src", "a.txt"), []byte("a"), 0o644)
 	write(t, filepath.Join(ws, "gone.txt"), []byte("g"), 0o644)
 	write(t, filepath.Join(ws, "kept.txt"), []byte("k"), 0o644)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws}); err != nil {
 		t.Fatal(err)
 	}
 	agent(t, db, "main", func(tx *journal.Tx) error {
@@ -89,7 +89,7 @@ func TestCaptureKeepsAgentDeletionOfRacyFiles(t *testing.T) {
 		return tx.Unlink(d.Ino, []byte("gone.txt"))
 	})
 	var warn bytes.Buffer
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true, Warn: &warn}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, Warn: &warn}); err != nil {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]string{"ws/src/a.txt": "<none>", "ws/gone.txt": "<none>", "ws/kept.txt": "k"} {
@@ -119,7 +119,7 @@ func TestCaptureOnNewBranchInheritsRecords(t *testing.T) {
 	write(t, filepath.Join(ws, "gone.txt"), []byte("g"), 0o644)
 	write(t, filepath.Join(ws, "host.txt"), []byte("h1"), 0o644)
 	write(t, filepath.Join(ws, "mine.txt"), []byte("m"), 0o644)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
 		t.Fatal(err)
 	}
 	// On main, the agent deletes src/ and gone.txt.

@@ -72,7 +72,7 @@ func TestCaptureKeepsAgentWork(t *testing.T) {
 	}
 	write(t, filepath.Join(ws, "dir-deleted-by-agent", "x"), []byte("x"), 0o644)
 	os.Chtimes(filepath.Join(ws, "dir-deleted-by-agent", "x"), old, old)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
 		t.Fatal(err)
 	}
 	agent(t, db, "main", func(tx *journal.Tx) error {
@@ -105,7 +105,7 @@ func TestCaptureKeepsAgentWork(t *testing.T) {
 	os.Remove(filepath.Join(ws, "deleted-by-host"))
 
 	var warn bytes.Buffer
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true, Warn: &warn}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, Warn: &warn}); err != nil {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]string{
@@ -128,7 +128,7 @@ func TestCaptureKeepsAgentWork(t *testing.T) {
 	}
 
 	// A plain push still makes the store equal to the host.
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws}); err != nil {
 		t.Fatal(err)
 	}
 	if got := readStore(t, db, "main", "ws/created-by-agent"); got != "<none>" {

@@ -22,7 +22,7 @@ func TestUnchangedAt(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	write(t, filepath.Join(ws, "a/f.txt"), []byte("f"), 0o644)
-	opts := workspace.ImportOptions{Dir: ws, Capture: true}
+	opts := workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}
 
 	junk := filepath.Join(dir, "junk.db")
 	if err := os.WriteFile(junk, []byte("not a store"), 0o600); err != nil {

@@ -26,7 +26,7 @@ const stagingPrefix = ".art-staging-"
 // ImportOptions configure Import.
 type ImportOptions struct {
 	Dir    string // host workspace directory
-	Branch string // default journal.DefaultBranch
+	Branch string // required (resolved at the edge)
 	// Message for the snapshot that ends the import.
 	Message string
 	// Entries receives one line per entry in the seed's format
@@ -162,7 +162,8 @@ var cacheLimit = 1 << 17
 // from there.
 func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStats, error) {
 	if opts.Branch == "" {
-		opts.Branch = journal.DefaultBranch
+		// Resolved once at the edge (the CLI's flags, a request) and passed down.
+		return ImportStats{}, fmt.Errorf("import %s: no branch given", opts.Dir)
 	}
 	name, err := Name(opts.Dir)
 	if err != nil {

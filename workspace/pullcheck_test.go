@@ -155,7 +155,7 @@ func pulledWorkspace(t *testing.T) (*journal.DB, string) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+	if _, err := workspace.Import(context.Background(), db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
 		t.Fatal(err)
 	}
 	return db, ws
@@ -186,7 +186,7 @@ func TestPullHostChangesRacyAndOtherBranches(t *testing.T) {
 		ws := filepath.Join(t.TempDir(), "ws")
 		write(t, filepath.Join(ws, "a.txt"), []byte("aaaa"), 0o644)
 		write(t, filepath.Join(ws, "b.txt"), []byte("bbbb"), 0o644)
-		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
 			t.Fatal(err)
 		}
 		// The host's edit keeps size and mtime (as one inside the
@@ -288,7 +288,7 @@ func TestCaptureNothingChangedRecordsNothing(t *testing.T) {
 		return len(o)
 	}
 	n := ops()
-	st, ok, err := workspace.Unchanged(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true})
+	st, ok, err := workspace.Unchanged(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true})
 	if err != nil || !ok || !st.NothingChanged || st.Snapshot.ID != head.Snapshot {
 		t.Fatalf("Unchanged(capture) = %+v, %v, %v; want nothing changed at %s", st, ok, err, head.Snapshot.Short())
 	}
@@ -307,10 +307,10 @@ func TestCaptureNothingChangedRecordsNothing(t *testing.T) {
 	capture(t, db, ws) // without SkipUnchanged: an op, a snapshot; the records now racy
 	n = ops()
 	head, _ = db.Resolve(ctx, "main", "main")
-	if _, ok, _ := workspace.Unchanged(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true}); ok {
+	if _, ok, _ := workspace.Unchanged(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); ok {
 		t.Fatal("Unchanged trusted racy records")
 	}
-	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true, SkipUnchanged: true})
+	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, SkipUnchanged: true})
 	if err != nil || !st.NothingChanged || st.Snapshot.ID != head.Snapshot || st.BytesRead == 0 {
 		t.Fatalf("capture of an unchanged host: %+v, %v; want nothing changed at %s, the racy files read", st, err, head.Snapshot.Short())
 	}
@@ -325,7 +325,7 @@ func TestCaptureNothingChangedRecordsNothing(t *testing.T) {
 	}
 	n = ops() // (readStore reads through an op of its own)
 	write(t, filepath.Join(ws, "c.txt"), []byte("host edit"), 0o644)
-	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true, SkipUnchanged: true})
+	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, SkipUnchanged: true})
 	if err != nil || st.NothingChanged || ops() != n+1 {
 		t.Fatalf("capture of a host edit: %+v, %v, %d ops (want %d)", st, err, ops(), n+1)
 	}

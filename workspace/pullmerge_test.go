@@ -159,7 +159,7 @@ func TestPullMergeHost(t *testing.T) {
 			if err := os.Chtimes(filepath.Join(ws, "m.txt"), old, old); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+			if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
 				t.Fatal(err)
 			}
 			for _, ch := range tc.changes {

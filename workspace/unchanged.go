@@ -52,7 +52,7 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 		return ImportStats{}, false, nil
 	}
 	if opts.Branch == "" {
-		opts.Branch = journal.DefaultBranch
+		return ImportStats{}, false, fmt.Errorf("check %s: no branch given", opts.Dir)
 	}
 	name, err := Name(opts.Dir)
 	if err != nil {

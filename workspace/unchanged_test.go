@@ -24,7 +24,7 @@ func unchanged(t *testing.T, db *journal.DB, ws string) bool {
 	t.Helper()
 	ctx := context.Background()
 	var warn bytes.Buffer
-	st, ok, err := workspace.Unchanged(ctx, db, workspace.ImportOptions{Dir: ws, Warn: &warn})
+	st, ok, err := workspace.Unchanged(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Warn: &warn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func unchanged(t *testing.T, db *journal.DB, ws string) bool {
 			st.Snapshot.ID.Short(), st.Snapshot.Root.Short(), head.Snapshot.Short(), head.Root.Short())
 	}
 	var fullWarn bytes.Buffer
-	full, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws, Warn: &fullWarn})
+	full, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Warn: &fullWarn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestUnchangedSeesEveryChange(t *testing.T) {
 	t.Run("options that need the full import", func(t *testing.T) {
 		db, ws := setup(t)
 		for _, o := range []workspace.ImportOptions{
-			{Dir: ws, Message: "m"}, {Dir: ws, Entries: &strings.Builder{}},
+			{Branch: "main", Dir: ws, Message: "m"}, {Branch: "main", Dir: ws, Entries: &strings.Builder{}},
 		} {
 			if _, ok, err := workspace.Unchanged(ctx, db, o); err != nil || ok {
 				t.Errorf("Unchanged(%+v) = %v, %v; want false", o, ok, err)

@@ -123,7 +123,7 @@ func TestRoundTripEveryKind(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "ws")
 	richTree(t, src)
 	var warn bytes.Buffer
-	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src, Warn: &warn})
+	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src, Warn: &warn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestIncrementalPush(t *testing.T) {
 	}
 	old := time.Now().Add(-time.Hour) // outside the racy-clean window
 	filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Chtimes(p, old, old) })
-	first, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	first, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestIncrementalPush(t *testing.T) {
 		t.Fatalf("first push: new = %d, want %d", got, want)
 	}
 	// Nothing changed: nothing is read.
-	second, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	second, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestIncrementalPush(t *testing.T) {
 	os.Remove(filepath.Join(ws, "d", "b", "fB"))
 	write(t, filepath.Join(ws, "new"), []byte("new"), 0o644)
 	os.Chmod(filepath.Join(ws, "d", "c", "fC"), 0o600)
-	third, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	third, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestDedup(t *testing.T) {
 	data := random(10 << 20)
 	write(t, filepath.Join(ws, "a.bin"), data, 0o644)
 	write(t, filepath.Join(ws, "copy", "a.bin"), data, 0o644)
-	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	st, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestDedup(t *testing.T) {
 	before := countChunks(t, dbPath)
 	data[5<<20] ^= 1
 	write(t, filepath.Join(ws, "a.bin"), data, 0o644)
-	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Dir: ws})
+	st, err = workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestPullDoesNotFollowHostSymlinks(t *testing.T) {
 	db, _ := openDB(t)
 	src := filepath.Join(t.TempDir(), "ws")
 	write(t, filepath.Join(src, "a", "x"), []byte("payload"), 0o644)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src}); err != nil {
 		t.Fatal(err)
 	}
 	head, _ := db.Resolve(ctx, "main", "main")
@@ -367,7 +367,7 @@ func TestPullCorruptChunkChangesNothing(t *testing.T) {
 	db, dbPath := openDB(t)
 	src := filepath.Join(t.TempDir(), "ws")
 	write(t, filepath.Join(src, "a.txt"), []byte("first version"), 0o644)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src}); err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "ws")
@@ -379,7 +379,7 @@ func TestPullCorruptChunkChangesNothing(t *testing.T) {
 	content := random(200_000)
 	write(t, filepath.Join(src, "a.txt"), content, 0o644)
 	write(t, filepath.Join(src, "b.txt"), []byte("another file"), 0o644)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src}); err != nil {
 		t.Fatal(err)
 	}
 	sdb, _ := sql.Open("sqlite3", dbPath)
@@ -409,7 +409,7 @@ func TestPullNeverWritesPolicy(t *testing.T) {
 	binds := filepath.Join(src, ".art", "config", "binds.json")
 	write(t, binds, []byte(`{"binds":[]}`), 0o644)
 	write(t, filepath.Join(src, "code.go"), []byte("package x"), 0o644)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src}); err != nil {
 		t.Fatal(err)
 	}
 	// The store's copy is what an agent could have changed; the host's
@@ -447,7 +447,7 @@ func TestPullSanitizesByDefault(t *testing.T) {
 	db, _ := openDB(t)
 	src := filepath.Join(t.TempDir(), "ws")
 	richTree(t, src)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src}); err != nil {
 		t.Fatal(err)
 	}
 	head, err := db.Resolve(ctx, "main", "main")
@@ -510,7 +510,7 @@ func TestPullReplacesSharedInode(t *testing.T) {
 	base := t.TempDir()
 	src, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
 	write(t, filepath.Join(src, "shared"), []byte("same bytes\n"), 0o600)
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src}); err != nil {
 		t.Fatal(err)
 	}
 	head, err := db.Resolve(ctx, "main", "main")
@@ -554,7 +554,7 @@ func TestPullNeverTouchesArtDir(t *testing.T) {
 	if err := os.Symlink("evil", filepath.Join(src, ".art")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src}); err != nil {
 		t.Fatal(err)
 	}
 	head, err := db.Resolve(ctx, "main", "main")
@@ -620,7 +620,7 @@ func TestRandomTreesRoundTrip(t *testing.T) {
 				}
 			}
 		}
-		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Dir: src}); err != nil {
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: src}); err != nil {
 			t.Fatalf("seed %d round %d: push: %v", seed, round, err)
 		}
 		head, _ := db.Resolve(ctx, "main", "main")

@@ -39,7 +39,7 @@ func traceSession(t *testing.T, traced bool, script string) (string, string) {
 			t.Fatal(err)
 		}
 	}
-	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{DB: db, UpperDir: upper, NameCallers: true, Description: "run sh"})
+	fsys, err := overlay.Mount(ctx, mnt, overlay.Options{Branch: "main", DB: db, UpperDir: upper, NameCallers: true, Description: "run sh"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,7 +208,7 @@ type savedHost struct {
 // its own, and the branch is then checked out back to where it was: the
 // host's changes stay in history (art undo brings the branch to them).
 func keepHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.ExportPlan, dir string) (*savedHost, error) {
-	branch := c.String("branch")
+	branch := branchName(c.String("branch"))
 	changes, err := plan.HostChanges(c.Context, db, branch)
 	if err != nil || len(changes) == 0 {
 		return nil, err

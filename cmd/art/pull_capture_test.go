@@ -79,7 +79,7 @@ func TestPullThenCaptureKeepsBranch(t *testing.T) {
 	}
 	defer store.Close()
 	var warn bytes.Buffer
-	if _, err := workspace.Import(ctx, store, workspace.ImportOptions{Dir: ws, Capture: true, Warn: &warn}); err != nil {
+	if _, err := workspace.Import(ctx, store, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, Warn: &warn}); err != nil {
 		t.Fatal(err)
 	}
 	out, errs, code := artStdin(t, "", "cat", "-d", db, "main:ws/a.txt")
@@ -124,7 +124,7 @@ func TestPullThenRacyHostEditIsCaptured(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if _, err := workspace.Import(ctx, store, workspace.ImportOptions{Dir: ws, Capture: true}); err != nil {
+	if _, err := workspace.Import(ctx, store, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
 		t.Fatal(err)
 	}
 	if out, errs, code := artStdin(t, "", "cat", "-d", db, "main:ws/a.txt"); code != 0 || out != "v2\n" {

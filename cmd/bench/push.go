@@ -187,7 +187,7 @@ func (b *bench) profiledImport(t *tree, store, what string) error {
 	d, err := b.timed(what, len(t.files), func(ctx context.Context) (err error) {
 		// As art push -m --json: the read-only check first (a no-op ends
 		// there), then the import.
-		opts := workspace.ImportOptions{Dir: t.dir}
+		opts := workspace.ImportOptions{Branch: journal.DefaultBranch, Dir: t.dir}
 		var ok bool
 		if st, ok, err = workspace.Unchanged(ctx, db, opts); err != nil || ok {
 			return err
