@@ -15,6 +15,36 @@ import (
 	"github.com/artrt/art/workspace"
 )
 
+// side is one change a pull test makes before the pull: to the branch
+// (as an agent would) or to the host directory ws.
+type side func(t *testing.T, db *journal.DB, ws string)
+
+func branchWrite(p, data string) side {
+	return func(t *testing.T, db *journal.DB, ws string) {
+		agent(t, db, "main", func(tx *journal.Tx) error { return setContent(context.Background(), tx, "ws/"+p, data) })
+	}
+}
+
+func hostWrite(p, data string) side {
+	return func(t *testing.T, db *journal.DB, ws string) { write(t, filepath.Join(ws, p), []byte(data), 0o644) }
+}
+
+func hostRemove(p string) side {
+	return func(t *testing.T, db *journal.DB, ws string) {
+		if err := os.RemoveAll(filepath.Join(ws, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func hostChmod(p string, m os.FileMode) side {
+	return func(t *testing.T, db *journal.DB, ws string) {
+		if err := os.Chmod(filepath.Join(ws, p), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestPullPlanHostChanges is the table of what a pull of the branch head
 // plans (the host paths it changes) and which of them the host changed
 // since the last capture or pull (what pull -m refuses to write over):
@@ -22,12 +52,6 @@ import (
 // records not racy), changes the branch and the host, and plans the pull.
 func TestPullPlanHostChanges(t *testing.T) {
 	ctx := context.Background()
-	type side func(t *testing.T, db *journal.DB, ws string)
-	branchWrite := func(p, data string) side {
-		return func(t *testing.T, db *journal.DB, ws string) {
-			agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/"+p, data) })
-		}
-	}
 	branchCreate := func(p, data string) side {
 		return func(t *testing.T, db *journal.DB, ws string) {
 			agent(t, db, "main", func(tx *journal.Tx) error {
@@ -61,23 +85,6 @@ func TestPullPlanHostChanges(t *testing.T) {
 				_, err = tx.Create(dir.Ino, []byte(p), journal.Attr{Kind: cas.EntryFile, Mode: 0o644, Content: m, Size: 10})
 				return err
 			})
-		}
-	}
-	hostWrite := func(p, data string) side {
-		return func(t *testing.T, db *journal.DB, ws string) { write(t, filepath.Join(ws, p), []byte(data), 0o644) }
-	}
-	hostRemove := func(p string) side {
-		return func(t *testing.T, db *journal.DB, ws string) {
-			if err := os.RemoveAll(filepath.Join(ws, p)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	hostChmod := func(p string, m os.FileMode) side {
-		return func(t *testing.T, db *journal.DB, ws string) {
-			if err := os.Chmod(filepath.Join(ws, p), m); err != nil {
-				t.Fatal(err)
-			}
 		}
 	}
 	for _, tc := range []struct {

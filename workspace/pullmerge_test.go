@@ -38,12 +38,6 @@ func twelve(repl map[int]string) string {
 // the state in them.
 func TestPullMergeHost(t *testing.T) {
 	ctx := context.Background()
-	type side func(t *testing.T, db *journal.DB, ws string)
-	branchWrite := func(p, data string) side {
-		return func(t *testing.T, db *journal.DB, ws string) {
-			agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/"+p, data) })
-		}
-	}
 	branchRemove := func(p string) side {
 		return func(t *testing.T, db *journal.DB, ws string) {
 			agent(t, db, "main", func(tx *journal.Tx) error {
@@ -65,23 +59,6 @@ func TestPullMergeHost(t *testing.T) {
 				_, err = tx.SetAttr(n.Ino, journal.SetMode, journal.Attr{Mode: mode})
 				return err
 			})
-		}
-	}
-	hostWrite := func(p, data string) side {
-		return func(t *testing.T, db *journal.DB, ws string) { write(t, filepath.Join(ws, p), []byte(data), 0o644) }
-	}
-	hostRemove := func(p string) side {
-		return func(t *testing.T, db *journal.DB, ws string) {
-			if err := os.RemoveAll(filepath.Join(ws, p)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	hostChmod := func(p string, m os.FileMode) side {
-		return func(t *testing.T, db *journal.DB, ws string) {
-			if err := os.Chmod(filepath.Join(ws, p), m); err != nil {
-				t.Fatal(err)
-			}
 		}
 	}
 	base := twelve(nil)

@@ -95,28 +95,10 @@ func (b *bench) buildLib(ctx context.Context, file string, n int) (*journal.DB, 
 	return db, nil
 }
 
-// editLib rewrites the files at paths in one operation, as a run that
-// changed them would.
+// editLib rewrites the files at paths in one operation on the default
+// branch, as a run that changed them would.
 func (b *bench) editLib(ctx context.Context, db *journal.DB, paths []string, tag string) error {
-	_, err := db.Do(ctx, journal.DefaultBranch, "bench", "edit "+tag, func(tx *journal.Tx) error {
-		for _, p := range paths {
-			data := editedContent(p, tag)
-			id, _, err := tx.Objects().PutFile(ctx, bytes.NewReader(data))
-			if err != nil {
-				return err
-			}
-			n, err := tx.Resolve([]byte(p))
-			if err != nil {
-				return err
-			}
-			size := int64(len(data))
-			if _, err := tx.Write(n.Ino, id, size, libMTime+1, []journal.Range{{Off: 0, Len: size}}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return err
+	return editBranch(ctx, db, journal.DefaultBranch, paths, tag)
 }
 
 // snapshotLatency: section 3.
