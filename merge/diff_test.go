@@ -150,7 +150,7 @@ func TestDiffMatchesGitMoves(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 19))
 	dir := t.TempDir()
-	n := 12
+	n := 6
 	if testing.Short() {
 		n = 3
 	}
