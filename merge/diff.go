@@ -3,14 +3,15 @@ package merge
 // This file and myers.go compute a line diff the way git's default diff
 // ("myers", git 2.39 with no options) does, since a three-way merge's
 // hunks, and so its conflicts, depend on which of the many equally short
-// edit scripts the diff picks. The steps, as observed on `git diff
-// --no-index --diff-algorithm=myers` and `git merge-file`:
+// edit scripts the diff picks. The steps, each checked against `git diff
+// --no-index --diff-algorithm=myers` and `git merge-file` by the tests
+// (diff_test.go, text_test.go):
 //
 //  1. Lines common to both ends of the two files are matched outright.
 //  2. In the middle, a line that never occurs in the other file is a
 //     change; so is a line that occurs there very often (about the square
-//     root of the other file's length or more) when it sits among runs
-//     of such lines. Only the remaining lines go to the search.
+//     root of its own file's length or more) when it sits among runs of
+//     such lines. Only the remaining lines go to the search.
 //  3. The search is Myers' greedy shortest-edit-script search, run from
 //     both ends at once to find a middle snake and recursing on the two
 //     halves (Myers 1986, "An O(ND) Difference Algorithm and Its

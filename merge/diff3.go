@@ -4,7 +4,7 @@ import "bytes"
 
 // The three-way merge proper, as git merge-file does it with diff3-style
 // markers (git-merge-file(1), git-merge(1) "diff3" conflict style; the
-// alignment rules below were read off the command's output):
+// rules below are checked against the command's output by the tests):
 //
 //   - each side is diffed against base; a hunk of one side whose base
 //     lines end before the other side's next hunk begins (strictly: a hunk
