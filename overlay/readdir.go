@@ -190,7 +190,7 @@ func (d *node) listedEntries(ctx context.Context) ([]fuse.DirEntry, bool) {
 		return nil, false
 	}
 	ents := make([]fuse.DirEntry, 0, len(l))
-	var unknown []int // entries the listing holds no node for
+	var unknown []int                     // entries the listing holds no node for
 	known := make([]journal.Node, len(l)) // by entry: the listing's node
 	for name, jn := range l {
 		if jn == nil {
