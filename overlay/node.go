@@ -78,13 +78,13 @@ type node struct {
 	// fsys.gen; listVer counts its edits.
 	listing    map[string]*journal.Node
 	listingGen uint64
+	listVer    uint64
+	misses     int                 // lookups by query since the listing was last valid
+	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 	// recs are the import records of the directory's children that may
 	// report host stats (statfid.go), read once: recsRead.
 	recs     map[string]journal.StatCache
 	recsRead bool
-	listVer  uint64
-	misses   int                 // lookups by query since the listing was last valid
-	snaps    [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content
 	pending uint32      // attributes (journal.SetMode...) changed in attr since the last journal; only while dirty
