@@ -246,6 +246,22 @@ func (r *inoFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 	return st
 }
 
+// Statx reaches art only for what GETATTR lacks (btime); an open host
+// file answers it (the lower handle's LoopbackFile).
+func (r *inoFS) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
+	st := r.RawFileSystem.Statx(cancel, in, out)
+	if st.Ok() {
+		out.Ino = r.f.stIno(in.NodeId)
+	}
+	return st
+}
+
+func (r *inoFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	st := r.RawFileSystem.Tmpfile(cancel, in, out)
+	r.entry(st, &out.EntryOut)
+	return st
+}
+
 func (r *inoFS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	st := r.RawFileSystem.Mkdir(cancel, in, name, out)
 	r.entry(st, out)
