@@ -203,6 +203,8 @@ func (d *node) listedEntries(ctx context.Context) ([]fuse.DirEntry, bool) {
 	}
 	d.mu.Unlock()
 	// The reported numbers need the import records, read under d.mu.
+	// An entry the listing holds a node for has its type (never 0)
+	// already; the others are live nodes, below.
 	for i := range ents {
 		if ents[i].Mode != 0 {
 			ents[i].Ino = d.entIno(ctx, ents[i].Name, &known[i])
