@@ -141,6 +141,9 @@ type FS struct {
 	// dirMTimes holds the mtimes of forgotten directories until they are
 	// journaled (node.OnForget), for a node rebuilt meanwhile.
 	dirMTimes map[int64]int64
+	// claims maps each host inode number a live node reports to that
+	// node's art inode number (statfid.go).
+	claims map[uint64]int64
 }
 
 // Mount serves opts.Branch at mountpoint until Unmount.
@@ -155,7 +158,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	if err := CleanStale(mountpoint); err != nil {
 		return nil, err
 	}
-	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, dirMTimes: map[int64]int64{}, mappedNodes: map[*node]struct{}{}, watchStop: make(chan struct{}), upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
+	f := &FS{db: opts.DB, nodes: map[int64]*node{}, touched: map[*node]struct{}{}, dirMTimes: map[int64]int64{}, claims: map[uint64]int64{}, mappedNodes: map[*node]struct{}{}, watchStop: make(chan struct{}), upperDir: opts.UpperDir, statDir: filepath.Dir(opts.DB.Path()), readOnly: opts.ReadOnly,
 		journalWrites: opts.JournalWrites, owner: opts.Owner, recordOwner: opts.RecordOwner, nameCallers: opts.NameCallers}
 	f.quota.Store(opts.Quota)
 	f.log = opts.Log
@@ -212,7 +215,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		logger = log.New(lineWriter(f.counts.line), "", 0)
 	}
 	fsOpts := fuseOptions(opts, logger)
-	raw := &rawFS{RawFileSystem: fs.NewNodeFS(root, fsOpts), f: f}
+	raw := &rawFS{RawFileSystem: &inoFS{RawFileSystem: fs.NewNodeFS(root, fsOpts), f: f}, f: f}
 	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
 	if err == nil {
 		go server.Serve()

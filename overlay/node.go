@@ -22,6 +22,9 @@ type node struct {
 	fs.Inode
 	fsys *FS
 	ino  int64
+	// pino is the st_ino the node reports (statfid.go): the host
+	// file's inode number or a synthetic one, settled when it went live.
+	pino uint64
 
 	jmu sync.Mutex // serializes journaling of this file's content
 
@@ -78,6 +81,10 @@ type node struct {
 	listVer    uint64
 	misses     int                 // lookups by query since the listing was last valid
 	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
+	// recs are the import records of the directory's children that may
+	// report host stats (statfid.go), read once: recsRead.
+	recs     map[string]journal.StatCache
+	recsRead bool
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content
 	pending uint32      // attributes (journal.SetMode...) changed in attr since the last journal; only while dirty
@@ -115,7 +122,7 @@ var (
 )
 
 func (f *FS) newNode(jn journal.Node) *node {
-	n := &node{fsys: f, ino: jn.Ino}
+	n := &node{fsys: f, ino: jn.Ino, pino: syntheticIno(jn.Ino)}
 	n.load(jn)
 	if jn.IsDir() {
 		f.mu.Lock()
@@ -148,7 +155,8 @@ func typeBits(k cas.EntryKind) uint32 {
 
 // child returns the live inode for journal node jn, called name in n,
 // creating it if needed.
-func (n *node) child(ctx context.Context, name string, jn journal.Node) *fs.Inode {
+// fromBranch is false for a node just made in the session.
+func (n *node) child(ctx context.Context, name string, jn journal.Node, fromBranch bool) *fs.Inode {
 	n.fsys.mu.Lock()
 	existing := n.fsys.nodes[jn.Ino]
 	n.fsys.mu.Unlock()
@@ -162,6 +170,10 @@ func (n *node) child(ctx context.Context, name string, jn journal.Node) *fs.Inod
 	c := n.fsys.newNode(jn)
 	if jn.Nlink == 1 {
 		c.parent, c.name = n.ino, name
+	}
+	n.present(ctx, c, name, fromBranch)
+	if !fromBranch && jn.IsDir() {
+		c.noRecords()
 	}
 	in := n.NewInode(ctx, c, fs.StableAttr{Mode: typeBits(jn.Kind), Ino: uint64(jn.Ino)})
 	if got, ok := in.Operations().(*node); ok && got == c {
@@ -185,6 +197,7 @@ func (n *node) OnForget() {
 	delete(f.touched, n)
 	if f.nodes[n.ino] == n && !keep {
 		delete(f.nodes, n.ino)
+		f.unclaimLocked(n)
 	}
 	if touched {
 		// Its mtime lives only in this node until journaled below; a
@@ -364,7 +377,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return nil, n.fsys.errno(err)
 		}
 	}
-	in := n.child(ctx, name, jn)
+	in := n.child(ctx, name, jn, true)
 	in.Operations().(*node).fillEntry(out)
 	return in, 0
 }
@@ -397,15 +410,15 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if err != nil {
 		return nil, n.fsys.errno(err)
 	}
-	return fs.NewListDirStream(dirEntries(des)), 0
+	return fs.NewListDirStream(n.dirEntries(ctx, des)), 0
 }
 
-// dirEntries is a listing as FUSE directory entries.
-func dirEntries(des []journal.Dirent) []fuse.DirEntry {
+// dirEntries is directory n's listing as FUSE directory entries.
+func (n *node) dirEntries(ctx context.Context, des []journal.Dirent) []fuse.DirEntry {
 	out := make([]fuse.DirEntry, len(des))
 	for i := range des {
 		d := &des[i]
-		out[i] = fuse.DirEntry{Name: string(d.Name), Mode: typeBits(d.Node.Kind), Ino: uint64(d.Node.Ino)}
+		out[i] = fuse.DirEntry{Name: string(d.Name), Mode: typeBits(d.Node.Kind), Ino: n.entIno(ctx, string(d.Name), &d.Node)}
 	}
 	return out
 }
@@ -494,7 +507,7 @@ func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fus
 	}
 	n.touchDir()
 	n.listSet(name, &jn)
-	in := n.child(ctx, name, jn)
+	in := n.child(ctx, name, jn, false)
 	c := in.Operations().(*node)
 	if a.Kind == cas.EntryDir {
 		c.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/artrt/art/journal"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -157,13 +158,13 @@ func (d *node) snapshot(ctx context.Context) (*dirSnap, syscall.Errno) {
 	gen := d.fsys.gen.Load()
 	// Offsets are signed to the kernel (loff_t): ids stay in 31 bits, never 0.
 	s := &dirSnap{id: ((d.fsys.snapIDs.Add(1)-1)%(1<<31-1) + 1) << 32, ver: ver, gen: gen}
-	ents, ok := d.listedEntries()
+	ents, ok := d.listedEntries(ctx)
 	if !ok {
 		des, err := d.list(ctx)
 		if err != nil {
 			return nil, d.fsys.errno(err)
 		}
-		ents = dirEntries(des)
+		ents = d.dirEntries(ctx, des)
 	}
 	for i := range ents {
 		ents[i].Off = s.id | uint64(i+1)
@@ -181,7 +182,7 @@ func (d *node) snapshot(ctx context.Context) (*dirSnap, syscall.Errno) {
 // name in it is known: cached there, or a live inode (directories, which
 // the listing does not cache). rm -rf lists every directory it empties;
 // read by SQL that was 15% of its daemon CPU.
-func (d *node) listedEntries() ([]fuse.DirEntry, bool) {
+func (d *node) listedEntries(ctx context.Context) ([]fuse.DirEntry, bool) {
 	d.mu.Lock()
 	l := d.listingLocked()
 	if l == nil {
@@ -189,16 +190,26 @@ func (d *node) listedEntries() ([]fuse.DirEntry, bool) {
 		return nil, false
 	}
 	ents := make([]fuse.DirEntry, 0, len(l))
-	var unknown []int // entries the listing holds no node for
+	var unknown []int                     // entries the listing holds no node for
+	known := make([]journal.Node, len(l)) // by entry: the listing's node
 	for name, jn := range l {
 		if jn == nil {
 			unknown = append(unknown, len(ents))
 			ents = append(ents, fuse.DirEntry{Name: name})
 			continue
 		}
-		ents = append(ents, fuse.DirEntry{Name: name, Mode: typeBits(jn.Kind), Ino: uint64(jn.Ino)})
+		known[len(ents)] = *jn
+		ents = append(ents, fuse.DirEntry{Name: name, Mode: typeBits(jn.Kind)})
 	}
 	d.mu.Unlock()
+	// The reported numbers need the import records, read under d.mu.
+	// An entry the listing holds a node for has its type (never 0)
+	// already; the others are live nodes, below.
+	for i := range ents {
+		if ents[i].Mode != 0 {
+			ents[i].Ino = d.entIno(ctx, ents[i].Name, &known[i])
+		}
+	}
 	for _, i := range unknown {
 		in := d.GetChild(ents[i].Name)
 		if in == nil {
@@ -209,7 +220,7 @@ func (d *node) listedEntries() ([]fuse.DirEntry, bool) {
 			return nil, false
 		}
 		c.mu.Lock()
-		ents[i].Mode, ents[i].Ino = typeBits(c.attr.Kind), uint64(c.ino)
+		ents[i].Mode, ents[i].Ino = typeBits(c.attr.Kind), c.pino
 		c.mu.Unlock()
 	}
 	slices.SortFunc(ents, func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
