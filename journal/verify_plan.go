@@ -106,12 +106,10 @@ func (c *chainCheck) event(r chainRow) {
 		(isPathEvent(ev.Kind) && !bytes.Equal(ev.Path, r.path)) {
 		c.fail(r.seq, "event columns disagree with its hashed payload")
 	}
-	// An ancestry edge points back in time (DB.MergeBase walks them).
-	if (ev.Kind == EvBranch || ev.Kind == EvMerge) && ev.FromSeq >= r.seq {
-		c.fail(r.seq, fmt.Sprintf("%s event names a source @%d that is not older than itself", ev.Kind, ev.FromSeq))
-	}
-	if ev.Kind == EvMerge && (ev.FromBranch <= 0 || ev.FromSeq <= 0) {
-		c.fail(r.seq, "merge event names no source state")
+	// An ancestry edge (branch, checkout, merge) names a recorded state
+	// older than itself (DB.MergeBase walks them).
+	if problem := edgeProblem(ev, r.seq); problem != "" {
+		c.fail(r.seq, problem)
 	}
 	if !ev.Root.IsZero() {
 		if _, ok := c.states.roots[ev.Root]; !ok {

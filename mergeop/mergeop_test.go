@@ -446,10 +446,10 @@ func TestMergeKeepsHardLinkedNamesApart(t *testing.T) {
 	}
 }
 
-// TestMergeAgainAfterUndo: a merge undone is not merged - the journal's
-// ancestry keeps the undone merge marker, mergeBase follows the undo's
-// checkout - also when merges and undos repeat (each undo's target is the
-// previous undo's state).
+// TestMergeAgainAfterUndo: a merge undone is not merged - the undo's
+// checkout cuts the branch's history (journal.DB.MergeBase), so the undone
+// merge marker is no longer an ancestor - also when merges and undos
+// repeat (each undo's target is the previous undo's state).
 func TestMergeAgainAfterUndo(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
@@ -473,5 +473,49 @@ func TestMergeAgainAfterUndo(t *testing.T) {
 		if got := readTree(t, db, head.Root)["x"].content; got != "x\n" {
 			t.Fatalf("after undo %d: x = %q", i, got)
 		}
+	}
+}
+
+// TestMergeAgainAfterUndoAndOtherMerge: after a merge of side is undone
+// and another branch is merged, side merges again with its change - the
+// undone merge stays out of the history even with a merge after the
+// undo's checkout (the case mergeop's old checkout correction could not
+// express: it kept the journal's answer, side counted as merged and the
+// merge was "up to date").
+func TestMergeAgainAfterUndoAndOtherMerge(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	base := tree{"x": {kind: cas.EntryFile, mode: 0o644, content: "x\n"}, "y": {kind: cas.EntryFile, mode: 0o644, content: "y\n"}}
+	bst := setTree(t, db, "main", base)
+	for _, b := range []string{"side", "other"} {
+		if _, err := db.CreateBranch(ctx, b, bst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := setTree(t, db, "side", tree{"x": {kind: cas.EntryFile, mode: 0o644, content: "side\n"}, "y": base["y"]})
+	oth := setTree(t, db, "other", tree{"x": base["x"], "y": {kind: cas.EntryFile, mode: 0o644, content: "other\n"}})
+	if res, err := Merge(ctx, db, Options{Source: src, SourceName: "side", Into: "main"}); err != nil || !res.Applied {
+		t.Fatalf("merge side: %v %+v", err, res)
+	}
+	if _, err := db.Undo(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Merge(ctx, db, Options{Source: oth, SourceName: "other", Into: "main"}); err != nil || !res.Applied {
+		t.Fatalf("merge other: %v %+v", err, res)
+	}
+	res, err := Merge(ctx, db, Options{Source: src, SourceName: "side", Into: "main"})
+	if err != nil || !res.Applied || res.UpToDate {
+		t.Fatalf("merge side again: %v %+v", err, res)
+	}
+	if res.Base == nil || res.Base.Root != bst.Root {
+		t.Errorf("base of the second merge of side: %+v, want the fork point %s", res.Base, bst.Root.Short())
+	}
+	head, err := db.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readTree(t, db, head.Root)
+	if got["x"].content != "side\n" || got["y"].content != "other\n" {
+		t.Fatalf("x = %q, y = %q; want side's x and other's y", got["x"].content, got["y"].content)
 	}
 }
