@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/termtext"
 )
 
 // Ancestry: which states a state descends from.
@@ -35,8 +38,13 @@ const maxAncestryEdges = 1 << 20
 
 // stretch is [lo, hi] of one branch's chain in a history: lo is the reset
 // (EvBranch or EvCheckout) the stretch begins at, or 0 when the walk found
-// none below hi (the branch's start was forgotten); hi is a state's seq.
-type stretch struct{ lo, hi int64 }
+// none below hi (the branch's start was forgotten by an art that did not
+// keep ancestry edges); hi is a state's seq and root that state's root as
+// the edge naming it recorded (zero: not known).
+type stretch struct {
+	lo, hi int64
+	root   cas.ID
+}
 
 // history is branch id -> its stretches, sorted by lo and disjoint (at
 // most one per reset of the branch).
@@ -66,11 +74,14 @@ func (h history) last(branch int64) int64 {
 // must point back in time (ErrCorrupt otherwise), so the walk ends even
 // when a hostile store's edges form a cycle.
 func (db *DB) history(ctx context.Context, q queryer, branch, seq int64) (history, error) {
-	return db.histories(ctx, q, []point{{branch, seq}})
+	return db.histories(ctx, q, []point{{branch: branch, seq: seq}})
 }
 
-// point is a state: a branch and a seq.
-type point struct{ branch, seq int64 }
+// point is a state: a branch, a seq and, when known, its root.
+type point struct {
+	branch, seq int64
+	root        cas.ID
+}
 
 // histories returns the union of the histories of states (see history).
 func (db *DB) histories(ctx context.Context, q queryer, states []point) (history, error) {
@@ -105,9 +116,9 @@ func (db *DB) histories(ctx context.Context, q queryer, states []point) (history
 			// above p.seq); reset 0: the walk found no reset at all.
 			s = append(s, stretch{})
 			copy(s[i+2:], s[i+1:])
-			s[i+1] = stretch{reset, p.seq}
+			s[i+1] = stretch{reset, p.seq, p.root}
 		default:
-			s[i].hi = p.seq // no reset since stretch i: it goes on
+			s[i].hi, s[i].root = p.seq, p.root // no reset since stretch i: it goes on
 		}
 		h[p.branch] = s
 		edges += len(from)
@@ -115,7 +126,7 @@ func (db *DB) histories(ctx context.Context, q queryer, states []point) (history
 			return nil, fmt.Errorf("%w: the history of @%d has more than %d branch, checkout and merge points", ErrCorrupt, states[0].seq, maxAncestryEdges)
 		}
 		for _, e := range from {
-			todo = append(todo, point{e.FromBranch, e.FromSeq})
+			todo = append(todo, point{e.FromBranch, e.FromSeq, e.Root})
 		}
 	}
 	return h, nil
@@ -189,25 +200,39 @@ func edgeProblem(ev *Event, seq int64) string {
 }
 
 // MergeBase returns the newest state both a's and b's histories contain
-// (see the ancestry rule above), with its Root materialized and Snapshot
-// set when it is exactly a snapshot. ok is false when the histories share
-// nothing: a merge then uses the empty tree as its base. a and b need
-// BranchID and Seq (as Resolve returns them). A store whose ancestry
-// edges are damaged is ErrCorrupt.
+// (see the ancestry rule above), with its Root and Snapshot (when it is
+// exactly a snapshot) set. ok is false when the histories share nothing:
+// a merge then uses the empty tree as its base. a and b need BranchID and
+// Seq (as Resolve returns them; their Root, when set, is trusted). A store
+// whose ancestry edges are damaged is ErrCorrupt.
+//
+// The base's root is the one recorded by the edge that names the state
+// (or a's or b's own): art forget keeps every edge and gc keeps their
+// roots, so the base is the same before and after a forget even when its
+// events and snapshot are gone. Only a base no edge names (a damaged
+// store) is replayed; a history that lost edges to an older art's forget,
+// or a base that can be neither, is refused with ErrForgotten rather than
+// answered with an older state, against which a merge would read a
+// revert as no change.
 func (db *DB) MergeBase(ctx context.Context, a, b State) (base State, ok bool, err error) {
-	ha, err := db.history(ctx, db.r, a.BranchID, a.Seq)
+	ha, err := db.histories(ctx, db.r, []point{{a.BranchID, a.Seq, a.Root}})
 	if err != nil {
 		return State{}, false, fmt.Errorf("merge base: %w", err)
 	}
-	hb, err := db.history(ctx, db.r, b.BranchID, b.Seq)
+	hb, err := db.histories(ctx, db.r, []point{{b.BranchID, b.Seq, b.Root}})
 	if err != nil {
 		return State{}, false, fmt.Errorf("merge base: %w", err)
+	}
+	for _, h := range []history{ha, hb} {
+		if err := db.complete(ctx, h); err != nil {
+			return State{}, false, fmt.Errorf("merge base: %w", err)
+		}
 	}
 	var best State
 	for branch, sa := range ha {
 		sb := hb[branch]
 		// Both lists are sorted and disjoint: a merge-walk of them visits
-		// each overlap once, newest last.
+		// each overlap once.
 		for i, j := 0, 0; i < len(sa) && j < len(sb); {
 			x, y := sa[i], sb[j]
 			if x.hi < y.hi {
@@ -215,31 +240,63 @@ func (db *DB) MergeBase(ctx context.Context, a, b State) (base State, ok bool, e
 			} else {
 				j++
 			}
-			lo, upTo := max(x.lo, y.lo), min(x.hi, y.hi)
+			lo, upTo, root := max(x.lo, y.lo), x.hi, x.root
+			if y.hi < upTo {
+				upTo, root = y.hi, y.root
+			}
 			if upTo < lo || upTo <= best.Seq {
 				continue
 			}
-			// The branch's last event at or before upTo: the state names an
-			// event of the chain even when upTo is a seq of another branch
-			// (a hostile edge).
-			var seq sql.NullInt64
-			if err := db.r.QueryRowContext(ctx, `SELECT max(seq) FROM events WHERE branch = ? AND seq <= ?`, branch, upTo).Scan(&seq); err != nil {
-				return State{}, false, fmt.Errorf("merge base: %w", err)
-			}
-			if seq.Valid && seq.Int64 >= lo && seq.Int64 > best.Seq {
-				best = State{BranchID: branch, Seq: seq.Int64}
+			best = State{BranchID: branch, Seq: upTo, Root: root}
+			if root.IsZero() {
+				// No edge recorded the state's root: the branch's last
+				// event at or before upTo, replayed below (the state names
+				// an event of the chain even when upTo is a seq of another
+				// branch, a hostile edge).
+				var seq sql.NullInt64
+				if err := db.r.QueryRowContext(ctx, `SELECT max(seq) FROM events WHERE branch = ? AND seq <= ?`, branch, upTo).Scan(&seq); err != nil {
+					return State{}, false, fmt.Errorf("merge base: %w", err)
+				}
+				if !seq.Valid || seq.Int64 < lo {
+					return State{}, false, fmt.Errorf("merge base: %w: no event of branch %d at or before @%d (run art verify)", ErrCorrupt, branch, upTo)
+				}
+				best.Seq = seq.Int64
 			}
 		}
 	}
 	if best.Seq == 0 {
 		return State{}, false, nil
 	}
-	root, err := db.Materialize(ctx, best.BranchID, best.Seq)
-	if err != nil {
-		return State{}, false, fmt.Errorf("merge base @%d: %w", best.Seq, err)
+	if best.Root.IsZero() {
+		root, err := db.Materialize(ctx, best.BranchID, best.Seq)
+		if err != nil {
+			return State{}, false, fmt.Errorf("merge base @%d: %w", best.Seq, err)
+		}
+		best.Root = root
 	}
-	best.Root = root
 	best.Branch = db.BranchName(ctx, best.BranchID)
 	best.Snapshot = db.snapshotAt(ctx, best.Seq)
 	return best, true, nil
+}
+
+// complete refuses a history with a stretch that found no reset below it:
+// the branch's first event, its EvBranch, is gone - forgotten by an art
+// that did not keep ancestry edges, which may have dropped other edges
+// with it - so a base found through it could be older than the true one.
+func (db *DB) complete(ctx context.Context, h history) error {
+	for branch, ss := range h {
+		if len(ss) == 0 || ss[0].lo != 0 {
+			continue
+		}
+		var n int
+		if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM forgotten WHERE branch = ? AND from_seq <= ?`, branch, ss[0].hi).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: %w: the history of %s before @%d was forgotten with its branch point (art forget of an older art); the merge base cannot be known",
+				ErrRevNotFound, ErrForgotten, termtext.Quote(db.BranchName(ctx, branch)), ss[0].hi)
+		}
+		return fmt.Errorf("%w: branch %d's chain below @%d has no branch event (run art verify)", ErrCorrupt, branch, ss[0].hi)
+	}
+	return nil
 }

@@ -160,7 +160,7 @@ func indexOps(ops []*GraphOp) map[int64]*GraphOp {
 // every op of b drawn has its parents drawn too (an undone merge's source
 // is no longer in the head's history, but the merge op still is b's).
 func (db *DB) graphHistory(ctx context.Context, b Branch) (history, error) {
-	states := []point{{b.ID, b.HeadSeq}}
+	states := []point{{branch: b.ID, seq: b.HeadSeq}}
 	rows, err := db.r.QueryContext(ctx, `SELECT seq FROM events WHERE branch = ? AND kind = ? AND seq <= ? ORDER BY seq`, b.ID, int(EvCheckout), b.HeadSeq)
 	if err != nil {
 		return nil, err
@@ -174,7 +174,7 @@ func (db *DB) graphHistory(ctx context.Context, b Branch) (history, error) {
 		if len(states) > maxAncestryEdges {
 			return nil, fmt.Errorf("%w: branch %d has more than %d checkouts", ErrCorrupt, b.ID, maxAncestryEdges)
 		}
-		states = append(states, point{b.ID, seq - 1})
+		states = append(states, point{branch: b.ID, seq: seq - 1})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -57,6 +57,7 @@ type chainCheck struct {
 	prev     cas.ID
 	n, live  int64 // events counted (forgotten ones too), events present
 	last     int64 // seq of the last event or gap
+	lost     bool  // a gap was crossed and no root recorded since
 	problems []Problem
 }
 
@@ -81,10 +82,18 @@ func (c *chainCheck) skipGaps(seq int64) bool {
 }
 
 // event checks the next row. The event after a gap must record a root, or
-// its state could not be replayed.
+// its state could not be replayed - except a merge marker, which changes
+// no state (art forget keeps them, as ancestry edges, amid what it
+// removes): then the first event after it that is no marker must.
 func (c *chainCheck) event(r chainRow) {
-	if c.skipGaps(r.seq) && r.root == nil {
+	if c.skipGaps(r.seq) {
+		c.lost = true
+	}
+	if r.root != nil {
+		c.lost = false
+	} else if c.lost && r.kind != int(EvMerge) {
 		c.fail(r.seq, "the event after a forgotten stretch records no root to replay from")
+		c.lost = false
 	}
 	c.n++
 	c.live++
