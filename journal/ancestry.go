@@ -247,7 +247,7 @@ func (db *DB) MergeBase(ctx context.Context, a, b State) (base State, ok bool, e
 			if upTo < lo || upTo <= best.Seq {
 				continue
 			}
-			best = State{BranchID: branch, Seq: upTo, Root: root}
+			cand := State{BranchID: branch, Seq: upTo, Root: root}
 			if root.IsZero() {
 				// No edge recorded the state's root: the branch's last
 				// event at or before upTo, replayed below (the state names
@@ -260,7 +260,10 @@ func (db *DB) MergeBase(ctx context.Context, a, b State) (base State, ok bool, e
 				if !seq.Valid || seq.Int64 < lo {
 					return State{}, false, fmt.Errorf("merge base: %w: no event of branch %d at or before @%d (run art verify)", ErrCorrupt, branch, upTo)
 				}
-				best.Seq = seq.Int64
+				cand.Seq = seq.Int64
+			}
+			if cand.Seq > best.Seq {
+				best = cand
 			}
 		}
 	}
