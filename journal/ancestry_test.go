@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/artrt/art/journal"
@@ -160,22 +161,43 @@ func TestMergeBase(t *testing.T) {
 			h.merge("f", m)
 			return m, h.write("f"), m
 		}},
-		{"checkout back on one side keeps its history", func(h *dag) (a, b, want journal.State) {
+		{"checkout back on one side drops what it moved away from", func(h *dag) (a, b, want journal.State) {
 			s0 := h.snap(h.writeThen("main"))
 			s1 := h.snap(h.writeThen("main"))
 			h.fork("f", s1)
 			h.write("main")
 			h.checkout("main", s0)
-			return h.write("main"), h.write("f"), s1
+			return h.write("main"), h.write("f"), s0
 		}},
-		{"a checkout's target is no ancestor", func(h *dag) (a, b, want journal.State) {
+		{"checkout to another branch's state takes its history", func(h *dag) (a, b, want journal.State) {
 			s1 := h.snap(h.writeThen("main"))
 			h.fork("f", s1)
 			h.write("main")
-			h.checkout("main", h.write("f"))
+			at := h.write("f")
+			h.checkout("main", at)
+			return h.write("main"), h.write("f"), at
+		}},
+		{"checkout to a third branch's state", func(h *dag) (a, b, want journal.State) {
+			s1 := h.snap(h.writeThen("main"))
+			h.fork("f", s1)
+			h.fork("g", s1)
+			h.write("f")
+			h.write("main")
+			at := h.write("g")
+			h.checkout("f", at)
+			h.write("g")
+			// main's history meets f's only at the fork point, g's
+			// state lies after it.
 			return h.write("main"), h.write("f"), s1
 		}},
-		{"undo keeps the history", func(h *dag) (a, b, want journal.State) {
+		{"checkout to the empty tree keeps nothing", func(h *dag) (a, b, want journal.State) {
+			s1 := h.snap(h.writeThen("main"))
+			h.fork("f", s1)
+			h.write("f")
+			h.checkout("f", journal.State{Root: h.state0().Root})
+			return h.write("main"), h.write("f"), journal.State{}
+		}},
+		{"undo returns to the history before the op", func(h *dag) (a, b, want journal.State) {
 			s1 := h.snap(h.writeThen("main"))
 			h.fork("f", s1)
 			h.write("main")
@@ -183,6 +205,69 @@ func TestMergeBase(t *testing.T) {
 				h.t.Fatal(err)
 			}
 			return h.head("main"), h.write("f"), s1
+		}},
+		{"undo of a merge: the merged state is no ancestor", func(h *dag) (a, b, want journal.State) {
+			s1 := h.snap(h.writeThen("main"))
+			h.fork("f", s1)
+			h.merge("main", h.write("f"))
+			if _, err := h.db.Undo(context.Background(), "main"); err != nil {
+				h.t.Fatal(err)
+			}
+			return h.write("main"), h.write("f"), s1
+		}},
+		{"undo of a merge, then merged again", func(h *dag) (a, b, want journal.State) {
+			s1 := h.snap(h.writeThen("main"))
+			h.fork("f", s1)
+			h.merge("main", h.write("f"))
+			if _, err := h.db.Undo(context.Background(), "main"); err != nil {
+				h.t.Fatal(err)
+			}
+			m := h.write("f")
+			h.merge("main", m)
+			return h.write("main"), h.write("f"), m
+		}},
+		{"merge after a checkout: both histories", func(h *dag) (a, b, want journal.State) {
+			s1 := h.snap(h.writeThen("main"))
+			h.fork("f", s1)
+			h.fork("g", s1)
+			h.merge("main", h.write("f"))
+			if _, err := h.db.Undo(context.Background(), "main"); err != nil {
+				h.t.Fatal(err)
+			}
+			fromG := h.write("g")
+			h.merge("main", fromG)
+			// f's merge was undone: against f only the fork point is
+			// shared; against g, the state merged after the undo.
+			if got, _, err := h.db.MergeBase(context.Background(), h.head("main"), h.head("f")); err != nil || got.Seq != s1.Seq {
+				h.t.Errorf("base of main and f: @%d, %v; want @%d", got.Seq, err, s1.Seq)
+			}
+			h.write("g")
+			return h.write("main"), h.head("g"), fromG
+		}},
+		{"undo of an undo restores the merge", func(h *dag) (a, b, want journal.State) {
+			s1 := h.snap(h.writeThen("main"))
+			h.fork("f", s1)
+			m := h.write("f")
+			merged := h.merge("main", m)
+			if _, err := h.db.Undo(context.Background(), "main"); err != nil {
+				h.t.Fatal(err)
+			}
+			h.checkout("main", merged) // what art checkout of the merged state does
+			h.write("f")
+			return h.write("main"), h.head("f"), m
+		}},
+		{"criss-cross after an undo on one side", func(h *dag) (a, b, want journal.State) {
+			h.fork("f", h.snap(h.writeThen("main")))
+			fromMain := h.write("main")
+			fromF := h.write("f")
+			h.merge("main", fromF)
+			h.merge("f", fromMain)
+			// main undoes its merge of f: f's merge of main stays, so
+			// the newest shared state is main's own.
+			if _, err := h.db.Undo(context.Background(), "main"); err != nil {
+				h.t.Fatal(err)
+			}
+			return h.write("main"), h.write("f"), fromMain
 		}},
 		{"deleted source branch is walked through", func(h *dag) (a, b, want journal.State) {
 			s1 := h.snap(h.writeThen("main"))
@@ -340,59 +425,69 @@ func TestMarkMergeNeedsNoBranchLock(t *testing.T) {
 	}
 }
 
-// TestMergeBaseHostileStore: ancestry edges that do not point back in time
-// (a cycle, or a source at or after the event) are ErrCorrupt with the
-// event named, not an endless walk; verify reports them.
+// TestMergeBaseHostileStore: ancestry edges (merge and checkout events)
+// that do not point back in time (a cycle, or a source at or after the
+// event) or name no branch are ErrCorrupt with the event named, not an
+// endless walk; verify reports them.
 func TestMergeBaseHostileStore(t *testing.T) {
 	ctx := context.Background()
-	for _, tc := range []struct {
+	type forge struct {
 		name string
-		// from returns the FromBranch/FromSeq to forge into f's merge
-		// event at seq.
+		// from returns the FromBranch/FromSeq to forge into f's event at
+		// seq.
 		from func(mainID, fID, seq int64) (int64, int64)
-	}{
+	}
+	forges := []forge{
 		{"source after the event", func(mainID, fID, seq int64) (int64, int64) { return mainID, seq + 5 }},
 		{"source is the event itself (a cycle)", func(mainID, fID, seq int64) (int64, int64) { return fID, seq }},
 		{"no source branch", func(mainID, fID, seq int64) (int64, int64) { return 0, seq - 1 }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "store.art")
-			db, err := journal.Open(ctx, path, journal.Options{Create: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			h := &dag{t: t, db: db}
-			h.fork("f", h.snap(h.writeThen("main")))
-			mainHead := h.write("main")
-			h.merge("f", mainHead)
-			h.write("main")
-			fHead := h.head("f")
-			evs, err := db.Events(ctx, journal.EventQuery{Branch: "f", Kind: journal.EvMerge})
-			if err != nil || len(evs) != 1 {
-				t.Fatalf("merge events: %v %d", err, len(evs))
-			}
-			ev := evs[0]
-			ev.FromBranch, ev.FromSeq = tc.from(mainHead.BranchID, fHead.BranchID, ev.Seq)
-			raw := rawSQL(t, path)
-			if _, err := raw.Exec(`UPDATE events SET payload = ? WHERE seq = ?`, ev.Encode(), ev.Seq); err != nil {
-				t.Fatal(err)
-			}
-			_, _, err = db.MergeBase(ctx, h.head("main"), fHead)
-			if !errors.Is(err, journal.ErrCorrupt) {
-				t.Fatalf("MergeBase over a forged edge: %v, want ErrCorrupt", err)
-			}
-			rep, err := db.Verify(ctx, journal.VerifyOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			found := false
-			for _, p := range rep.Problems {
-				found = found || (p.Seq == ev.Seq && p.What == "chain")
-			}
-			if !found {
-				t.Errorf("verify did not name event %d: %+v", ev.Seq, rep.Problems)
-			}
-		})
+	}
+	for _, kind := range []journal.EventKind{journal.EvMerge, journal.EvCheckout} {
+		for _, tc := range forges {
+			t.Run(kind.String()+"/"+tc.name, func(t *testing.T) { hostileEdge(t, ctx, kind, tc.from) })
+		}
+	}
+}
+
+// hostileEdge forges f's event of kind (f merged main, then checked out
+// its own state after the merge) and checks MergeBase and verify.
+func hostileEdge(t *testing.T, ctx context.Context, kind journal.EventKind, from func(mainID, fID, seq int64) (int64, int64)) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "store.art")
+	db, err := journal.Open(ctx, path, journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	h := &dag{t: t, db: db}
+	h.fork("f", h.snap(h.writeThen("main")))
+	mainHead := h.write("main")
+	h.checkout("f", h.merge("f", mainHead))
+	h.write("main")
+	fHead := h.head("f")
+	evs, err := db.Events(ctx, journal.EventQuery{Branch: "f", Kind: kind})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("%s events: %v %d", kind, err, len(evs))
+	}
+	ev := evs[0]
+	ev.FromBranch, ev.FromSeq = from(mainHead.BranchID, fHead.BranchID, ev.Seq)
+	raw := rawSQL(t, path)
+	if _, err := raw.Exec(`UPDATE events SET payload = ? WHERE seq = ?`, ev.Encode(), ev.Seq); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = db.MergeBase(ctx, h.head("main"), fHead)
+	if !errors.Is(err, journal.ErrCorrupt) {
+		t.Fatalf("MergeBase over a forged edge: %v, want ErrCorrupt", err)
+	}
+	rep, err := db.Verify(ctx, journal.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range rep.Problems {
+		found = found || (p.Seq == ev.Seq && p.What == "chain" && strings.Contains(p.Detail, "source"))
+	}
+	if !found {
+		t.Errorf("verify did not name event %d: %+v", ev.Seq, rep.Problems)
 	}
 }

@@ -114,7 +114,9 @@
 // same transaction, removing an unreferenced object only if its rowid is
 // at most that of a generation mark taken --grace before (a concurrent
 // writer stores content before it references it); Forget keeps every
-// state a kept snapshot or a running operation's undo needs. Their rules
+// state a kept snapshot or a running operation's undo needs, and every
+// ancestry edge (branch, checkout and merge events), so merge bases do
+// not change. Their rules
 // and edge cases are docs/store-format.md, "Forgetting history" and
 // "Garbage collection".
 package journal

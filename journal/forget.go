@@ -125,7 +125,9 @@ func (f ForgottenRange) String() string {
 // the branch began are always kept. A dropped unit's events go; when the
 // unit after it is kept, the dropped snapshot's own event stays as the
 // root the kept events replay from (an anchor: its tree stays, its
-// snapshot id no longer resolves). Each removed stretch is recorded in
+// snapshot id no longer resolves). The branch, checkout and merge events
+// stay wherever they are (forgetPlan.cut), so merge bases and the history
+// graph are the same after a forget. Each removed stretch is recorded in
 // `forgotten` (count and boundary hashes, so art verify still checks the
 // chain across it), each dropped snapshot in `forgotten_snapshots`, and
 // the forget itself as an op without events. Objects only the removed
@@ -233,7 +235,8 @@ func (db *DB) forgetBranch(ctx context.Context, tx *sql.Tx, b Branch, opts Forge
 
 // branchChain is branch's chain, oldest first (only what the cut needs).
 func branchChain(ctx context.Context, tx *sql.Tx, branch int64) ([]chainEvent, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT seq, prev, hash, root IS NOT NULL FROM events WHERE branch = ? ORDER BY seq`, branch)
+	rows, err := tx.QueryContext(ctx, `SELECT seq, prev, hash, root IS NOT NULL, kind IN (?, ?, ?) FROM events WHERE branch = ? ORDER BY seq`,
+		int(EvBranch), int(EvCheckout), int(EvMerge), branch)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +244,7 @@ func branchChain(ctx context.Context, tx *sql.Tx, branch int64) ([]chainEvent, e
 	var chain []chainEvent
 	for rows.Next() {
 		var e chainEvent
-		if err := rows.Scan(&e.seq, &e.prev, &e.hash, &e.hasRoot); err != nil {
+		if err := rows.Scan(&e.seq, &e.prev, &e.hash, &e.hasRoot, &e.edge); err != nil {
 			return nil, err
 		}
 		chain = append(chain, e)

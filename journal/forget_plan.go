@@ -76,7 +76,10 @@ func planSnapshots(in forgetInput) *forgetPlan {
 // stays too (the previous snapshot is kept, or it is the branch's first
 // unit, which starts at the branch's own root). A dropped snapshot's unit
 // goes, except the newest snapshot's event when dropped: the live events
-// after it replay from it (an anchor).
+// after it replay from it (an anchor). The ancestry edges (branch,
+// checkout and merge events) always stay, wherever they are: merge bases
+// and the history graph are found through them (DB.MergeBase), and each
+// is one small event.
 func (p *forgetPlan) cut() {
 	chain, seqs, keep, n := p.chain, p.seqs, p.keep, len(p.seqs)
 	p.drop = make([]bool, len(chain))
@@ -97,6 +100,11 @@ func (p *forgetPlan) cut() {
 			default:
 				p.drop[j] = true
 			}
+		}
+	}
+	for j := range chain {
+		if chain[j].edge {
+			p.drop[j] = false
 		}
 	}
 	p.settleAnchors(anchors)
@@ -199,4 +207,5 @@ type chainEvent struct {
 	prev    []byte
 	hash    []byte
 	hasRoot bool
+	edge    bool // an ancestry edge (branch, checkout, merge): never dropped
 }

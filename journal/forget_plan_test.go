@@ -19,6 +19,15 @@ func planChain(n int64, roots ...int64) []chainEvent {
 	return out
 }
 
+// withEdges marks events of chain as ancestry edges (branch, checkout,
+// merge events).
+func withEdges(chain []chainEvent, seqs ...int64) []chainEvent {
+	for i := range chain {
+		chain[i].edge = slices.Contains(seqs, chain[i].seq)
+	}
+	return chain
+}
+
 func planSnap(seq int64) Snapshot {
 	return Snapshot{ID: cas.Sum([]byte(fmt.Sprint("snap", seq))), Seq: seq, Time: seq * int64(time.Hour), Message: fmt.Sprint("s", seq)}
 }
@@ -70,6 +79,12 @@ func TestPlanForget(t *testing.T) {
 		{name: "a running op after the newest snapshot keeps only it",
 			snaps: snaps(3, 6, 9), chain: planChain(11, 3, 6, 9), policy: Retention{Snapshots: []cas.ID{planSnap(3).ID}}, running: i64(10),
 			keep: []int64{9, 3}, dropped: []int64{4, 5, 6, 7, 8}, protected: true},
+		{name: "ancestry edges stay amid dropped units",
+			snaps: snaps(3, 6, 9), chain: withEdges(planChain(11, 1, 3, 5, 6, 9), 1, 5, 8), policy: Retention{Last: 1},
+			keep: []int64{9}, dropped: []int64{2, 3, 4, 6, 7}}, // 1 branch, 5 checkout, 8 merge
+		{name: "a checkout kept amid a dropped unit, the anchor after it too",
+			snaps: snaps(3, 6), chain: withEdges(planChain(8, 1, 3, 5, 6), 1, 5), policy: Retention{Snapshots: []cas.ID{planSnap(3).ID}},
+			keep: []int64{3}, dropped: []int64{4}, anchors: 1},
 		{name: "within a duration of now",
 			snaps: snaps(3, 6, 9), chain: planChain(9, 3, 6, 9), policy: Retention{Within: 4 * time.Hour},
 			keep: []int64{9, 6}, dropped: []int64{1, 2, 3, 4, 5}},

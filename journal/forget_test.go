@@ -270,3 +270,106 @@ func TestForgetNewestSnapshotLeavesAnAnchor(t *testing.T) {
 	}
 	allStates(t, db)
 }
+
+// TestForgetKeepsMergeBases: art forget keeps the branch, checkout and
+// merge events, so after the middle history of two forked and merged
+// branches is forgotten (and gc has run) the merge base is the same state
+// with the same, still readable, root; undo's cut is kept too; the history
+// graph's edges are unchanged; verify passes.
+func TestForgetKeepsMergeBases(t *testing.T) {
+	ctx := context.Background()
+	h := newDAG(t)
+	db := h.db
+	s := sessions(t, db, "main", 0, 2)
+	fork := journal.State{BranchID: s[1].BranchID, Branch: "main", Seq: s[1].Seq, Root: s[1].Root, Snapshot: s[1].ID}
+	h.fork("f", fork)
+	h.fork("g", fork)
+	sessions(t, db, "main", 2, 2)
+	sessions(t, db, "f", 10, 2)
+	sessions(t, db, "g", 20, 1)
+	h.merge("g", h.head("main")) // g's base with main becomes main's head
+	h.merge("main", h.head("f")) // merged, then undone: f is not merged
+	if _, err := db.Undo(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	sessions(t, db, "main", 4, 2)
+	sessions(t, db, "f", 12, 2)
+	sessions(t, db, "g", 21, 2)
+	pairs := [][2]string{{"main", "f"}, {"main", "g"}, {"f", "g"}}
+	bases := func() []journal.State {
+		var out []journal.State
+		for _, p := range pairs {
+			got, ok, err := db.MergeBase(ctx, h.head(p[0]), h.head(p[1]))
+			if err != nil || !ok {
+				t.Fatalf("MergeBase(%s, %s): %v %v", p[0], p[1], ok, err)
+			}
+			out = append(out, got)
+		}
+		return out
+	}
+	before := bases()
+	if before[0].Seq != fork.Seq || before[0].Root != fork.Root {
+		t.Fatalf("base of main and f before forget: @%d, want the fork point @%d", before[0].Seq, fork.Seq)
+	}
+	graphBefore, _ := graphOf(t, db, journal.GraphQuery{})
+	rep, err := db.Forget(ctx, journal.ForgetOptions{All: true, Policy: journal.Retention{Last: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bf := range rep.Branches {
+		if bf.Events == 0 {
+			t.Fatalf("forget removed nothing of %s: %+v", bf.Branch, bf)
+		}
+	}
+	if _, err := db.Resolve(ctx, fork.Snapshot.String(), "main"); !errors.Is(err, journal.ErrForgotten) {
+		t.Fatalf("the fork point's snapshot after forget: %v, want it forgotten", err)
+	}
+	if _, err := db.GC(ctx, journal.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, db)
+	after := bases()
+	for i, p := range pairs {
+		b, a := before[i], after[i]
+		if a.BranchID != b.BranchID || a.Seq != b.Seq || a.Root != b.Root {
+			t.Errorf("MergeBase(%s, %s) after forget: %s@%d root %s, before %s@%d root %s", p[0], p[1],
+				a.Branch, a.Seq, a.Root.Short(), b.Branch, b.Seq, b.Root.Short())
+		}
+		if d := mapDiff(treeMap(t, db.Objects(), b.Root, true), treeMap(t, db.Objects(), a.Root, true)); d != "" {
+			t.Errorf("base of %s and %s unreadable after gc: %s", p[0], p[1], d)
+		}
+	}
+	graphAfter, _ := graphOf(t, db, journal.GraphQuery{})
+	for id, want := range graphBefore {
+		if graphAfter[id] != want {
+			t.Errorf("graph op %d after forget: %q, want %q", id, graphAfter[id], want)
+		}
+	}
+}
+
+// TestMergeBaseRefusesAHistoryForgottenWithItsBranchPoint: a store an
+// older art forgot dropped branch events; the merge base cannot be known
+// then, and MergeBase says so (ErrForgotten) instead of answering with an
+// older state or none.
+func TestMergeBaseRefusesAHistoryForgottenWithItsBranchPoint(t *testing.T) {
+	ctx := context.Background()
+	h := newDAG(t)
+	h.fork("f", h.snap(h.writeThen("main")))
+	h.write("main")
+	fHead := h.write("f")
+	evs, err := h.db.Events(ctx, journal.EventQuery{Branch: "f", Kind: journal.EvBranch})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("branch events: %v %d", err, len(evs))
+	}
+	raw := rawSQL(t, h.db.Path())
+	if _, err := raw.Exec(`DELETE FROM events WHERE seq = ?`, evs[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`INSERT INTO forgotten (branch, from_seq, to_seq, count, first_prev, last_hash, op, time_ns) VALUES (?, ?, ?, 1, zeroblob(32), zeroblob(32), 1, 0)`,
+		fHead.BranchID, evs[0].Seq, evs[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.db.MergeBase(ctx, h.head("main"), fHead); !errors.Is(err, journal.ErrForgotten) {
+		t.Fatalf("MergeBase with f's branch point forgotten: %v, want ErrForgotten", err)
+	}
+}

@@ -22,9 +22,11 @@ type GraphOp struct {
 	// greater id) than its parents.
 	Parents []int64 `json:"parents"`
 	// Jump is, for a checkout or undo, the op that holds the state the
-	// branch moved to: not a parent (the branch's earlier chain stays its
-	// history), shown as the branch jumping back. 0 when there is none
-	// (a pulled state, a state whose events were forgotten).
+	// branch moved to. That state is where the branch's history goes on
+	// from (DB.MergeBase), but it is drawn as the branch jumping back
+	// rather than as a parent, so the ops the branch moved away from keep
+	// their place on its lane. 0 when there is none (a pulled state, a
+	// state whose events were forgotten).
 	Jump int64 `json:"jump,omitempty"`
 }
 
@@ -42,14 +44,14 @@ type GraphQuery struct {
 // branch than it names, an op no older than its child) are left out
 // rather than failing the listing; MergeBase and verify report them.
 func (db *DB) Graph(ctx context.Context, q GraphQuery) ([]GraphOp, error) {
-	var reach map[int64]int64
+	var hist history
 	var only int64
 	if q.Branch != "" {
 		b, err := db.Branch(ctx, q.Branch)
 		if err != nil {
 			return nil, err
 		}
-		if reach, err = db.reach(ctx, db.r, b.ID, b.HeadSeq); err != nil {
+		if hist, err = db.graphHistory(ctx, b); err != nil {
 			return nil, fmt.Errorf("history of %s: %w", q.Branch, err)
 		}
 		only = b.ID
@@ -64,9 +66,9 @@ func (db *DB) Graph(ctx context.Context, q GraphQuery) ([]GraphOp, error) {
 	out := make([]GraphOp, 0, len(ops))
 	for i := len(ops) - 1; i >= 0; i-- {
 		o := ops[i]
-		if reach != nil && o.BranchID != only {
-			upTo, in := reach[o.BranchID]
-			if !in || o.BeforeSeq >= upTo {
+		if hist != nil && o.BranchID != only {
+			// Up to the newest state of that branch the history took.
+			if o.BeforeSeq >= hist.last(o.BranchID) {
 				continue
 			}
 		}
@@ -151,6 +153,33 @@ func indexOps(ops []*GraphOp) map[int64]*GraphOp {
 		m[g.ID] = g
 	}
 	return m
+}
+
+// graphHistory returns what b's graph shows of other branches: the
+// history of b's head and of each state b left by a checkout or undo, so
+// every op of b drawn has its parents drawn too (an undone merge's source
+// is no longer in the head's history, but the merge op still is b's).
+func (db *DB) graphHistory(ctx context.Context, b Branch) (history, error) {
+	states := []point{{branch: b.ID, seq: b.HeadSeq}}
+	rows, err := db.r.QueryContext(ctx, `SELECT seq FROM events WHERE branch = ? AND kind = ? AND seq <= ? ORDER BY seq`, b.ID, int(EvCheckout), b.HeadSeq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		if len(states) > maxAncestryEdges {
+			return nil, fmt.Errorf("%w: branch %d has more than %d checkouts", ErrCorrupt, b.ID, maxAncestryEdges)
+		}
+		states = append(states, point{branch: b.ID, seq: seq - 1})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return db.histories(ctx, db.r, states)
 }
 
 // graphEdges adds the fork and merge parents and the checkout jumps, read

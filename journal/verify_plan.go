@@ -57,6 +57,7 @@ type chainCheck struct {
 	prev     cas.ID
 	n, live  int64 // events counted (forgotten ones too), events present
 	last     int64 // seq of the last event or gap
+	lost     bool  // a gap was crossed and no root recorded since
 	problems []Problem
 }
 
@@ -81,10 +82,18 @@ func (c *chainCheck) skipGaps(seq int64) bool {
 }
 
 // event checks the next row. The event after a gap must record a root, or
-// its state could not be replayed.
+// its state could not be replayed - except a merge marker, which changes
+// no state (art forget keeps them, as ancestry edges, amid what it
+// removes): then the first event after it that is no marker must.
 func (c *chainCheck) event(r chainRow) {
-	if c.skipGaps(r.seq) && r.root == nil {
+	if c.skipGaps(r.seq) {
+		c.lost = true
+	}
+	if r.root != nil {
+		c.lost = false
+	} else if c.lost && r.kind != int(EvMerge) {
 		c.fail(r.seq, "the event after a forgotten stretch records no root to replay from")
+		c.lost = false
 	}
 	c.n++
 	c.live++
@@ -106,12 +115,10 @@ func (c *chainCheck) event(r chainRow) {
 		(isPathEvent(ev.Kind) && !bytes.Equal(ev.Path, r.path)) {
 		c.fail(r.seq, "event columns disagree with its hashed payload")
 	}
-	// An ancestry edge points back in time (DB.MergeBase walks them).
-	if (ev.Kind == EvBranch || ev.Kind == EvMerge) && ev.FromSeq >= r.seq {
-		c.fail(r.seq, fmt.Sprintf("%s event names a source @%d that is not older than itself", ev.Kind, ev.FromSeq))
-	}
-	if ev.Kind == EvMerge && (ev.FromBranch <= 0 || ev.FromSeq <= 0) {
-		c.fail(r.seq, "merge event names no source state")
+	// An ancestry edge (branch, checkout, merge) names a recorded state
+	// older than itself (DB.MergeBase walks them).
+	if problem := edgeProblem(ev, r.seq); problem != "" {
+		c.fail(r.seq, problem)
 	}
 	if !ev.Root.IsZero() {
 		if _, ok := c.states.roots[ev.Root]; !ok {

@@ -48,6 +48,12 @@ func TestCheckSnapshot(t *testing.T) {
 // testChain is the rows of a chain of mkdirs on branch 1, seqs 1..n; the
 // events in roots are snapshots recording a root.
 func testChain(n int64, roots ...int64) []chainRow {
+	return testChainMerges(n, nil, roots...)
+}
+
+// testChainMerges is testChain with merge markers (merging branch 2's
+// @1) at the seqs in merges.
+func testChainMerges(n int64, merges []int64, roots ...int64) []chainRow {
 	var prev cas.ID
 	var out []chainRow
 	for seq := int64(1); seq <= n; seq++ {
@@ -55,12 +61,13 @@ func testChain(n int64, roots ...int64) []chainRow {
 		if slices.Contains(roots, seq) {
 			ev = &Event{Branch: 1, Op: 1, Time: seq, Kind: EvSnapshot, Root: cas.Sum([]byte(fmt.Sprint("root", seq)))}
 		}
+		if slices.Contains(merges, seq) {
+			ev = &Event{Branch: 1, Op: 1, Time: seq, Kind: EvMerge, Root: cas.Sum([]byte("merged")), FromBranch: 2, FromSeq: 1}
+		}
 		payload := ev.Encode()
 		h := chainHash(prev, seq, payload)
 		r := chainRow{seq: seq, op: 1, time: seq, kind: int(ev.Kind), path: ev.Path, payload: payload, prev: append([]byte(nil), prev[:]...), hash: h[:]}
-		if !ev.Root.IsZero() {
-			r.root = ev.Root[:]
-		}
+		r.root = rootColumn(ev)
 		out = append(out, r)
 		prev = h
 	}
@@ -79,6 +86,17 @@ func TestChainCheck(t *testing.T) {
 		}
 		return out
 	}
+	// merged: a merge marker at 3 kept between two forgotten stretches
+	// (art forget keeps ancestry edges), then a root at 5 or none.
+	merged := func(roots ...int64) ([]chainRow, []gap) {
+		c := testChainMerges(6, []int64{3}, roots...)
+		h := func(i int) cas.ID { return cas.ID(c[i-1].hash) }
+		return []chainRow{c[0], c[2], c[4], c[5]}, []gap{{from: 2, to: 2, count: 1, firstPrev: h(1), lastID: h(2)},
+			{from: 4, to: 4, count: 1, firstPrev: h(3), lastID: h(4)}}
+	}
+	mergedRoot, mergedGaps := merged(5)
+	mergedNoRoot, _ := merged()
+	mergedNoRootGaps := func() []gap { _, g := merged(); return g }()
 	for _, c := range []struct {
 		name        string
 		rows        []chainRow
@@ -101,6 +119,10 @@ func TestChainCheck(t *testing.T) {
 		{name: "a forgotten stretch that does not join", rows: without(2, 3), head: hash(6), headSeq: 6, count: 6, live: 4,
 			gaps: []gap{{from: 2, to: 3, count: 2, firstPrev: hash(2), lastID: hash(3)}},
 			want: []string{"@2 a forgotten stretch of the chain does not join"}},
+		{name: "a merge marker amid forgotten stretches, a root after", rows: mergedRoot, head: cas.ID(mergedRoot[3].hash), headSeq: 6, count: 6, live: 4,
+			gaps: mergedGaps},
+		{name: "a merge marker after a forgotten stretch, no root after", rows: mergedNoRoot, head: cas.ID(mergedNoRoot[3].hash), headSeq: 6, count: 6, live: 4,
+			gaps: mergedNoRootGaps, want: []string{"@5 the event after a forgotten stretch records no root"}},
 		{name: "a forgotten stretch past the head", rows: full, head: hash(6), headSeq: 6, count: 6, live: 6,
 			gaps: []gap{{from: 8, to: 9, count: 2}}, want: []string{"@8 a forgotten stretch lies past the branch head"}},
 	} {

@@ -119,7 +119,7 @@ func Merge(ctx context.Context, db *journal.DB, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Into: into, Source: opts.Source, Merged: []Path{}, Conflicts: []Path{}}
-	base, ok, err := mergeBase(ctx, db, into, opts.Source, maxCheckoutHops)
+	base, ok, err := db.MergeBase(ctx, into, opts.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -201,79 +201,6 @@ func Merge(ctx context.Context, db *journal.DB, opts Options) (*Result, error) {
 	}
 	res.Applied, res.Op = true, op.ID
 	return res, nil
-}
-
-// maxCheckoutHops bounds how many checkouts mergeBase follows back.
-const maxCheckoutHops = 64
-
-// mergeBase is DB.MergeBase corrected for checkouts. The journal's
-// ancestry keeps a branch's chain from before a checkout (art undo, art
-// checkout) in its history, but a branch moved back no longer holds what
-// it moved away from: after undoing a merge of B, B would count as merged
-// and merging it again would drop B's changes (ours would seem to have
-// reverted them). So when a side's newest checkout came after the base the
-// journal found - the base is not among the states the side moved through
-// since - the side is replaced by the checkout's target and the base looked
-// up again. A side with a merge after its checkout keeps the journal's
-// answer (its history is then the union of both, which the public API
-// cannot express).
-func mergeBase(ctx context.Context, db *journal.DB, a, b journal.State, hops int) (journal.State, bool, error) {
-	base, ok, err := db.MergeBase(ctx, a, b)
-	if err != nil || hops == 0 {
-		return base, ok, err
-	}
-	for i, side := range []journal.State{a, b} {
-		at, target, found, err := lastCheckout(ctx, db, side)
-		if err != nil {
-			return journal.State{}, false, err
-		}
-		if !found || (ok && base.BranchID == side.BranchID && base.Seq > at) {
-			continue
-		}
-		if target.Seq == 0 {
-			return journal.State{}, false, nil // moved to the empty tree: nothing before it counts
-		}
-		if i == 0 {
-			return mergeBase(ctx, db, target, b, hops-1)
-		}
-		return mergeBase(ctx, db, a, target, hops-1)
-	}
-	return base, ok, nil
-}
-
-// lastCheckout returns the seq and target of st's branch's newest checkout
-// at or before st, unless a merge followed it on the branch (found false).
-func lastCheckout(ctx context.Context, db *journal.DB, st journal.State) (at int64, target journal.State, found bool, err error) {
-	if st.Branch == "" {
-		return 0, journal.State{}, false, nil
-	}
-	evs, err := db.Events(ctx, journal.EventQuery{Branch: st.Branch, Kind: journal.EvCheckout})
-	if errors.Is(err, journal.ErrBranchNotFound) {
-		return 0, journal.State{}, false, nil // a deleted branch: the journal's answer stands
-	}
-	if err != nil {
-		return 0, journal.State{}, false, fmt.Errorf("checkouts of %s: %w", termtext.Quote(st.Branch), err)
-	}
-	var ev *journal.Event
-	for i := range evs {
-		if evs[i].Seq <= st.Seq && evs[i].Branch == st.BranchID {
-			ev = &evs[i]
-		}
-	}
-	if ev == nil {
-		return 0, journal.State{}, false, nil
-	}
-	merges, err := db.Events(ctx, journal.EventQuery{Branch: st.Branch, Kind: journal.EvMerge, AfterSeq: ev.Seq})
-	if err != nil {
-		return 0, journal.State{}, false, fmt.Errorf("merges of %s: %w", termtext.Quote(st.Branch), err)
-	}
-	for _, m := range merges {
-		if m.Seq <= st.Seq && m.Branch == st.BranchID {
-			return 0, journal.State{}, false, nil
-		}
-	}
-	target = journal.State{BranchID: ev.FromBranch, Branch: db.BranchName(ctx, ev.FromBranch), Seq: ev.FromSeq, Root: ev.Root}
-	return ev.Seq, target, true, nil
 }
 
 // merger is one merge inside its write transaction.

@@ -446,10 +446,10 @@ func TestMergeKeepsHardLinkedNamesApart(t *testing.T) {
 	}
 }
 
-// TestMergeAgainAfterUndo: a merge undone is not merged - the journal's
-// ancestry keeps the undone merge marker, mergeBase follows the undo's
-// checkout - also when merges and undos repeat (each undo's target is the
-// previous undo's state).
+// TestMergeAgainAfterUndo: a merge undone is not merged - the undo's
+// checkout cuts the branch's history (journal.DB.MergeBase), so the undone
+// merge marker is no longer an ancestor - also when merges and undos
+// repeat (each undo's target is the previous undo's state).
 func TestMergeAgainAfterUndo(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t)
@@ -473,5 +473,110 @@ func TestMergeAgainAfterUndo(t *testing.T) {
 		if got := readTree(t, db, head.Root)["x"].content; got != "x\n" {
 			t.Fatalf("after undo %d: x = %q", i, got)
 		}
+	}
+}
+
+// TestMergeAgainAfterUndoAndOtherMerge: after a merge of side is undone
+// and another branch is merged, side merges again with its change - the
+// undone merge stays out of the history even with a merge after the
+// undo's checkout (the case mergeop's old checkout correction could not
+// express: it kept the journal's answer, side counted as merged and the
+// merge was "up to date").
+func TestMergeAgainAfterUndoAndOtherMerge(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	base := tree{"x": {kind: cas.EntryFile, mode: 0o644, content: "x\n"}, "y": {kind: cas.EntryFile, mode: 0o644, content: "y\n"}}
+	bst := setTree(t, db, "main", base)
+	for _, b := range []string{"side", "other"} {
+		if _, err := db.CreateBranch(ctx, b, bst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := setTree(t, db, "side", tree{"x": {kind: cas.EntryFile, mode: 0o644, content: "side\n"}, "y": base["y"]})
+	oth := setTree(t, db, "other", tree{"x": base["x"], "y": {kind: cas.EntryFile, mode: 0o644, content: "other\n"}})
+	if res, err := Merge(ctx, db, Options{Source: src, SourceName: "side", Into: "main"}); err != nil || !res.Applied {
+		t.Fatalf("merge side: %v %+v", err, res)
+	}
+	if _, err := db.Undo(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Merge(ctx, db, Options{Source: oth, SourceName: "other", Into: "main"}); err != nil || !res.Applied {
+		t.Fatalf("merge other: %v %+v", err, res)
+	}
+	res, err := Merge(ctx, db, Options{Source: src, SourceName: "side", Into: "main"})
+	if err != nil || !res.Applied || res.UpToDate {
+		t.Fatalf("merge side again: %v %+v", err, res)
+	}
+	if res.Base == nil || res.Base.Root != bst.Root {
+		t.Errorf("base of the second merge of side: %+v, want the fork point %s", res.Base, bst.Root.Short())
+	}
+	head, err := db.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readTree(t, db, head.Root)
+	if got["x"].content != "side\n" || got["y"].content != "other\n" {
+		t.Fatalf("x = %q, y = %q; want side's x and other's y", got["x"].content, got["y"].content)
+	}
+}
+
+// TestMergeAfterForget: the fork point's snapshot and the events around
+// it forgotten (and gc run), the merge still uses the fork point as its
+// base: a side that restored a file to what an older state held (a
+// revert) keeps its revert, which an older base would read as no change.
+func TestMergeAfterForget(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	file := func(s string) node { return node{kind: cas.EntryFile, mode: 0o644, content: s} }
+	snap := func(branch string) {
+		if _, err := db.TakeSnapshot(ctx, branch, "s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTree(t, db, "main", tree{"x": file("x\n"), "y": file("old\n")})
+	snap("main")
+	fork := setTree(t, db, "main", tree{"x": file("x\n"), "y": file("new\n")})
+	snap("main")
+	if _, err := db.CreateBranch(ctx, "side", fork); err != nil {
+		t.Fatal(err)
+	}
+	setTree(t, db, "main", tree{"x": file("main\n"), "y": file("new\n")})
+	snap("main")
+	setTree(t, db, "main", tree{"x": file("main\n"), "y": file("new\n"), "z": file("z\n")})
+	snap("main")
+	setTree(t, db, "side", tree{"x": file("x\n"), "y": file("old\n")}) // the revert
+	snap("side")
+	setTree(t, db, "side", tree{"x": file("x\n"), "y": file("old\n"), "w": file("w\n")})
+	snap("side")
+	if _, err := db.Forget(ctx, journal.ForgetOptions{All: true, Policy: journal.Retention{Last: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GC(ctx, journal.GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := db.Resolve(ctx, "side", "side")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Merge(ctx, db, Options{Source: src, SourceName: "side", Into: "main"})
+	if err != nil || !res.Applied {
+		t.Fatalf("merge after forget: %v %+v", err, res)
+	}
+	if res.Base == nil || res.Base.Root != fork.Root {
+		t.Errorf("base after forget: %+v, want the fork point's root %s", res.Base, fork.Root.Short())
+	}
+	head, err := db.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readTree(t, db, head.Root)
+	want := map[string]string{"x": "main\n", "y": "old\n", "z": "z\n", "w": "w\n"}
+	for p, c := range want {
+		if got[p].content != c {
+			t.Errorf("%s = %q, want %q", p, got[p].content, c)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("merged tree has %d paths, want %d", len(got), len(want))
 	}
 }

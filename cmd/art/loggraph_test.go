@@ -503,3 +503,49 @@ func TestLogGraphEndToEnd(t *testing.T) {
 		t.Errorf("page draws %d ops, want %d", got, len(ops))
 	}
 }
+
+// TestLogGraphAfterForget: art forget keeps the branch and merge events,
+// so the graph still draws the fork and the merge with the same parents
+// once the snapshots around them are forgotten.
+func TestLogGraphAfterForget(t *testing.T) {
+	db := scriptStore(t, "w main", "s main", "b try main", "w try", "s try", "w main", "s main",
+		"m main try", "s main", "w try", "s try", "w main", "s main", "w try", "s try")
+	graph := func() (string, map[int64]journal.GraphOp) {
+		out, errs, code := art(t, "log", "-d", db, "--graph", "--all")
+		if code != 0 {
+			t.Fatalf("log --graph: %d %s", code, errs)
+		}
+		js, errs, code := art(t, "log", "-d", db, "--graph", "--all", "--json")
+		if code != 0 {
+			t.Fatalf("log --graph --json: %d %s", code, errs)
+		}
+		var ops []journal.GraphOp
+		if err := json.Unmarshal([]byte(js), &ops); err != nil {
+			t.Fatal(err)
+		}
+		m := map[int64]journal.GraphOp{}
+		for _, o := range ops {
+			m[o.ID] = o
+		}
+		return out, m
+	}
+	_, before := graph()
+	if _, errs, code := art(t, "forget", "-d", db, "--all", "--keep-last", "1"); code != 0 {
+		t.Fatalf("forget: %d %s", code, errs)
+	}
+	if _, errs, code := art(t, "verify", "-d", db); code != 0 {
+		t.Fatalf("verify after forget: %d %s", code, errs)
+	}
+	text, after := graph()
+	t.Logf("after forget:\n%s", text)
+	for id, o := range before {
+		if got := after[id]; fmt.Sprint(got.Parents, got.Jump) != fmt.Sprint(o.Parents, o.Jump) {
+			t.Errorf("op %d (%s): parents %v jump %d after forget, want %v %d", id, o.Kind, got.Parents, got.Jump, o.Parents, o.Jump)
+		}
+	}
+	for _, want := range []string{"├─╯", "├─┤", "merge try"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("graph after forget lacks %q", want)
+		}
+	}
+}
