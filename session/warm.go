@@ -118,10 +118,10 @@ type warmReply struct {
 	Stale    string `json:"stale,omitempty"`      // why the mount was discarded (it has shut down)
 
 	// ready and begin
-	Warn    string                `json:"warn,omitempty"` // messages of the capture, for the user
-	Home    string                `json:"home,omitempty"`
-	Hide    []string              `json:"hide,omitempty"`
-	Branch  string                `json:"branch,omitempty"`
+	Warn    string                 `json:"warn,omitempty"` // messages of the capture, for the user
+	Home    string                 `json:"home,omitempty"`
+	Hide    []string               `json:"hide,omitempty"`
+	Branch  string                 `json:"branch,omitempty"`
 	Capture *workspace.ImportStats `json:"capture,omitempty"`
 
 	// end
@@ -365,7 +365,7 @@ func startWarm(ctx context.Context, o Options) (warmReply, error) {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // no stdin: /dev/null
-	cmd.ExtraFiles = []*os.File{pw}      // fd 3: the ready line
+	cmd.ExtraFiles = []*os.File{pw}     // fd 3: the ready line
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = "/"
 	err = cmd.Start()
