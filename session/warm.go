@@ -128,7 +128,27 @@ type warmReply struct {
 	Snapshot journal.Snapshot `json:"snapshot"`
 	Changed  int              `json:"changed,omitempty"`
 	Log      string           `json:"log,omitempty"`    // the overlay's messages during the run
-	Failed   string           `json:"failed,omitempty"` // the mount failed (overlay.FailedError)
+	Failed   *warmFailed      `json:"failed,omitempty"` // the mount failed (overlay.FailedError)
+}
+
+// warmFailed is an *overlay.FailedError (and whether its record failed)
+// on the wire, for the client's report (cmd/art's reportFailedRun).
+type warmFailed struct {
+	Err          string   `json:"error"`
+	NotKept      []string `json:"not_kept,omitempty"`
+	MoreNotKept  int      `json:"more_not_kept,omitempty"`
+	Refused      int64    `json:"refused,omitempty"`
+	RefusedPaths []string `json:"refused_paths,omitempty"`
+	Unrecorded   string   `json:"unrecorded,omitempty"`
+}
+
+func (f *warmFailed) error() *FailedError {
+	e := &FailedError{FailedError: &overlay.FailedError{Err: errors.New(f.Err), NotKept: f.NotKept, MoreNotKept: f.MoreNotKept,
+		Refused: f.Refused, RefusedPaths: f.RefusedPaths}}
+	if f.Unrecorded != "" {
+		e.Unrecorded = errors.New(f.Unrecorded)
+	}
+	return e
 }
 
 // peerUID is the uid of the process at the other end of c.
@@ -195,12 +215,23 @@ func noDaemon(err error) bool {
 // give the branch up (journal what is pending, unmount, release the lock,
 // exit) and waits for it, bounded. It reports whether a daemon yielded;
 // one in the middle of a run is a live session and does not
-// (*BranchInUseError naming its client). The CLI calls it in one place,
-// when a verb found the branch's lock held (cmd/art's run).
-func YieldWarm(store, branch string) (bool, error) {
+// (*BranchInUseError naming its client). holder is the pid the branch's
+// lock names (0: unknown): when that is a warm daemon already on its way
+// out (its socket gone), YieldWarm waits for it to exit. The CLI calls
+// it in one place, when a verb found the branch's lock held (cmd/art's
+// run).
+func YieldWarm(store, branch string, holder int) (bool, error) {
 	sock := WarmSocket(store, branch)
 	w, err := dialWarm(sock)
 	if noDaemon(err) {
+		if !warmClosing(holder) {
+			return false, nil
+		}
+		for end := time.Now().Add(warmWait); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if syscall.Kill(holder, 0) != nil {
+				return true, nil
+			}
+		}
 		return false, nil
 	}
 	if err != nil {
@@ -240,15 +271,13 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 				if errors.As(err, &inUse) && time.Now().Before(deadline) {
 					// A daemon that is shutting down still holds it, or
 					// another session: ask, then try again.
-					if ok, yerr := YieldWarm(o.Store, o.Branch); yerr != nil || !ok {
-						if yerr != nil {
-							return Result{}, yerr
-						}
-						if !warmClosing(o.Store, o.Branch, inUse.PID) {
-							return Result{}, err
-						}
+					ok, yerr := YieldWarm(o.Store, o.Branch, inUse.PID)
+					if yerr != nil {
+						return Result{}, yerr
 					}
-					time.Sleep(50 * time.Millisecond)
+					if !ok {
+						return Result{}, err
+					}
 					continue
 				}
 				return Result{}, err
@@ -287,9 +316,9 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 	}
 }
 
-// warmClosing says whether pid, the branch's holder, is a warm daemon
-// (on its way out: it did not answer as a live one).
-func warmClosing(store, branch string, pid int) bool {
+// warmClosing says whether pid, a branch's holder whose socket is gone,
+// is a warm daemon (then on its way out).
+func warmClosing(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -321,8 +350,8 @@ func runOverWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config,
 	if runErr != nil {
 		return out, runErr
 	}
-	if e.Failed != "" {
-		return out, fmt.Errorf("%s (warm daemon of branch %s)", e.Failed, r.Branch)
+	if e.Failed != nil {
+		return out, e.Failed.error()
 	}
 	if e.Error != "" {
 		return out, fmt.Errorf("warm daemon of branch %s: %s", r.Branch, e.Error)
@@ -476,6 +505,8 @@ func ServeWarm(ctx context.Context, o Options, idle time.Duration, ready io.Writ
 	go d.accept()
 	<-d.done
 	signal.Stop(sigs)
+	d.mu.Lock() // no Add after this (accept checks doneClosed under mu)
+	d.mu.Unlock()
 	// The answers to the request that shut us down (a yield, a stale
 	// begin) and to any waiting on it go out before the process ends.
 	answered := make(chan struct{})
@@ -490,6 +521,16 @@ func ServeWarm(ctx context.Context, o Options, idle time.Duration, ready io.Writ
 // warmLogf writes a line to the daemon's log (its stderr), timed.
 func warmLogf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05.000 ")+format, a...)
+}
+
+// doneClosed says whether shutdown has finished.
+func (d *warmDaemon) doneClosed() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // armLocked (re)starts the idle timer.
@@ -566,7 +607,14 @@ func (d *warmDaemon) accept() {
 			c.Close() // another user's process: nothing of ours to see
 			continue
 		}
+		d.mu.Lock()
+		if d.closing && d.doneClosed() {
+			d.mu.Unlock()
+			c.Close()
+			return
+		}
 		d.serving.Add(1)
+		d.mu.Unlock()
 		go func() {
 			defer d.serving.Done()
 			d.serve(c)
@@ -770,9 +818,11 @@ func (d *warmDaemon) end(req, end warmRequest, gone bool, op *journal.Op, before
 			status = end.Result.ExitCode
 		}
 		snap, rerr := endFailed(d.bg, db, op, status, desc, failed)
-		r.Snapshot, r.Failed = snap, failed.Error()
+		r.Snapshot = snap
+		r.Failed = &warmFailed{Err: failed.Err.Error(), NotKept: failed.NotKept, MoreNotKept: failed.MoreNotKept,
+			Refused: failed.Refused, RefusedPaths: failed.RefusedPaths}
 		if rerr != nil {
-			r.Error = rerr.Error()
+			r.Failed.Unrecorded = rerr.Error()
 		}
 		return r, true
 	}

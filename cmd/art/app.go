@@ -256,7 +256,7 @@ func yieldedWarm(err error) bool {
 	if !errors.As(err, &inUse) || inUse.Store == "" {
 		return false
 	}
-	ok, _ := session.YieldWarm(inUse.Store, inUse.Branch)
+	ok, _ := session.YieldWarm(inUse.Store, inUse.Branch, inUse.PID)
 	return ok
 }
 

@@ -40,7 +40,7 @@ func warmWorkspace(t *testing.T) (string, string) {
 func stopWarm(t *testing.T, db, branch string) {
 	t.Helper()
 	pid := warmPID(db)
-	if _, err := session.YieldWarm(db, branch); err != nil {
+	if _, err := session.YieldWarm(db, branch, pid); err != nil {
 		t.Errorf("yield the warm daemon: %v", err)
 	}
 	if pid != 0 && !waitUntil(30*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }) {
@@ -199,38 +199,42 @@ func TestWarmLiveRunRefusesCheckout(t *testing.T) {
 
 func TestWarmDaemonExitsWhenIdle(t *testing.T) {
 	ws, db := warmWorkspace(t)
-	before := map[string]bool{}
-	for _, m := range fuseMounts(t) {
-		before[m] = true
-	}
 	uppers, _ := filepath.Glob(filepath.Join(os.TempDir(), "art-upper-*"))
 	mustRun(t, "run", "--warm", "2s", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo x > x")
 	pid := warmPID(db)
 	if pid == 0 {
 		t.Fatal("no warm daemon")
 	}
+	abs, _ := filepath.Abs(db)
+	// The daemon's session: its lock names the store (session.List).
+	var home string
+	sessions, _ := filepath.Glob(filepath.Join(journal.LockDir(), "session-*"))
+	for _, s := range sessions {
+		if b, err := os.ReadFile(filepath.Join(s, "lock")); err == nil && strings.Contains(string(b), abs) {
+			home = filepath.Join(s, "home")
+		}
+	}
+	if home == "" {
+		t.Errorf("no session directory of the warm daemon in %s", journal.LockDir())
+	}
 	if !waitUntil(30*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }) {
 		t.Fatalf("warm daemon %d alive 30 s after a 2 s idle time", pid)
 	}
 	for _, m := range fuseMounts(t) {
-		if !before[m] {
+		if m == home {
 			t.Errorf("mount %s left by the idle daemon", m)
 		}
+	}
+	if _, err := os.Stat(filepath.Dir(home)); home != "" && err == nil {
+		t.Errorf("session directory %s left by the idle daemon", filepath.Dir(home))
 	}
 	if _, err := os.Stat(session.WarmSocket(db, "main")); err == nil {
 		t.Errorf("socket left by the idle daemon")
 	}
-	abs, _ := filepath.Abs(db)
 	locks, _ := filepath.Glob(filepath.Join(journal.LockDir(), "lock-*"))
 	for _, l := range locks {
 		if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), abs+"\n") {
 			t.Errorf("lock file %s of the store left by the idle daemon", l)
-		}
-	}
-	sessions, _ := filepath.Glob(filepath.Join(journal.LockDir(), "session-*"))
-	for _, s := range sessions {
-		if b, err := os.ReadFile(filepath.Join(s, "lock")); err == nil && strings.Contains(string(b), abs) {
-			t.Errorf("session dir %s of the store left by the idle daemon", s)
 		}
 	}
 	if after, _ := filepath.Glob(filepath.Join(os.TempDir(), "art-upper-*")); len(after) > len(uppers) {
