@@ -46,6 +46,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/artrt/art/internal/phase"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
@@ -266,7 +267,10 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 		w, err := dialWarm(sock)
 		if noDaemon(err) {
 			var ready warmReply
-			if ready, err = startWarm(ctx, o); err != nil {
+			endStart := phase.Start("warm daemon start (open, capture, mount)")
+			ready, err = startWarm(ctx, o)
+			endStart()
+			if err != nil {
 				var inUse *BranchInUseError
 				if errors.As(err, &inUse) && time.Now().Before(deadline) {
 					// A daemon that is shutting down still holds it, or
@@ -288,7 +292,9 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 		if err != nil {
 			return Result{}, err
 		}
+		endBegin := phase.Start("warm begin (daemon: reuse check, op, begin event)")
 		r, err := w.call(req)
+		endBegin()
 		if err != nil {
 			w.c.Close()
 			return Result{}, err
@@ -341,7 +347,9 @@ func runOverWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config,
 	if runErr != nil {
 		end.RunErr = runErr.Error()
 	}
+	endEnd := phase.Start("warm end (daemon: flush, end event, snapshot, op end)")
 	e, err := w.call(end)
+	endEnd()
 	if err != nil {
 		return Result{}, errors.Join(runErr, err)
 	}
