@@ -92,6 +92,14 @@ func Run(ctx context.Context, o Options, c Command) (Result, error) {
 	if o.Store == "" {
 		return runDirect(ctx, o, c, cfg)
 	}
+	if o.Warm > 0 {
+		if c.Trace.Enabled() || c.Net == sandbox.NetAllow || o.At != "" {
+			// The tracer and the allow-list proxy journal through the
+			// mount's recorder, which is the daemon's.
+			return Result{}, usagef("--warm cannot be used with --trace, --trace-log, --net allow or --at")
+		}
+		return runWarm(ctx, o, c, cfg)
+	}
 	return runOverlay(ctx, o, c, cfg)
 }
 

@@ -39,6 +39,11 @@ type Options struct {
 	DiskQuota     int64 // cap on bytes written to the overlay (0: none)
 	JournalWrites bool  // forensic mode: journal every write request
 
+	// Warm (Run only): serve the overlay from the branch's warm daemon
+	// and keep it mounted for this long after the run, for the next run
+	// of the branch (warm.go; 0: a mount of the run's own).
+	Warm time.Duration
+
 	// Warn receives art's own messages ("art: new branch ...", warnings),
 	// one line each; nil discards them. Progress, if set, follows the
 	// workspace capture.

@@ -124,6 +124,7 @@ revisions:
 			newDoctorCommand(e),
 			newCompletionCommand(e),
 			newCompleteCommand(e),
+			newWarmDaemonCommand(e),
 			newManCommand(e),
 		},
 		OnUsageError: onUsageError,
@@ -143,6 +144,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	args, err := originalForm(app, args)
 	if err == nil {
 		err = app.RunContext(ctx, permuteArgs(app, args))
+		if len(args) > 1 && args[1] != session.WarmDaemonCommand && yieldedWarm(err) {
+			// Refused only because an idle warm daemon held the branch:
+			// it has let go, and the verb runs again (the lock is checked
+			// in the transaction that would have changed the branch, so
+			// the refused attempt changed nothing).
+			err = newApp(e).RunContext(ctx, permuteArgs(app, args))
+		}
 	}
 	if err == nil {
 		return exitOK
@@ -236,6 +244,20 @@ func isUsage(err error) bool {
 	var ue *usageError
 	var sue *session.UsageError
 	return errors.As(err, &ue) || errors.As(err, &sue)
+}
+
+// yieldedWarm says whether err is a verb refused for a branch lock held
+// by an idle warm daemon (art run --warm) that, asked, has now given the
+// branch up (session.YieldWarm). This is the one place every verb's
+// lock conflict passes through; a daemon in the middle of a run is a live
+// session and keeps the branch (the verb's error stands).
+func yieldedWarm(err error) bool {
+	var inUse *session.BranchInUseError
+	if !errors.As(err, &inUse) || inUse.Store == "" {
+		return false
+	}
+	ok, _ := session.YieldWarm(inUse.Store, inUse.Branch, inUse.PID)
+	return ok
 }
 
 func isBranchInUse(err error) bool {

@@ -45,7 +45,18 @@ namespace; its own pid, ipc, uts and mount namespaces; no further user namespace
 seccomp deny-list; only fds 0-2; no environment but HOME, PATH, PWD, USER, SHELL (your login
 shell, else /bin/sh), TERM and --env; the store and art's state hidden. Extra binds come from --bind and from the host
 workspace's .art/config/binds.json ({"binds":[{"host":..,"guest":..,"readonly":..}]}),
-which the sandbox sees as an empty read-only directory and pull never writes.`
+which the sandbox sees as an empty read-only directory and pull never writes.
+
+With --warm DURATION (and -d), the overlay is served by a detached art daemon that keeps
+the branch locked and mounted for DURATION after the run; the next art run --warm of the
+same store, branch and workspace reuses that mount, with the kernel's caches of the last
+run still warm (git status, find, grep over a large tree). A warm mount is reused only
+when the host workspace is unchanged since its capture and nothing else wrote the branch;
+otherwise it is unmounted and a fresh one captures the host. Verbs that change the branch
+(checkout, undo, merge, a run without --warm...) make an idle daemon let go first; while a
+warm run is in progress they refuse as for any live session. Each run is recorded as
+without --warm (a run op, its snapshot). --warm cannot be combined with --trace,
+--trace-log, --net allow (the tracer and the proxy journal in this process) or --at.`
 
 func runFlags() []cli.Flag {
 	flags := []cli.Flag{
@@ -70,6 +81,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "trace-log", Usage: "also write trace records as text to `FILE` (- for stderr)"},
 		&cli.StringFlag{Name: "trace-syscalls", Usage: "comma-separated `LIST` of syscalls to trace, or all (default: execve, execveat, connect, opens for writing)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no summary line at the end"},
+		&cli.DurationFlag{Name: "warm", Usage: "keep the branch's overlay mounted for `DURATION` after the run (a detached daemon), so the next --warm run of the branch starts with the kernel's caches warm; needs -d; not with --trace, --trace-log, --net allow or --at (0: a mount of the run's own)"},
 	}
 	return append(flags, netFlags()...)
 }
@@ -218,6 +230,10 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 	o.Options = session.Options{Store: c.String("db"), Durability: c.String("durability"), Workspace: c.String("mount"),
 		Branch: c.String("branch"), NamedBranch: c.IsSet("branch"), At: c.String("at"), JournalWrites: c.Bool("journal-writes")}
 	o.Command = session.Command{Argv: c.Args().Slice(), Timeout: c.Duration("timeout"), Quiet: c.Bool("quiet")}
+	o.Warm = c.Duration("warm")
+	if o.Warm < 0 {
+		return o, usagef("--warm must be positive (0: no warm mount)")
+	}
 	o.Trace = session.TraceOptions{Trace: c.Bool("trace"), Log: c.String("trace-log"), Syscalls: c.String("trace-syscalls")}
 	if o.Trace.Enabled() {
 		if _, err := session.TracePolicy(o.Trace.Syscalls); err != nil {
@@ -225,7 +241,7 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		}
 	}
 	if o.Store == "" {
-		for _, f := range []string{"branch", "at", "disk-quota", "journal-writes"} {
+		for _, f := range []string{"branch", "at", "disk-quota", "journal-writes", "warm"} {
 			if c.IsSet(f) {
 				return o, usagef("--%s needs a store (-d FILE): without one nothing is recorded", f)
 			}
@@ -241,6 +257,11 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		if err := step(c, &o); err != nil {
 			return o, err
 		}
+	}
+	if o.Warm > 0 && (o.Trace.Enabled() || o.Net == sandbox.NetAllow || o.At != "") {
+		// The tracer and the allow-list proxy journal through the mount's
+		// recorder, which would be the daemon's.
+		return o, usagef("--warm cannot be used with --trace, --trace-log, --net allow or --at")
 	}
 	var err error
 	o.UID, o.GID, err = sandboxUser(c.String("user"), o.Workspace)

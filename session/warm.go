@@ -1,0 +1,884 @@
+package session
+
+// Warm mounts (docs/architecture.md, "Warm mounts"): art run --warm
+// serves its overlay from a detached daemon that keeps the branch locked
+// and mounted between runs, so that the kernel's dentry, attribute and
+// page caches of one run are still there for the next. A new FUSE mount
+// starts them cold: a second session's git status in a 15k-file
+// repository sent 17x the LOOKUPs of the native one.
+//
+// Why the kernel's caches stay valid from one run to the next: they
+// describe the branch's tree, and while the daemon holds the branch's
+// lock nobody but its own mount changes that tree (journal's branch
+// locks: every change of a branch's tree checks the lock in the
+// transaction that makes it). Whatever else could change what the mount
+// shows - an edit of the host workspace (its lower files), a new capture,
+// a checkout, an undo - either needs the lock, which the daemon gives up
+// only by unmounting (yield), or is detected before a run is let in
+// (warmDaemon.stale: the host checked unchanged since the last capture
+// with workspace.Unchanged, the branch's head still the state the daemon
+// left), and then the daemon unmounts and a fresh one captures.
+//
+// The protocol is one JSON object a line over a unix socket in the state
+// directory (StateDir), named for the store and branch: at most one
+// daemon per branch can exist, as it holds the branch's lock. Both ends
+// check that the other is the same user (SO_PEERCRED).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/artrt/art/internal/phase"
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/overlay"
+	"github.com/artrt/art/sandbox"
+	"github.com/artrt/art/workspace"
+	"golang.org/x/sys/unix"
+)
+
+// WarmDaemonCommand is the hidden art verb that runs a warm daemon
+// (ServeWarm); the client re-executes art's binary with it.
+const WarmDaemonCommand = "__warm-daemon"
+
+// warmWait bounds how long a client or a verb waits for a daemon to
+// start, to yield or to shut down.
+const warmWait = 60 * time.Second
+
+// warmName names the daemon of store's branch (its socket and log): the
+// store as the journal names it for its locks (absolute, links resolved)
+// and the branch.
+func warmName(store, branch string) string {
+	abs, err := filepath.Abs(store)
+	if err == nil {
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
+	} else {
+		abs = store
+	}
+	sum := sha256.Sum256([]byte(abs + "\x00" + branch))
+	return "warm-" + hex.EncodeToString(sum[:8])
+}
+
+// WarmSocket is the socket of the warm daemon of store's branch.
+func WarmSocket(store, branch string) string {
+	return filepath.Join(journal.LockDir(), warmName(store, branch)+".sock")
+}
+
+// WarmLog is the log file of the warm daemon of store's branch (its
+// stdout and stderr; kept after it exits, for a look at what it did).
+func WarmLog(store, branch string) string {
+	return filepath.Join(journal.LockDir(), warmName(store, branch)+".log")
+}
+
+// warmRequest is a client's line to a daemon.
+type warmRequest struct {
+	Op string `json:"op"` // "begin", "end", "yield"
+
+	// begin: the run and the options the mount was made with.
+	Desc          string        `json:"desc,omitempty"`
+	PID           int           `json:"pid,omitempty"`
+	Workspace     string        `json:"workspace,omitempty"`
+	UID           int           `json:"uid,omitempty"`
+	GID           int           `json:"gid,omitempty"`
+	JournalWrites bool          `json:"journal_writes,omitempty"`
+	Durability    string        `json:"durability,omitempty"`
+	DiskQuota     int64         `json:"disk_quota,omitempty"`
+	Idle          time.Duration `json:"idle,omitempty"`
+	Quiet         bool          `json:"quiet,omitempty"`
+
+	// end: how the command ended, or why it did not run (RunErr).
+	Result *sandbox.Result `json:"result,omitempty"`
+	RunErr string          `json:"run_error,omitempty"`
+}
+
+// warmReply is a daemon's line to a client.
+type warmReply struct {
+	Error    string `json:"error,omitempty"`
+	InUsePID int    `json:"in_use_pid,omitempty"` // Error is the branch held by this process
+	Busy     bool   `json:"busy,omitempty"`       // a run is in progress
+	PID      int    `json:"pid,omitempty"`        // the daemon's, or (Busy) its client's
+	Stale    string `json:"stale,omitempty"`      // why the mount was discarded (it has shut down)
+
+	// ready and begin
+	Warn    string                 `json:"warn,omitempty"` // messages of the capture, for the user
+	Home    string                 `json:"home,omitempty"`
+	Hide    []string               `json:"hide,omitempty"`
+	Branch  string                 `json:"branch,omitempty"`
+	Capture *workspace.ImportStats `json:"capture,omitempty"`
+
+	// end
+	Snapshot journal.Snapshot `json:"snapshot"`
+	Changed  int              `json:"changed,omitempty"`
+	Log      string           `json:"log,omitempty"`    // the overlay's messages during the run
+	Failed   *warmFailed      `json:"failed,omitempty"` // the mount failed (overlay.FailedError)
+}
+
+// warmFailed is an *overlay.FailedError (and whether its record failed)
+// on the wire, for the client's report (cmd/art's reportFailedRun).
+type warmFailed struct {
+	Err          string   `json:"error"`
+	NotKept      []string `json:"not_kept,omitempty"`
+	MoreNotKept  int      `json:"more_not_kept,omitempty"`
+	Refused      int64    `json:"refused,omitempty"`
+	RefusedPaths []string `json:"refused_paths,omitempty"`
+	Unrecorded   string   `json:"unrecorded,omitempty"`
+}
+
+func (f *warmFailed) error() *FailedError {
+	e := &FailedError{FailedError: &overlay.FailedError{Err: errors.New(f.Err), NotKept: f.NotKept, MoreNotKept: f.MoreNotKept,
+		Refused: f.Refused, RefusedPaths: f.RefusedPaths}}
+	if f.Unrecorded != "" {
+		e.Unrecorded = errors.New(f.Unrecorded)
+	}
+	return e
+}
+
+// peerUID is the uid of the process at the other end of c.
+func peerUID(c net.Conn) (int, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1, errors.New("not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return -1, err
+	}
+	if cerr != nil {
+		return -1, cerr
+	}
+	return int(cred.Uid), nil
+}
+
+// warmConn is a client's connection to a daemon.
+type warmConn struct {
+	c   net.Conn
+	dec *json.Decoder
+	enc *json.Encoder
+}
+
+// dialWarm connects to the daemon at sock; fs.ErrNotExist or
+// ECONNREFUSED when there is none (or a dead one's socket).
+func dialWarm(sock string) (*warmConn, error) {
+	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	uid, err := peerUID(c)
+	if err != nil || uid != os.Geteuid() {
+		c.Close()
+		return nil, fmt.Errorf("warm daemon %s: its socket is not served by this user (uid %d)", sock, uid)
+	}
+	return &warmConn{c: c, dec: json.NewDecoder(bufio.NewReader(c)), enc: json.NewEncoder(c)}, nil
+}
+
+func (w *warmConn) call(req warmRequest) (warmReply, error) {
+	var r warmReply
+	if err := w.enc.Encode(req); err != nil {
+		return r, fmt.Errorf("warm daemon: %w", err)
+	}
+	if err := w.dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("warm daemon: no answer: %w", err)
+	}
+	return r, nil
+}
+
+func noDaemon(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// YieldWarm asks the warm daemon of store's branch, if there is one, to
+// give the branch up (journal what is pending, unmount, release the lock,
+// exit) and waits for it, bounded. It reports whether a daemon yielded;
+// one in the middle of a run is a live session and does not
+// (*BranchInUseError naming its client). holder is the pid the branch's
+// lock names (0: unknown): when that is a warm daemon already on its way
+// out (its socket gone), YieldWarm waits for it to exit. The CLI calls
+// it in one place, when a verb found the branch's lock held (cmd/art's
+// run).
+func YieldWarm(store, branch string, holder int) (bool, error) {
+	sock := WarmSocket(store, branch)
+	w, err := dialWarm(sock)
+	if noDaemon(err) {
+		if !warmClosing(holder) {
+			return false, nil
+		}
+		for end := time.Now().Add(warmWait); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if syscall.Kill(holder, 0) != nil {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer w.c.Close()
+	w.c.SetDeadline(time.Now().Add(warmWait))
+	r, err := w.call(warmRequest{Op: "yield"})
+	if err != nil {
+		return false, err
+	}
+	if r.Busy {
+		return false, &BranchInUseError{Store: store, Branch: branch, PID: r.PID}
+	}
+	if r.Error != "" {
+		return false, fmt.Errorf("warm daemon of branch %s: %s", branch, r.Error)
+	}
+	return true, nil
+}
+
+// runWarm is Run's overlay mode with --warm: the command runs in a
+// sandbox here, over the mount of the branch's warm daemon (started if
+// there is none, replaced if its mount may not be reused), which records
+// the run exactly as runOverlay does.
+func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Result, error) {
+	sock := WarmSocket(o.Store, o.Branch)
+	req := warmRequest{Op: "begin", Desc: strings.Join(c.Argv, " "), PID: os.Getpid(), Workspace: o.Workspace,
+		UID: o.UID, GID: o.GID, JournalWrites: o.JournalWrites, Durability: o.Durability, DiskQuota: o.DiskQuota,
+		Idle: o.Warm, Quiet: c.Quiet}
+	deadline := time.Now().Add(warmWait)
+	for {
+		w, err := dialWarm(sock)
+		if noDaemon(err) {
+			var ready warmReply
+			endStart := phase.Start("warm daemon start (open, capture, mount)")
+			ready, err = startWarm(ctx, o)
+			endStart()
+			if err != nil {
+				var inUse *BranchInUseError
+				if errors.As(err, &inUse) && time.Now().Before(deadline) {
+					// A daemon that is shutting down still holds it, or
+					// another session: ask, then try again.
+					ok, yerr := YieldWarm(o.Store, o.Branch, inUse.PID)
+					if yerr != nil {
+						return Result{}, yerr
+					}
+					if !ok {
+						return Result{}, err
+					}
+					continue
+				}
+				return Result{}, err
+			}
+			io.WriteString(o.warn(), ready.Warn)
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		endBegin := phase.Start("warm begin (daemon: reuse check, op, begin event)")
+		r, err := w.call(req)
+		endBegin()
+		if err != nil {
+			w.c.Close()
+			return Result{}, err
+		}
+		switch {
+		case r.Busy:
+			w.c.Close()
+			return Result{}, &BranchInUseError{Store: o.Store, Branch: o.Branch, PID: r.PID}
+		case r.Stale != "":
+			// It has shut down: a fresh daemon captures the host.
+			w.c.Close()
+			if r.Error != "" {
+				return Result{}, fmt.Errorf("warm daemon of branch %s: %s", o.Branch, r.Error)
+			}
+			if time.Now().After(deadline) {
+				return Result{}, fmt.Errorf("warm daemon of branch %s: still discarded after %s (%s)", o.Branch, warmWait, r.Stale)
+			}
+			continue
+		case r.Error != "":
+			w.c.Close()
+			return Result{}, fmt.Errorf("warm daemon of branch %s: %s", o.Branch, r.Error)
+		}
+		defer w.c.Close()
+		return runOverWarm(ctx, o, c, cfg, w, r)
+	}
+}
+
+// warmClosing says whether pid, a branch's holder whose socket is gone,
+// is a warm daemon (then on its way out).
+func warmClosing(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.Contains(cmdline, []byte(WarmDaemonCommand))
+}
+
+// runOverWarm runs c over the daemon's mount that the begin reply r
+// names, and has the daemon record its end.
+func runOverWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config, w *warmConn, r warmReply) (Result, error) {
+	cfg.Home, cfg.Hide = r.Home, r.Hide
+	var capture workspace.ImportStats
+	if r.Capture != nil {
+		capture = *r.Capture
+	}
+	made := bindMountPoints(cfg)
+	res, runErr := supervise(ctx, o, c, cfg, nil)
+	removeMountPoints(made)
+	end := warmRequest{Op: "end", Result: &res}
+	if runErr != nil {
+		end.RunErr = runErr.Error()
+	}
+	endEnd := phase.Start("warm end (daemon: flush, end event, snapshot, op end)")
+	e, err := w.call(end)
+	endEnd()
+	if err != nil {
+		return Result{}, errors.Join(runErr, err)
+	}
+	io.WriteString(o.warn(), e.Log)
+	out := Result{Result: res, Branch: r.Branch, Snapshot: e.Snapshot, Changed: e.Changed, Capture: capture}
+	if runErr != nil {
+		return out, runErr
+	}
+	if e.Failed != nil {
+		return out, e.Failed.error()
+	}
+	if e.Error != "" {
+		return out, fmt.Errorf("warm daemon of branch %s: %s", r.Branch, e.Error)
+	}
+	return out, nil
+}
+
+// startWarm starts the daemon of o's branch and waits until it has
+// captured and mounted (its ready line) or failed.
+func startWarm(ctx context.Context, o Options) (warmReply, error) {
+	var r warmReply
+	exe, err := os.Executable()
+	if err != nil {
+		return r, fmt.Errorf("warm daemon: %w", err)
+	}
+	if _, err := StateDir(); err != nil {
+		return r, err
+	}
+	logf, err := os.OpenFile(WarmLog(o.Store, o.Branch), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return r, fmt.Errorf("warm daemon log: %w", err)
+	}
+	defer logf.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return r, err
+	}
+	defer pr.Close()
+	store, err := filepath.Abs(o.Store) // the daemon runs in /
+	if err != nil {
+		return r, err
+	}
+	args := []string{WarmDaemonCommand, "--db", store, "--mount", o.Workspace, "--branch", o.Branch,
+		"--uid", strconv.Itoa(o.UID), "--gid", strconv.Itoa(o.GID), "--idle", o.Warm.String()}
+	if o.Durability != "" {
+		args = append(args, "--durability", o.Durability)
+	}
+	if o.JournalWrites {
+		args = append(args, "--journal-writes")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf // no stdin: /dev/null
+	cmd.ExtraFiles = []*os.File{pw}     // fd 3: the ready line
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		return r, fmt.Errorf("warm daemon: %w", err)
+	}
+	// Not waited for beyond this: it outlives us. Reaping is init's.
+	go cmd.Wait()
+	if err := json.NewDecoder(io.LimitReader(pr, 16<<20)).Decode(&r); err != nil {
+		return r, fmt.Errorf("warm daemon: it exited before it was ready (see %s): %v", WarmLog(o.Store, o.Branch), err)
+	}
+	if r.InUsePID != 0 {
+		io.WriteString(o.warn(), r.Warn)
+		return r, &BranchInUseError{Store: o.Store, Branch: o.Branch, PID: r.InUsePID}
+	}
+	if r.Error != "" {
+		io.WriteString(o.warn(), r.Warn)
+		return r, fmt.Errorf("warm daemon: %s", r.Error)
+	}
+	return r, nil
+}
+
+// warmDaemon serves one branch's mount to art run --warm clients.
+type warmDaemon struct {
+	s     *Session
+	o     Options
+	home  string
+	hide  []string
+	sock  string
+	ln    net.Listener
+	bg    context.Context
+	fresh *workspace.ImportStats // the start's capture, for the first run
+
+	mu       sync.Mutex
+	busy     bool
+	client   int // the pid of the run in progress
+	closing  bool
+	closeOut bool // shut down when the run in progress ends (SIGTERM)
+	idle     time.Duration
+	timer    *time.Timer
+	left     journal.State // the branch's head after the last run (or the capture)
+	done     chan struct{}
+	closeErr error
+	serving  sync.WaitGroup // connections being answered
+}
+
+// ServeWarm is the warm daemon of o's branch (art __warm-daemon): it
+// opens the store, captures o's workspace and mounts the branch exactly
+// as a session does, writes a ready line (warmReply) to ready, then
+// serves runs on its socket until it has been idle for idle, is asked to
+// yield, or finds its mount stale; then it unmounts and releases.
+func ServeWarm(ctx context.Context, o Options, idle time.Duration, ready io.WriteCloser) error {
+	bg := context.WithoutCancel(ctx)
+	var warn bytes.Buffer
+	o.Warn, o.Progress = &warn, nil
+	cfg := &sandbox.Config{}
+	say := func(r warmReply) {
+		r.Warn = warn.String()
+		json.NewEncoder(ready).Encode(r)
+		ready.Close()
+	}
+	s, err := Open(bg, o, cfg, nil)
+	if err != nil {
+		if s.DB != nil {
+			s.DB.Close()
+		}
+		r := warmReply{Error: err.Error()}
+		var inUse *BranchInUseError
+		if errors.As(err, &inUse) {
+			r.InUsePID = max(inUse.PID, 1)
+		}
+		say(r)
+		return err
+	}
+	s.warn = os.Stderr // the log file, from now on
+	d := &warmDaemon{s: s, o: o, home: cfg.Home, hide: cfg.Hide, sock: WarmSocket(o.Store, s.Branch), bg: bg,
+		fresh: &s.Capture, idle: idle, done: make(chan struct{})}
+	d.left, err = s.DB.Head(bg, s.Branch)
+	if err == nil {
+		// Holding the branch's lock, so a socket already there is a dead
+		// daemon's: no live one can hold this branch.
+		os.Remove(d.sock)
+		d.ln, err = net.Listen("unix", d.sock)
+	}
+	if err == nil {
+		err = os.Chmod(d.sock, 0o600)
+	}
+	if err != nil {
+		say(warmReply{Error: err.Error()})
+		d.shutdown()
+		return err
+	}
+	say(warmReply{PID: os.Getpid(), Branch: s.Branch, Home: d.home})
+	warmLogf("art warm daemon %d: serving branch %s of %s at %s (idle %s)\n", os.Getpid(), s.Branch, o.Store, d.home, idle)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	go func() {
+		for range sigs {
+			d.closeWhenIdle()
+		}
+	}()
+	d.mu.Lock()
+	d.armLocked()
+	d.mu.Unlock()
+	go d.accept()
+	<-d.done
+	signal.Stop(sigs)
+	d.mu.Lock() // no Add after this (accept checks doneClosed under mu)
+	d.mu.Unlock()
+	// The answers to the request that shut us down (a yield, a stale
+	// begin) and to any waiting on it go out before the process ends.
+	answered := make(chan struct{})
+	go func() { d.serving.Wait(); close(answered) }()
+	select {
+	case <-answered:
+	case <-time.After(5 * time.Second):
+	}
+	return d.closeErr
+}
+
+// warmLogf writes a line to the daemon's log (its stderr), timed.
+func warmLogf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().UTC().Format("15:04:05.000 ")+format, a...)
+}
+
+// doneClosed says whether shutdown has finished.
+func (d *warmDaemon) doneClosed() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// armLocked (re)starts the idle timer.
+func (d *warmDaemon) armLocked() {
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.timer = time.AfterFunc(d.idle, d.closeWhenIdle)
+}
+
+// closeWhenIdle shuts the daemon down now if no run is in progress, else
+// when it ends.
+func (d *warmDaemon) closeWhenIdle() {
+	d.mu.Lock()
+	if d.busy {
+		d.closeOut = true
+		d.mu.Unlock()
+		return
+	}
+	if d.closing {
+		d.mu.Unlock()
+		return
+	}
+	d.closing = true
+	d.mu.Unlock()
+	d.shutdown()
+}
+
+// shutdown stops serving, unmounts (journaling what is pending), releases
+// the branch and the store, and ends ServeWarm. Called once, with closing
+// set (or before serving).
+func (d *warmDaemon) shutdown() error {
+	if d.ln != nil {
+		d.ln.Close() // removes the socket: no new client finds us
+	}
+	d.mu.Lock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.mu.Unlock()
+	var err error
+	// A client killed mid-run leaves a sandbox that takes a moment to
+	// die (--die-with-parent): until it has, the mount is busy.
+	for start := time.Now(); ; {
+		if err = d.s.Close(d.bg); err == nil || time.Since(start) > warmWait {
+			break
+		}
+		var fe *overlay.FailedError
+		if errors.As(err, &fe) {
+			break
+		}
+		warmLogf("art warm daemon: close (will retry): %v\n", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		warmLogf("art warm daemon: close: %v\n", err)
+	}
+	if cerr := d.s.DB.Close(); err == nil {
+		err = cerr
+	}
+	d.closeErr = err
+	warmLogf("art warm daemon %d: done\n", os.Getpid())
+	close(d.done)
+	return err
+}
+
+func (d *warmDaemon) accept() {
+	for {
+		c, err := d.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		if uid, err := peerUID(c); err != nil || uid != os.Geteuid() {
+			c.Close() // another user's process: nothing of ours to see
+			continue
+		}
+		d.mu.Lock()
+		if d.closing && d.doneClosed() {
+			d.mu.Unlock()
+			c.Close()
+			return
+		}
+		d.serving.Add(1)
+		d.mu.Unlock()
+		go func() {
+			defer d.serving.Done()
+			d.serve(c)
+		}()
+	}
+}
+
+func (d *warmDaemon) serve(c net.Conn) {
+	defer c.Close()
+	w := &warmConn{c: c, dec: json.NewDecoder(bufio.NewReader(c)), enc: json.NewEncoder(c)}
+	var req warmRequest
+	if err := w.dec.Decode(&req); err != nil {
+		return
+	}
+	switch req.Op {
+	case "yield":
+		d.mu.Lock()
+		if d.busy {
+			pid := d.client
+			d.mu.Unlock()
+			w.enc.Encode(warmReply{Busy: true, PID: pid})
+			return
+		}
+		if d.closing {
+			d.mu.Unlock()
+			<-d.done
+			w.enc.Encode(warmReply{})
+			return
+		}
+		d.closing = true
+		d.mu.Unlock()
+		var r warmReply
+		if err := d.shutdown(); err != nil {
+			r.Error = err.Error()
+		}
+		w.enc.Encode(r)
+	case "begin":
+		d.run(w, req)
+	default:
+		w.enc.Encode(warmReply{Error: fmt.Sprintf("unknown request %q", req.Op)})
+	}
+}
+
+// stale says why the mount may not serve req's run ("" when it may).
+func (d *warmDaemon) stale(req warmRequest) string {
+	switch {
+	case req.Workspace != d.o.Workspace:
+		return "another workspace"
+	case req.UID != d.o.UID || req.GID != d.o.GID:
+		return "another sandbox user"
+	case req.JournalWrites != d.o.JournalWrites || req.Durability != d.o.Durability:
+		return "other store options"
+	}
+	head, err := d.s.DB.Head(d.bg, d.s.Branch)
+	if err != nil {
+		return "branch head: " + err.Error()
+	}
+	if head.Seq != d.left.Seq || head.Root != d.left.Root {
+		return "the branch changed outside the warm mount"
+	}
+	if d.fresh != nil {
+		return "" // just captured
+	}
+	// The mount shows the host's files as its lower layer: an edit there
+	// since the last capture would be served behind the branch's back
+	// (and never captured). Then a fresh daemon captures it.
+	_, same, err := workspace.Unchanged(d.bg, d.s.DB, workspace.ImportOptions{Dir: d.o.Workspace, Branch: d.s.Branch, Capture: true, SkipUnchanged: true})
+	if err != nil {
+		return "host check: " + err.Error()
+	}
+	if !same {
+		return "the host workspace changed"
+	}
+	return ""
+}
+
+// run serves one run: begin its op, hand the mount to the client, and
+// record its end when the client says how the command ended (or that it
+// did not run), or as killed when the client goes away.
+func (d *warmDaemon) run(w *warmConn, req warmRequest) {
+	d.mu.Lock()
+	switch {
+	case d.closing:
+		d.mu.Unlock()
+		<-d.done
+		w.enc.Encode(warmReply{Stale: "shutting down"})
+		return
+	case d.busy:
+		pid := d.client
+		d.mu.Unlock()
+		w.enc.Encode(warmReply{Busy: true, PID: pid})
+		return
+	}
+	d.busy, d.client = true, req.PID
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	if req.Idle > 0 {
+		d.idle = req.Idle
+	}
+	d.mu.Unlock()
+	shut := false
+	defer func() {
+		d.mu.Lock()
+		d.busy, d.client = false, 0
+		if d.closeOut && !d.closing {
+			shut = true
+		}
+		switch {
+		case shut && d.closing:
+			shut = false // shut down already
+		case shut:
+			d.closing = true
+		case !d.closing:
+			d.armLocked()
+		}
+		d.mu.Unlock()
+		if shut {
+			d.shutdown()
+		}
+	}()
+
+	if why := d.stale(req); why != "" {
+		warmLogf("art warm daemon: mount discarded: %s\n", why)
+		d.mu.Lock()
+		d.closing = true
+		d.mu.Unlock()
+		r := warmReply{Stale: why}
+		if err := d.shutdown(); err != nil {
+			r.Error = err.Error()
+		}
+		w.enc.Encode(r)
+		return
+	}
+	r, op, before, err := d.begin(req)
+	if err != nil {
+		shut = true
+		w.enc.Encode(warmReply{Error: err.Error()})
+		return
+	}
+	if err := w.enc.Encode(r); err != nil {
+		warmLogf("art warm daemon: begin: %v\n", err)
+	}
+	var end warmRequest
+	gone := w.dec.Decode(&end) != nil || end.Op != "end" || end.Result == nil
+	e, stop := d.end(req, end, gone, op, before)
+	shut = shut || stop
+	w.enc.Encode(e)
+}
+
+// begin starts req's run op: the op, its begin event, the mount's
+// changes journaled under it.
+func (d *warmDaemon) begin(req warmRequest) (warmReply, *journal.Op, journal.State, error) {
+	db, fsys := d.s.DB, d.s.FS
+	before, err := db.Head(d.bg, d.s.Branch)
+	if err != nil {
+		return warmReply{}, nil, before, err
+	}
+	op, err := db.BeginOp(d.bg, d.s.Branch, "run", req.Desc)
+	if err != nil {
+		return warmReply{}, nil, before, err
+	}
+	err = op.Update(d.bg, func(tx *journal.Tx) error {
+		return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(req.PID), Text: req.Desc})
+	})
+	if err == nil {
+		err = fsys.SetOp(op)
+	}
+	if err != nil {
+		status := -1
+		op.End(d.bg, &status)
+		return warmReply{}, nil, before, err
+	}
+	fsys.SetQuota(req.DiskQuota)
+	capture := d.fresh
+	d.fresh = nil
+	if capture == nil {
+		// Nothing captured for this run: the host was unchanged.
+		capture = &workspace.ImportStats{NothingChanged: true, Snapshot: journal.Snapshot{ID: before.Snapshot, Seq: before.Seq, Branch: before.Branch, Root: before.Root}}
+	}
+	return warmReply{Home: d.home, Hide: d.hide, Branch: d.s.Branch, Capture: capture, PID: os.Getpid()}, op, before, nil
+}
+
+// end records the end of the run of op as runOverlay does: whatever is
+// dirty journaled, the end event and the snapshot, the op's end with the
+// command's status. stop says the daemon must shut down after it (the
+// client went away, the mount failed).
+func (d *warmDaemon) end(req, end warmRequest, gone bool, op *journal.Op, before journal.State) (warmReply, bool) {
+	db, fsys := d.s.DB, d.s.FS
+	var r warmReply
+	desc := req.Desc
+	ferr := fsys.Flush(d.bg)
+	fsys.SetQuota(0)
+	var held bytes.Buffer
+	d.s.log.flush(&held)
+	r.Log = held.String()
+	var failed *overlay.FailedError
+	if errors.As(ferr, &failed) {
+		status := -1
+		if end.Result != nil && end.RunErr == "" {
+			status = end.Result.ExitCode
+		}
+		snap, rerr := endFailed(d.bg, db, op, status, desc, failed)
+		r.Snapshot = snap
+		r.Failed = &warmFailed{Err: failed.Err.Error(), NotKept: failed.NotKept, MoreNotKept: failed.MoreNotKept,
+			Refused: failed.Refused, RefusedPaths: failed.RefusedPaths}
+		if rerr != nil {
+			r.Failed.Unrecorded = rerr.Error()
+		}
+		return r, true
+	}
+	status := -1
+	stop := false
+	var err error
+	switch {
+	case ferr != nil:
+		err = ferr
+		stop = true
+	case gone:
+		// The client died (killed): its sandbox dies with it. The run is
+		// recorded as one that was killed, and the mount goes with the
+		// daemon - whatever of the sandbox lingers must not meet the
+		// next run.
+		status = 128 + int(syscall.SIGKILL)
+		stop = true
+		err = op.Update(d.bg, func(tx *journal.Tx) error {
+			if err := tx.Record(journal.Event{Kind: journal.EvEnd, Status: int64(status), Text: "killed: art run's client went away (exit 137)"}); err != nil {
+				return err
+			}
+			var err error
+			r.Snapshot, err = tx.Snapshot("run " + desc)
+			return err
+		})
+	case end.RunErr != "":
+		// The command did not run (runOverlay's early failure): the op
+		// ends with no end event, status -1.
+	default:
+		status = end.Result.ExitCode
+		r.Snapshot, err = recordEnd(d.bg, op, *end.Result, desc)
+	}
+	if err == nil {
+		err = op.End(d.bg, &status)
+	}
+	if serr := fsys.SetOp(nil); err == nil {
+		err = serr
+	}
+	if err != nil {
+		r.Error = err.Error()
+		return r, true
+	}
+	if d.left, err = db.Head(d.bg, d.s.Branch); err != nil {
+		r.Error = err.Error()
+		return r, true
+	}
+	if !req.Quiet && !gone && end.RunErr == "" {
+		journal.Diff(d.bg, db.Objects(), before.Root, r.Snapshot.Root, func(journal.Change) error { r.Changed++; return nil })
+	}
+	return r, stop
+}
