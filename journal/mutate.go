@@ -142,14 +142,23 @@ func (p *proj) dropName(parent int64, name []byte, n *Node) error {
 	}
 	p.paths.forget(n.Ino)
 	if n.IsDir() {
-		p.paths.clear()
+		// The directory is empty, so no cached path runs through it but
+		// its own: the other paths stay (clearing them all cost every
+		// rmdir of an rm -rf a walk up the tree at the next removal).
+		delete(p.paths.dirs, n.Ino)
 		if err := p.exec(`DELETE FROM nodes WHERE branch = ? AND ino = ?`, p.branch, n.Ino); err != nil {
 			return err
 		}
-		delete(p.dirs, n.Ino)
-		if err := p.exec(`DELETE FROM dentries WHERE branch = ? AND parent = ?`, p.branch, n.Ino); err != nil {
-			return err
+		// A loaded directory was checked empty by its dentries, so there
+		// is nothing below it to delete; a collapsed one was checked by
+		// its tree, and holds no rows unless the store is damaged, which
+		// the delete keeps from outliving it.
+		if n.state == dirCollapsed {
+			if err := p.exec(`DELETE FROM dentries WHERE branch = ? AND parent = ?`, p.branch, n.Ino); err != nil {
+				return err
+			}
 		}
+		delete(p.dirs, n.Ino)
 		if err := p.exec(`UPDATE nodes SET nlink = nlink - 1 WHERE branch = ? AND ino = ?`, p.branch, parent); err != nil {
 			return err
 		}
