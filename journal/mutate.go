@@ -250,15 +250,49 @@ func (p *proj) lookupNode(parent int64, name []byte) (*Node, error) {
 	return n, nil
 }
 
-func (p *proj) unlink(parent int64, name []byte) (*Node, error) {
+func (p *proj) unlink(parent int64, name []byte) error {
+	if err := p.dir(parent); err != nil {
+		return err
+	}
+	// The common case - the only name of a file in no link group (every
+	// unlink of an rm -rf) - in one statement for the node where reading
+	// it first took two: the delete matches only such a node, and then
+	// what dropName would do is just to drop its name too. Anything else
+	// (a directory, a hard link, no such name) deletes nothing and takes
+	// the general path, which tells them apart.
+	if gone, err := p.execCount(`DELETE FROM nodes WHERE branch = ?1 AND ino = (SELECT ino FROM dentries WHERE branch = ?1 AND parent = ?2 AND name = ?3)
+		AND kind != ?4 AND nlink = 1 AND link_group = 0`, p.branch, parent, name, int(cas.EntryDir)); err != nil {
+		return err
+	} else if gone == 1 {
+		ino, err := p.deleteName(parent, name)
+		if err != nil {
+			return err
+		}
+		p.paths.forget(ino)
+		return p.markDirty(parent)
+	}
 	n, err := p.child(parent, name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if n.IsDir() {
-		return nil, syscall.EISDIR
+		return syscall.EISDIR
 	}
-	return n, p.dropName(parent, name, n)
+	return p.dropName(parent, name, n)
+}
+
+// deleteName deletes the dentry parent/name, which exists, and returns
+// its inode. A query, not exec, for RETURNING: the caller has written
+// through exec first in the same update, which opened a Batch's
+// savepoint.
+func (p *proj) deleteName(parent int64, name []byte) (int64, error) {
+	p.writes++
+	var ino int64
+	err := p.tx.QueryRowContext(p.ctx, `DELETE FROM dentries WHERE branch = ? AND parent = ? AND name = ? RETURNING ino`, p.branch, parent, name).Scan(&ino)
+	if err != nil {
+		return 0, fmt.Errorf("unlink %s in inode %d: %w", termtext.QuotePath(name), parent, err)
+	}
+	return ino, nil
 }
 
 func (p *proj) rmdir(parent int64, name []byte) error {
