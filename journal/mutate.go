@@ -255,17 +255,33 @@ func (p *proj) unlink(parent int64, name []byte) error {
 		return err
 	}
 	// The common case - the only name of a file in no link group (every
-	// unlink of an rm -rf) - in one statement for the node where reading
-	// it first took two: the delete matches only such a node, and then
-	// what dropName would do is just to drop its name too. Anything else
-	// (a directory, a hard link, no such name) deletes nothing and takes
-	// the general path, which tells them apart.
-	if gone, err := p.execCount(`DELETE FROM nodes WHERE branch = ?1 AND ino = (SELECT ino FROM dentries WHERE branch = ?1 AND parent = ?2 AND name = ?3)
-		AND kind != ?4 AND nlink = 1 AND link_group = 0`, p.branch, parent, name, int(cas.EntryDir)); err != nil {
+	// unlink of an rm -rf) - deletes the node without reading it first
+	// (its 13 columns cost more than the delete): the delete matches only
+	// such a node, and then what dropName would do is just to drop its
+	// name too. Anything else (a directory, a hard link, no such name)
+	// deletes nothing and takes the general path, which tells them apart.
+	// The file's inode is read first only when the path cache may hold
+	// it (a file created or changed in this batch), to forget it there.
+	const onlyName = ` AND kind != ? AND nlink = 1 AND link_group = 0`
+	var gone int64
+	var ino int64
+	var err error
+	if p.paths.holdsFiles() {
+		if ino, err = p.lookup(parent, name); err != nil {
+			return err
+		} else if ino == 0 {
+			return syscall.ENOENT
+		}
+		gone, err = p.execCount(`DELETE FROM nodes WHERE branch = ? AND ino = ?`+onlyName, p.branch, ino, int(cas.EntryDir))
+	} else {
+		gone, err = p.execCount(`DELETE FROM nodes WHERE branch = ?1 AND ino = (SELECT ino FROM dentries WHERE branch = ?1 AND parent = ?2 AND name = ?3)`+onlyName,
+			p.branch, parent, name, int(cas.EntryDir))
+	}
+	if err != nil {
 		return err
-	} else if gone == 1 {
-		ino, err := p.deleteName(parent, name)
-		if err != nil {
+	}
+	if gone == 1 {
+		if err := p.exec(`DELETE FROM dentries WHERE branch = ? AND parent = ? AND name = ?`, p.branch, parent, name); err != nil {
 			return err
 		}
 		p.paths.forget(ino)
@@ -279,20 +295,6 @@ func (p *proj) unlink(parent int64, name []byte) error {
 		return syscall.EISDIR
 	}
 	return p.dropName(parent, name, n)
-}
-
-// deleteName deletes the dentry parent/name, which exists, and returns
-// its inode. A query, not exec, for RETURNING: the caller has written
-// through exec first in the same update, which opened a Batch's
-// savepoint.
-func (p *proj) deleteName(parent int64, name []byte) (int64, error) {
-	p.writes++
-	var ino int64
-	err := p.tx.QueryRowContext(p.ctx, `DELETE FROM dentries WHERE branch = ? AND parent = ? AND name = ? RETURNING ino`, p.branch, parent, name).Scan(&ino)
-	if err != nil {
-		return 0, fmt.Errorf("unlink %s in inode %d: %w", termtext.QuotePath(name), parent, err)
-	}
-	return ino, nil
 }
 
 func (p *proj) rmdir(parent int64, name []byte) error {

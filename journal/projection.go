@@ -587,6 +587,11 @@ func (c *pathCache) setFile(ino int64, path []byte, parent int64, name []byte, s
 	}
 }
 
+// holdsFiles reports whether anything is cached of any file.
+func (c *pathCache) holdsFiles() bool {
+	return len(c.files) > 0 || len(c.parents) > 0 || len(c.firsts) > 0
+}
+
 // forget drops what is known of file ino's names.
 func (c *pathCache) forget(ino int64) {
 	delete(c.files, ino)
