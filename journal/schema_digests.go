@@ -3,7 +3,7 @@
 package journal
 
 // generatedSource is schemaSource() when generatedDigests were made.
-const generatedSource = "46c58cc98be85a1a4a063645692c04b5528d42d578c535930f4d974cf6047818"
+const generatedSource = "051d45e10e3c2d5be5c77e82ea85be6f51709639d2351a030ec78443f387bd96"
 
 // generatedDigests[v] is schemaDigest of schema version v.
 var generatedDigests = []string{

@@ -7,7 +7,7 @@
 -- matches renames and links by kind, an OR term no index serves, so SQLite
 -- scans events (or events_by_branch with --branch) and never chose this
 -- index. Its entries sort by path, so every event landed in a leaf of its
--- own; an rm -rf of 11,530 entries wrote a quarter of its WAL pages here.
+-- own; an rm -rf of 11,530 entries wrote a fifth of its WAL pages here.
 --
 -- nodes_dirty: no query selects nodes by state; every directory turning
 -- dirty, clean or removed only rewrote it.
