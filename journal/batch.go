@@ -60,7 +60,8 @@ type Batch struct {
 
 	// paths caches paths across the batch's transactions
 	// (each close commits one). The projection clears it whenever a
-	// directory moves or goes, and a rollback does too; the branch has
+	// directory moves (and forgets one that goes), and a rollback clears
+	// it too; the branch has
 	// no other writer while it is batched (see Batch).
 	paths *pathCache
 }

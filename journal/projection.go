@@ -547,8 +547,9 @@ func (p *proj) parentsOf(ino int64) ([]int64, error) {
 }
 
 // pathCache remembers paths built by walking dentries: directories by
-// ino, and the first name of files. Whatever moves or removes a directory
-// clears it all; a change to a file's names forgets that file.
+// ino, and the first name of files. Whatever moves a directory clears it
+// all, removing one (empty) forgets that directory, and a change to a
+// file's names forgets that file.
 // It also holds the directory of files with one name, for touch.
 type pathCache struct {
 	dirs, files map[int64][]byte
@@ -585,6 +586,11 @@ func (c *pathCache) setFile(ino int64, path []byte, parent int64, name []byte, s
 	} else {
 		delete(c.parents, ino)
 	}
+}
+
+// holdsFiles reports whether anything is cached of any file.
+func (c *pathCache) holdsFiles() bool {
+	return len(c.files) > 0 || len(c.parents) > 0 || len(c.firsts) > 0
 }
 
 // forget drops what is known of file ino's names.

@@ -294,7 +294,7 @@ func (p *proj) replay(ev *Event) error {
 		_, err = p.mknode(parent, name, ev.Attr)
 		return err
 	case EvUnlink:
-		_, err = p.unlink(parent, name)
+		err = p.unlink(parent, name)
 		return err
 	case EvRmdir:
 		return p.rmdir(parent, name)

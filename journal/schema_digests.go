@@ -3,7 +3,7 @@
 package journal
 
 // generatedSource is schemaSource() when generatedDigests were made.
-const generatedSource = "30334a06b7ce91e7a3b91d1cb16583aa4e1a2860f5a4a8c4a97c3bae3451d982"
+const generatedSource = "051d45e10e3c2d5be5c77e82ea85be6f51709639d2351a030ec78443f387bd96"
 
 // generatedDigests[v] is schemaDigest of schema version v.
 var generatedDigests = []string{
@@ -14,4 +14,5 @@ var generatedDigests = []string{
 	"9ceaba8dcdde31fbbaf7fc764d56eeb603bad8a366b5b39fdc3e4561fc50e2ad",
 	"6c7fed77a52e38a29cda85115d481bb8d023ed6ae26036af7ddc1957eae07606",
 	"61285db8da3ed97bd0a6ef8d2683acdfa34ac452e29aa1a1815d4893d4cbd580",
+	"b98a9600f079ce86d819691d573af153bab36214e7d2c76b498aacb4468adf71",
 }

@@ -214,7 +214,7 @@ func (t *Tx) Unlink(parent int64, name []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.p.unlink(parent, name); err != nil {
+	if err := t.p.unlink(parent, name); err != nil {
 		return pathErr("unlink", string(path), errnoOf(err))
 	}
 	return t.append(&Event{Kind: EvUnlink, Path: path})
