@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/artrt/art/internal/termtext"
+	"github.com/artrt/art/journal"
+	"github.com/artrt/art/session"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +31,11 @@ import (
 // bare bwrap with that directory bound (B), and `art run -m DIR -d STORE`
 // on a fresh copy of a store that already holds DIR (A: the capture at
 // the start finds nothing new, the workload runs in the FUSE overlay, the
-// run ends with a snapshot). The same bash script runs in all three; it
+// run ends with a snapshot). A fourth place, W, is A with --warm on its
+// own store copy: only the workloads with a second session run there
+// (git, npm's next session, startup), as the first session of a fresh
+// store is A's with a daemon's start added; the harness makes the daemon
+// go after each repetition. The same bash script runs in all of them; it
 // times its own steps with $EPOCHREALTIME (no fork) and prints them on
 // stdout, so a step's time excludes the sandbox's start and end, which the
 // "whole session" rows time from the outside.
@@ -51,11 +57,23 @@ const (
 	wlNative wlPlace = iota // a plain directory
 	wlBwrap                 // bare bwrap, the directory bound read-write
 	wlArt                   // art run -m DIR -d STORE
+	wlWarm                  // art run --warm 2m -m DIR -d STORE
 )
 
+// wlPlaces are the places every workload runs in; those with a second
+// session add wlWarm.
 var wlPlaces = []wlPlace{wlNative, wlBwrap, wlArt}
 
-func (p wlPlace) String() string { return [...]string{"N", "B", "A"}[p] }
+func (p wlPlace) String() string { return [...]string{"N", "B", "A", "W"}[p] }
+
+// art says whether p runs in art (on a store copy; the script sees the
+// workspace at /home/agent/NAME).
+func (p wlPlace) art() bool { return p == wlArt || p == wlWarm }
+
+// wlWarmIdle is W's --warm: longer than any gap between two sessions of a
+// repetition, so the daemon is still there for the second; the harness
+// makes it go when the repetition is done.
+const wlWarmIdle = "2m"
 
 // The gopls build.
 const (
@@ -82,7 +100,7 @@ const npmPackageJSON = `{
 `
 
 // wlRow is one line of the workloads table.
-type wlRow struct{ bench, n, b, a, ratio, goal string }
+type wlRow struct{ bench, n, b, a, w, ratio, wratio, goal string }
 
 // wlRun is one run of the workloads section.
 type wlRun struct {
@@ -102,6 +120,7 @@ type wlRun struct {
 	notes   []string
 	facts   map[string]string // sizes and counts for the labels
 	seq     int               // names the ctl files
+	warm    map[string]bool   // stores whose warm daemon may be running
 }
 
 // workloadsProbe says why the section cannot run here ("" if it can):
@@ -123,7 +142,18 @@ func workloadsProbe() string {
 
 func (b *bench) workloads() (err error) {
 	w := &wlRun{b: b, root: filepath.Join(b.tmp, "workloads"), reps: b.cfg.reps,
-		samples: map[string]map[wlPlace][]time.Duration{}, facts: map[string]string{}, dd: 2 << 30}
+		samples: map[string]map[wlPlace][]time.Duration{}, facts: map[string]string{}, dd: 2 << 30,
+		warm: map[string]bool{}}
+	// A workload that failed or was interrupted between W's sessions
+	// leaves its daemon: none may outlive the run.
+	defer func() {
+		for store := range w.warm {
+			if serr := w.stopWarm(store); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			removeStore(store)
+		}
+	}()
 	if b.cfg.quick {
 		w.reps = 1
 		w.dd = 256 << 20
@@ -234,7 +264,7 @@ func (w *wlRun) script(s wlSession) string {
 	switch s.place {
 	case wlNative:
 		tmp, ctl, in = w.tmpN, w.ctl, w.in
-	case wlArt:
+	case wlArt, wlWarm:
 		dir = "/home/agent/" + filepath.Base(s.ws)
 	}
 	path := filepath.Join(w.b.goroot, "bin") + ":/usr/local/bin:/usr/bin:/bin"
@@ -265,9 +295,14 @@ func (w *wlRun) run(s wlSession) (map[string]time.Duration, time.Duration, error
 			"--chdir", s.ws, "--", "bash", "-c", script)
 		cmd.Dir = s.ws
 		cmd.Env = wlEnv
-	case wlArt:
-		cmd = exec.CommandContext(w.b.ctx, w.b.art, "run", "-m", s.ws, "-d", s.store, "-i=false", "-q",
-			"--bind", w.ctl+":/tmp/ctl:ro", "--bind", w.in+":/tmp/in:ro", "--", "bash", "-c", script)
+	case wlArt, wlWarm:
+		args := []string{"run", "-m", s.ws, "-d", s.store, "-i=false", "-q",
+			"--bind", w.ctl + ":/tmp/ctl:ro", "--bind", w.in + ":/tmp/in:ro", "--", "bash", "-c", script}
+		if s.place == wlWarm {
+			args = append([]string{"run", "--warm", wlWarmIdle}, args[1:]...)
+			w.warm[s.store] = true
+		}
+		cmd = exec.CommandContext(w.b.ctx, w.b.art, args...)
 		cmd.Dir = filepath.Dir(s.ws)
 	}
 	stdout, err := cmd.StdoutPipe()
@@ -434,9 +469,10 @@ func (w *wlRun) baseStore(dir string) (string, error) {
 	return db, nil
 }
 
-// storeCopy copies the store base (file, WAL, packs) for one repetition.
-func (w *wlRun) storeCopy(base string, rep int) (string, error) {
-	dst := strings.TrimSuffix(base, ".db") + fmt.Sprintf("-rep%d.db", rep)
+// storeCopy copies the store base (file, WAL, packs) for one repetition
+// in place p (A and W each their own: W's daemon is named for its store).
+func (w *wlRun) storeCopy(base string, rep int, p wlPlace) (string, error) {
+	dst := strings.TrimSuffix(base, ".db") + fmt.Sprintf("-%s-rep%d.db", p, rep)
 	removeStore(dst)
 	for _, suffix := range []string{"", "-wal", ".packs"} {
 		if _, err := os.Lstat(base + suffix); errors.Is(err, fs.ErrNotExist) {
@@ -447,6 +483,98 @@ func (w *wlRun) storeCopy(base string, rep int) (string, error) {
 		}
 	}
 	return dst, nil
+}
+
+// stopWarm makes the warm daemon of store's branch go, if one is running,
+// and waits until its process has exited; its log in the state directory
+// goes too (one per store copy would pile up). A daemon that does not
+// yield (it thinks a run is in progress) gets SIGTERM, which it obeys once
+// idle.
+func (w *wlRun) stopWarm(store string) error {
+	delete(w.warm, store)
+	pids, err := warmDaemonPIDs(store)
+	if err != nil {
+		return err
+	}
+	_, yerr := session.YieldWarm(store, journal.DefaultBranch, 0)
+	if yerr != nil {
+		for _, pid := range pids {
+			unix.Kill(pid, unix.SIGTERM)
+		}
+	}
+	for end := time.Now().Add(90 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var alive []int
+		for _, pid := range pids {
+			if processAlive(pid) {
+				alive = append(alive, pid)
+			}
+		}
+		if len(alive) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			return errors.Join(yerr, fmt.Errorf("warm daemon of %s (pid %v) still running", store, alive))
+		}
+	}
+	if err := os.Remove(session.WarmLog(store, journal.DefaultBranch)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return errors.Join(yerr, err)
+	}
+	if _, err := os.Lstat(session.WarmSocket(store, journal.DefaultBranch)); err == nil {
+		return errors.Join(yerr, fmt.Errorf("warm daemon of %s exited and left its socket", store))
+	}
+	if yerr != nil {
+		return fmt.Errorf("warm daemon of %s did not yield (it got SIGTERM and is gone): %w", store, yerr)
+	}
+	if len(pids) > 0 {
+		w.b.progress("workloads: warm daemon %v of %s yielded and exited", pids, filepath.Base(store))
+	}
+	return nil
+}
+
+// warmDaemonPIDs are the processes running art's warm daemon for store
+// (its argv names the store's absolute path after --db).
+func warmDaemonPIDs(store string) ([]int, error) {
+	abs, err := filepath.Abs(store)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue // gone meanwhile, or not ours to read
+		}
+		argv := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+		if len(argv) < 2 || argv[1] != session.WarmDaemonCommand {
+			continue
+		}
+		if i := slices.Index(argv, "--db"); i > 0 && i+1 < len(argv) && argv[i+1] == abs {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// processAlive says whether pid is a process that has not exited (a
+// zombie has: the daemon's parent was the art run that started it, long
+// gone, so init reaps it).
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command's name in parentheses, which may
+	// itself hold ") ".
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // cp copies src into the new path dst with cp -a.
@@ -598,7 +726,9 @@ func (w *wlRun) gitRepo() (string, error) {
 
 // ---- the workloads
 
-// startup: art run -d -m TINY -- true against bwrap true, whole process.
+// startup: art run -d -m TINY -- true against bwrap true, whole process,
+// and the same with --warm on a store copy of its own, whose daemon the
+// untimed first run starts.
 func (w *wlRun) startup() error {
 	dirs, err := w.workspaces("tiny", func(dir string) error {
 		for i := range 20 {
@@ -621,7 +751,13 @@ func (w *wlRun) startup() error {
 	}
 	bw := []string{"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"}
 	ar := []string{w.b.art, "run", "-d", db, "-m", dirs[wlArt], "-i=false", "-q", "--", "true"}
-	// One untimed run each warms the page cache.
+	wdb, err := w.storeCopy(db, 0, wlWarm)
+	if err != nil {
+		return err
+	}
+	w.warm[wdb] = true
+	wa := []string{w.b.art, "run", "--warm", wlWarmIdle, "-d", wdb, "-m", dirs[wlArt], "-i=false", "-q", "--", "true"}
+	// One untimed run each warms the page cache (and starts W's daemon).
 	for i := range reps + 1 {
 		_, d, err := w.b.command(w.root, nil, bw[0], bw[1:]...)
 		if err != nil {
@@ -631,12 +767,19 @@ func (w *wlRun) startup() error {
 		if err != nil {
 			return err
 		}
+		_, wt, err := w.b.command(w.root, nil, wa[0], wa[1:]...)
+		if err != nil {
+			return err
+		}
 		if i > 0 {
 			w.add("startup", wlBwrap, d)
 			w.add("startup", wlArt, a)
+			w.add("startup", wlWarm, wt)
 		}
 	}
-	return nil
+	err = w.stopWarm(wdb)
+	removeStore(wdb)
+	return err
 }
 
 // git: a repository of $GOROOT's files committed on the host (its index
@@ -688,11 +831,12 @@ func (w *wlRun) git() error {
 		"t commit 'git checkout -q -b bench && echo x >> README.md && git commit -q -a -m bench'\n"
 	// The host repository goes back to main for the next repetition.
 	const reset = "git checkout -q main && git branch -q -D bench\n"
+	dirs[wlWarm] = dirs[wlArt]
 	for rep := range w.reps {
-		for _, p := range wlPlaces {
+		for _, p := range append(wlPlaces, wlWarm) {
 			s := wlSession{place: p, ws: dirs[p]}
-			if p == wlArt {
-				if s.store, err = w.storeCopy(base, rep); err != nil {
+			if p.art() {
+				if s.store, err = w.storeCopy(base, rep, p); err != nil {
 					return err
 				}
 			}
@@ -702,20 +846,28 @@ func (w *wlRun) git() error {
 				return err
 			}
 			s.body = second
-			if p != wlArt {
+			if !p.art() {
 				s.body += reset
 			}
 			t2, _, err := w.run(s)
 			if err != nil {
 				return err
 			}
-			if err := w.addSteps(p, t1, "status1"); err != nil {
-				return err
+			// W's first session is A's with the daemon's start added.
+			if p != wlWarm {
+				if err := w.addSteps(p, t1, "status1"); err != nil {
+					return err
+				}
 			}
 			if err := w.addSteps(p, t2, "status2", "status3", "grep", "commit"); err != nil {
 				return err
 			}
-			if p == wlArt {
+			if p == wlWarm {
+				if err := w.stopWarm(s.store); err != nil {
+					return err
+				}
+			}
+			if p.art() {
 				removeStore(s.store)
 			}
 		}
@@ -749,7 +901,7 @@ func (w *wlRun) untar() error {
 		for _, p := range wlPlaces {
 			s := wlSession{place: p, ws: dirs[p], body: body}
 			if p == wlArt {
-				if s.store, err = w.storeCopy(base, rep); err != nil {
+				if s.store, err = w.storeCopy(base, rep, p); err != nil {
 					return err
 				}
 			} else if err := os.RemoveAll(filepath.Join(s.ws, "src")); err != nil {
@@ -794,7 +946,7 @@ func (w *wlRun) ddRows() error {
 		for _, p := range wlPlaces {
 			s := wlSession{place: p, ws: dirs[p], body: body, hooks: map[string]func() error{"drop": w.dropCaches}}
 			if p == wlArt {
-				if s.store, err = w.storeCopy(base, rep); err != nil {
+				if s.store, err = w.storeCopy(base, rep, p); err != nil {
 					return err
 				}
 			}
@@ -871,12 +1023,13 @@ func (w *wlRun) npm() error {
 	const ci = "export npm_config_cache=\"$PWD/.npm-cache\" npm_config_update_notifier=false\n" +
 		"t ci npm ci --offline --no-audit --no-fund --loglevel=error\n"
 	const after = "t find 'find node_modules | wc -l && du -s node_modules'\nt rm rm -rf node_modules\n"
+	dirs[wlWarm] = dirs[wlArt]
 	for rep := range w.reps {
-		for _, p := range wlPlaces {
+		for _, p := range append(wlPlaces, wlWarm) {
 			s := wlSession{place: p, ws: dirs[p], body: ci}
 			inputs := []string{s.ws}
-			if p == wlArt {
-				if s.store, err = w.storeCopy(base, rep); err != nil {
+			if p.art() {
+				if s.store, err = w.storeCopy(base, rep, p); err != nil {
 					return err
 				}
 				inputs = append(inputs, s.store, s.store+"-wal", s.store+".packs")
@@ -893,10 +1046,14 @@ func (w *wlRun) npm() error {
 			if err != nil {
 				return err
 			}
-			if err := w.addSteps(p, t, "ci"); err != nil {
-				return err
+			// W's first session is A's with the daemon's start added:
+			// only its next session is timed.
+			if p != wlWarm {
+				if err := w.addSteps(p, t, "ci"); err != nil {
+					return err
+				}
+				w.add("ci-session", p, whole)
 			}
-			w.add("ci-session", p, whole)
 			if rep == 0 && p == wlNative {
 				nm := filepath.Join(s.ws, "node_modules")
 				n, bytes, err := countTree(nm)
@@ -917,7 +1074,12 @@ func (w *wlRun) npm() error {
 			if err := w.addSteps(p, t, "find", "rm"); err != nil {
 				return err
 			}
-			if p == wlArt {
+			if p == wlWarm {
+				if err := w.stopWarm(s.store); err != nil {
+					return err
+				}
+			}
+			if p.art() {
 				removeStore(s.store)
 			}
 		}
@@ -1004,7 +1166,7 @@ func (w *wlRun) gopls() error {
 		for _, p := range wlPlaces {
 			s := wlSession{place: p, ws: dirs[p], body: first}
 			if p == wlArt {
-				if s.store, err = w.storeCopy(base, rep); err != nil {
+				if s.store, err = w.storeCopy(base, rep, p); err != nil {
 					return err
 				}
 			} else {
@@ -1060,6 +1222,7 @@ type wlSpec struct {
 
 func (w *wlRun) table() {
 	all := wlPlaces
+	warm := append(wlPlaces, wlWarm) // the rows of a second session
 	f := func(k, def string) string {
 		if v := w.facts[k]; v != "" {
 			return v
@@ -1073,51 +1236,79 @@ func (w *wlRun) table() {
 		{"next", "the same in the next session (build cache in the store; median of 3)", all, false, 1.5, false},
 		{"ci", fmt.Sprintf("`npm ci --offline` of %s; caches dropped and inputs read back before each run", f("npm", "?")), all, false, 1.2, false},
 		{"ci-session", "the whole `art run` around it (start, capture, snapshot)", all, false, 1.3, false},
-		{"find", "`find` + `du` over that node_modules (next session)", all, false, 1.5, false},
-		{"rm", "`rm -rf node_modules` (after that)", all, false, 1.5, false},
+		{"find", "`find` + `du` over that node_modules (next session)", warm, false, 1.5, false},
+		{"rm", "`rm -rf node_modules` (after that)", warm, false, 1.5, false},
 		{"status1", fmt.Sprintf("git, %s: first `git status` of a session (index written on the host)", f("git", "?")), all, false, 3, false},
-		{"status2", "the same in a second session (index refreshed inside art in the first)", all, false, 3, false},
-		{"status3", "second `git status` in the session", all, false, 1.2, false},
-		{"grep", fmt.Sprintf("`git grep foo` (%s)", f("grep", "?")), all, false, 1.5, false},
-		{"commit", "`git checkout -b` + append + `git commit -a`", all, false, 1.5, false},
+		{"status2", "the same in a second session (index refreshed inside art in the first)", warm, false, 3, false},
+		{"status3", "second `git status` in the session", warm, false, 1.2, false},
+		{"grep", fmt.Sprintf("`git grep foo` (%s)", f("grep", "?")), warm, false, 1.5, false},
+		{"commit", "`git checkout -b` + append + `git commit -a`", warm, false, 1.5, false},
 		{"untar-session", fmt.Sprintf("`tar x` of Go's src.tar (%s) then `rm -rf src/cmd`, whole session", f("tar", "?")), all, false, 2, false},
 		{"write", fmt.Sprintf("%s `dd bs=1M` of random bytes into the workspace", ddSize), all, true, 0.5, false},
 		{"read", "cold read of that file in the same session (caches dropped)", all, true, 0.8, false},
-		{"startup", "`art run -d STORE -m TINY -- true`, whole process (20-file workspace) against `bwrap ... true`", []wlPlace{wlBwrap, wlArt}, false, 0, true},
+		{"startup", "`art run -d STORE -m TINY -- true`, whole process (20-file workspace) against `bwrap ... true`", []wlPlace{wlBwrap, wlArt, wlWarm}, false, 0, true},
 	}
 	for _, sp := range specs {
-		m := w.samples[sp.metric]
-		if m == nil {
-			continue
-		}
-		r := wlRow{bench: sp.label}
-		cells := map[wlPlace]*string{wlNative: &r.n, wlBwrap: &r.b, wlArt: &r.a}
-		for _, p := range sp.places {
-			if len(m[p]) == 0 {
-				continue
-			}
-			*cells[p] = fmtDur(median(m[p]))
-			if sp.rate {
-				*cells[p] += " (" + fmtRate(w.dd, median(m[p])) + ")"
-			}
-		}
-		if sp.vsB {
-			bw, a := median(m[wlBwrap]), median(m[wlArt])
-			r.ratio = fmt.Sprintf("%.1fx bwrap (+%s)", float64(a)/float64(bw), fmtDur(a-bw))
-			r.goal = "<= bwrap + 10 ms: " + metText(a-bw <= 10*time.Millisecond)
+		if r, ok := wlTableRow(sp, w.samples[sp.metric], w.dd); ok {
 			w.rows = append(w.rows, r)
+		}
+	}
+}
+
+// wlTableRow makes sp's row from its samples m (by place), false when
+// there are none. The goal is judged on A; when W ran, its verdict
+// against the same goal follows.
+func wlTableRow(sp wlSpec, m map[wlPlace][]time.Duration, dd int64) (wlRow, bool) {
+	if m == nil {
+		return wlRow{}, false
+	}
+	r := wlRow{bench: sp.label}
+	cells := map[wlPlace]*string{wlNative: &r.n, wlBwrap: &r.b, wlArt: &r.a, wlWarm: &r.w}
+	for _, p := range sp.places {
+		if len(m[p]) == 0 {
 			continue
 		}
-		x := pairedRatio(m[wlArt], m[wlNative], sp.rate)
+		*cells[p] = fmtDur(median(m[p]))
 		if sp.rate {
-			r.ratio = fmt.Sprintf("%.2fx rate", x)
-			r.goal = fmt.Sprintf(">= %.1fx rate: %s", sp.goal, metText(x >= sp.goal))
-		} else {
-			r.ratio = fmtRatio(x)
-			r.goal = fmt.Sprintf("<= %gx: %s", sp.goal, metText(x <= sp.goal))
+			*cells[p] += " (" + fmtRate(dd, median(m[p])) + ")"
 		}
-		w.rows = append(w.rows, r)
 	}
+	hasW := len(m[wlWarm]) > 0
+	if sp.vsB {
+		bw := median(m[wlBwrap])
+		vsB := func(x time.Duration) string {
+			return fmt.Sprintf("%.1fx bwrap (+%s)", float64(x)/float64(bw), fmtDur(x-bw))
+		}
+		a := median(m[wlArt])
+		r.ratio = vsB(a)
+		r.goal = "<= bwrap + 10 ms: " + metText(a-bw <= 10*time.Millisecond)
+		if hasW {
+			x := median(m[wlWarm])
+			r.wratio = vsB(x)
+			r.goal += "; W: " + metText(x-bw <= 10*time.Millisecond)
+		}
+		return r, true
+	}
+	judge := func(p wlPlace) (ratio string, met bool) {
+		x := pairedRatio(m[p], m[wlNative], sp.rate)
+		if sp.rate {
+			return fmt.Sprintf("%.2fx rate", x), x >= sp.goal
+		}
+		return fmtRatio(x), x <= sp.goal
+	}
+	ratio, met := judge(wlArt)
+	r.ratio = ratio
+	if sp.rate {
+		r.goal = fmt.Sprintf(">= %.1fx rate: %s", sp.goal, metText(met))
+	} else {
+		r.goal = fmt.Sprintf("<= %gx: %s", sp.goal, metText(met))
+	}
+	if hasW {
+		ratio, met := judge(wlWarm)
+		r.wratio = ratio
+		r.goal += "; W: " + metText(met)
+	}
+	return r, true
 }
 
 // pairedRatio is the median over repetitions of a[i]/n[i] (time), or of
@@ -1149,21 +1340,30 @@ func (b *bench) workloadsMarkdown(took time.Duration) string {
 	if b.cfg.quick {
 		reps = 1
 	}
-	fmt.Fprintf(&s, "Machine: %s. N: natively in a directory on the disk that holds the stores; B: the same script under bare `bwrap` with the directory bound; A: `art run -m DIR -d STORE` on a fresh copy of a store that already holds DIR. %s Medians of %d repetitions, N, B and A back to back in each; A/N is the median of the per-repetition ratios (time: lower is better; rate: higher is better). The steps are timed inside the script with bash's `$EPOCHREALTIME`; \"whole\" rows time the process from outside.\n\n",
-		b.machine(), whoRuns(), reps)
-	s.WriteString("| Workload (real data) | N | B | A | A/N | Goal |\n|---|---|---|---|---|---|\n")
-	for _, r := range b.rep.wl {
-		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s |\n", cell(r.bench), cell(r.n), cell(r.b), cell(r.a), cell(r.ratio), cell(r.goal))
-	}
+	fmt.Fprintf(&s, "Machine: %s. N: natively in a directory on the disk that holds the stores; B: the same script under bare `bwrap` with the directory bound; A: `art run -m DIR -d STORE` on a fresh copy of a store that already holds DIR; W: `art run --warm %s -m DIR -d STORE` on a fresh copy of its own (rows of a second session only, see below). %s Medians of %d repetitions, N, B, A and W back to back in each; A/N and W/N are the medians of the per-repetition ratios (time: lower is better; rate: higher is better). The goal is judged on A, then on W where W ran. The steps are timed inside the script with bash's `$EPOCHREALTIME`; \"whole\" rows time the process from outside.\n\n",
+		b.machine(), wlWarmIdle, whoRuns(), reps)
+	s.WriteString(wlTable(b.rep.wl))
 	notes := append([]string{
 		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. A `go build ./...` no-op row is left out: it needs a module in the workspace and a second cold build.",
-		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A the store copy) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount.",
+		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A and W the store copy) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount.",
 		"git: the repository was committed on the host and its index refreshed there before the capture. A runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit. N and B run the same two scripts.",
+		"W: art run --warm " + wlWarmIdle + ": the first session of a repetition starts the warm daemon (it captures and mounts), later ones of the repetition run over its mount, so a second session finds the kernel's dentry, attribute and page caches of the first; after the repetition's W sessions the harness asks the daemon to go (`session.YieldWarm`) and waits for its process to exit. Rows of a first session on a fresh store (`npm ci`, `tar x`, dd, the first `git status`) have no W: that is A's session with the daemon's start added. git: W runs A's two sessions and times the second's steps. npm: W runs `npm ci` (untimed) and times the next session's `find` + `du` and `rm -rf`. startup: one untimed `art run --warm` starts the daemon, the timed runs reuse it.",
 		"dd: the source file is bound read-only into the sandboxes (page cache warm); after the write the script waits while the harness drops the caches, then reads the file back with `dd bs=1M`.",
 	}, b.rep.wlNotes...)
 	s.WriteString("\n")
 	for _, n := range notes {
 		fmt.Fprintf(&s, "- %s\n", n)
+	}
+	return s.String()
+}
+
+// wlTable is the table's markdown.
+func wlTable(rows []wlRow) string {
+	var s strings.Builder
+	s.WriteString("| Workload (real data) | N | B | A | W | A/N | W/N | Goal (A; W) |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", cell(r.bench), cell(r.n), cell(r.b), cell(r.a), cell(r.w),
+			cell(r.ratio), cell(r.wratio), cell(r.goal))
 	}
 	return s.String()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,5 +40,58 @@ func TestPairedRatio(t *testing.T) {
 	}
 	if got := pairedRatio(nil, n, false); got != 0 {
 		t.Errorf("no samples: %v, want 0", got)
+	}
+}
+
+// TestWLTableRow checks the W column: filled, with its ratio and verdict,
+// where W ran, and empty (no verdict) where it did not.
+func TestWLTableRow(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var ds []time.Duration
+		for _, x := range v {
+			ds = append(ds, time.Duration(x)*time.Millisecond)
+		}
+		return ds
+	}
+	sp := wlSpec{metric: "status2", label: "status", places: []wlPlace{wlNative, wlBwrap, wlArt, wlWarm}, goal: 3}
+	m := map[wlPlace][]time.Duration{wlNative: ms(10, 10, 10), wlBwrap: ms(11, 11, 11), wlArt: ms(200, 100, 300), wlWarm: ms(20, 25, 40)}
+	r, ok := wlTableRow(sp, m, 0)
+	if !ok {
+		t.Fatal("no row")
+	}
+	want := wlRow{bench: "status", n: "10.0 ms", b: "11.0 ms", a: "200.0 ms", w: "25.0 ms", ratio: "20.00", wratio: "2.50",
+		goal: "<= 3x: **missed**; W: **met**"}
+	if r != want {
+		t.Errorf("row with W:\n got %+v\nwant %+v", r, want)
+	}
+
+	// No W samples (a first session): the W cells stay empty.
+	delete(m, wlWarm)
+	r, _ = wlTableRow(sp, m, 0)
+	if r.w != "" || r.wratio != "" || r.goal != "<= 3x: **missed**" {
+		t.Errorf("row without W: %+v", r)
+	}
+
+	// startup: against bwrap, for A and W.
+	sp = wlSpec{metric: "startup", label: "startup", places: []wlPlace{wlBwrap, wlArt, wlWarm}, vsB: true}
+	m = map[wlPlace][]time.Duration{wlBwrap: ms(10), wlArt: ms(60), wlWarm: ms(15)}
+	r, _ = wlTableRow(sp, m, 0)
+	if r.ratio != "6.0x bwrap (+50.0 ms)" || r.wratio != "1.5x bwrap (+5.00 ms)" || r.goal != "<= bwrap + 10 ms: **missed**; W: **met**" {
+		t.Errorf("startup row: %+v", r)
+	}
+
+	// The table has a cell for every column in every line.
+	tab := wlTable([]wlRow{want, {bench: "a|b"}})
+	lines := strings.Split(strings.TrimSuffix(tab, "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("table has %d lines:\n%s", len(lines), tab)
+	}
+	for _, l := range lines {
+		if n := strings.Count(strings.ReplaceAll(l, `\|`, ""), "|"); n != 9 {
+			t.Errorf("%d separators in %q, want 9", n, l)
+		}
+	}
+	if !strings.Contains(lines[0], "| W | A/N | W/N |") || !strings.Contains(lines[2], "| 25.0 ms | 20.00 | 2.50 |") {
+		t.Errorf("columns out of place:\n%s", tab)
 	}
 }
