@@ -232,9 +232,9 @@ func TestLogGraphRendering(t *testing.T) {
 		{"fork", []string{"w main", "s main", "b try main", "w try", "w main"}, []string{"--all"}, `
 @ op 6    TIME  main     run       edit
 │ ○ op 5    TIME  try      run       edit
-│ ○ op 4    TIME  try      branch    create branch try from 73d5a1d3a638
+│ ○ op 4    TIME  try      branch    create branch try from e1dc224758a8
 ├─╯
-● op 3    TIME  main     snapshot  snap  snapshot 73d5a1d3a638
+● op 3    TIME  main     snapshot  snap  snapshot e1dc224758a8
 ○ op 2    TIME  main     run       edit
 ○ op 1    TIME  main     branch    init
 `},
@@ -276,10 +276,10 @@ func TestLogGraphRendering(t *testing.T) {
 ├─┼─╮
 │ ○ │ op 7    TIME  try-b    run       edit
 │ │ ○ op 6    TIME  try-a    run       edit
-│ ○ │ op 5    TIME  try-b    branch    create branch try-b from 73d5a1d3a638
-│ │ ○ op 4    TIME  try-a    branch    create branch try-a from 73d5a1d3a638
+│ ○ │ op 5    TIME  try-b    branch    create branch try-b from e1dc224758a8
+│ │ ○ op 4    TIME  try-a    branch    create branch try-a from e1dc224758a8
 ├─┴─╯
-● op 3    TIME  main     snapshot  snap  snapshot 73d5a1d3a638
+● op 3    TIME  main     snapshot  snap  snapshot e1dc224758a8
 ○ op 2    TIME  main     run       edit
 ○ op 1    TIME  main     branch    init
 `},
@@ -294,7 +294,7 @@ func TestLogGraphRendering(t *testing.T) {
 		{"undo", []string{"w main", "s main", "w main", "u main"}, nil, `
 @ op 5    TIME  main     undo      undo op 4 (edit)  ↶ back to op 3
 ○ op 4    TIME  main     run       edit
-● op 3    TIME  main     snapshot  snap  snapshot 73d5a1d3a638
+● op 3    TIME  main     snapshot  snap  snapshot e1dc224758a8
 ○ op 2    TIME  main     run       edit
 ○ op 1    TIME  main     branch    init
 `},
@@ -394,7 +394,7 @@ func TestLogGraphHTML(t *testing.T) {
 	if got := strings.Count(html, "<circle"); got != 16 {
 		t.Errorf("%d nodes drawn, want 16", got)
 	}
-	for _, s := range []string{"op 14", "merge try-a", "↶ back to op 3", "(deleted)", "snapshot 92dba490491b", "stroke-dasharray"} {
+	for _, s := range []string{"op 14", "merge try-a", "↶ back to op 3", "(deleted)", "snapshot 09adca01e2a3", "stroke-dasharray"} {
 		if !strings.Contains(html, s) {
 			t.Errorf("page lacks %q", s)
 		}
