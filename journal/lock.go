@@ -82,13 +82,16 @@ type BranchLock struct {
 	f      *os.File
 }
 
-// storeKey names db's store for its locks: its absolute path with every
-// link resolved, so that every process reaching the store by any path
-// (relative, through a linked directory or $PWD) names one lock.
-func (db *DB) storeKey() string {
-	abs, err := filepath.Abs(db.path)
+// storeKey names db's store for its locks (see BranchKey).
+func (db *DB) storeKey() string { return storeKey(db.path) }
+
+// storeKey names the store at path for its locks: its absolute path with
+// every link resolved, so that every process reaching the store by any
+// path (relative, through a linked directory or $PWD) names one lock.
+func storeKey(path string) string {
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return db.path
+		return path
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		return real
@@ -96,10 +99,18 @@ func (db *DB) storeKey() string {
 	return abs
 }
 
+// BranchKey names branch of the store at path in LockDir: the branch's
+// lock file is "lock-" + BranchKey, and whatever else lives there per
+// branch (a warm daemon's socket and log) uses the same key, so that
+// every path to one store names one file.
+func BranchKey(path, branch string) string {
+	sum := sha256.Sum256([]byte(storeKey(path) + "\x00" + branch))
+	return hex.EncodeToString(sum[:8])
+}
+
 // lockPath is the lock file of branch in db's store.
 func (db *DB) lockPath(branch string) string {
-	sum := sha256.Sum256([]byte(db.storeKey() + "\x00" + branch))
-	return filepath.Join(db.lockDir, "lock-"+hex.EncodeToString(sum[:8]))
+	return filepath.Join(db.lockDir, "lock-"+BranchKey(db.path, branch))
 }
 
 // LockBranch takes branch's lock for a session serving it: from now until

@@ -28,8 +28,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,20 +60,10 @@ const WarmDaemonCommand = "__warm-daemon"
 // start, to yield or to shut down.
 const warmWait = 60 * time.Second
 
-// warmName names the daemon of store's branch (its socket and log): the
-// store as the journal names it for its locks (absolute, links resolved)
-// and the branch.
+// warmName names the daemon of store's branch (its socket and log) by
+// the key the branch's lock file has (journal.BranchKey).
 func warmName(store, branch string) string {
-	abs, err := filepath.Abs(store)
-	if err == nil {
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			abs = real
-		}
-	} else {
-		abs = store
-	}
-	sum := sha256.Sum256([]byte(abs + "\x00" + branch))
-	return "warm-" + hex.EncodeToString(sum[:8])
+	return "warm-" + journal.BranchKey(store, branch)
 }
 
 // WarmSocket is the socket of the warm daemon of store's branch.
