@@ -34,9 +34,20 @@ func Capture(ctx context.Context, db *journal.DB, dir, branch, message string, w
 	}
 	if err == nil && st.First && warn != nil {
 		// Say what was taken: -m defaults to the current directory.
-		fmt.Fprintf(warn, "art: first capture of %s: %s, %s\n", termtext.Quote(dir), FilesCount(st.Files), units.FormatSize(st.BytesRead))
+		fmt.Fprint(warn, FirstCaptureLine(dir, st))
 	}
 	return st, err
+}
+
+// FirstCaptureLine says that an import read the whole workspace dir (st
+// is its stats), and why when the branch's records were of another host
+// directory of that name.
+func FirstCaptureLine(dir string, st workspace.ImportStats) string {
+	why := ""
+	if st.OtherDir {
+		why = " (the branch last synced with another directory of this name: nothing this one lacks is taken for a deletion)"
+	}
+	return fmt.Sprintf("art: first capture of %s%s: %s, %s\n", termtext.Quote(dir), why, FilesCount(st.Files), units.FormatSize(st.BytesRead))
 }
 
 // FilesCount is "1 file" or "N files".

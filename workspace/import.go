@@ -91,6 +91,10 @@ type ImportStats struct {
 	// First says the workspace had no import records on the branch: its
 	// first capture, which read every file (BytesRead is their size).
 	First bool `json:"first_capture,omitempty"`
+	// OtherDir says the records were of another host directory of the
+	// same name (see importer.forgetOtherDir): they were dropped, and
+	// the import ran as a first one.
+	OtherDir bool `json:"other_directory,omitempty"`
 	// NothingChanged says the push found the branch already equal to the
 	// host (see Unchanged) and wrote nothing: no op, no new snapshot;
 	// Snapshot is the branch's head snapshot.
@@ -310,6 +314,9 @@ func (im *importer) workspaceDir(tx *journal.Tx, abs string) (int64, error) {
 	default:
 		return 0, err
 	}
+	if err := im.forgetOtherDir(tx, abs); err != nil {
+		return 0, err
+	}
 	if !im.opts.Capture {
 		if im.settled, err = pushSettled(tx, "/"+im.name, n.Ino); err != nil {
 			return 0, err
@@ -321,6 +328,30 @@ func (im *importer) workspaceDir(tx *journal.Tx, abs string) (int64, error) {
 		im.cache = nil
 	}
 	return n.Ino, err
+}
+
+// forgetOtherDir drops the branch's import records of the workspace if
+// they were made of another host directory of the same name (a pull
+// into a second checkout, a fresh clone): the workspace's own record
+// holds the inode of the directory the records describe (finish,
+// RecordPulled). What this directory lacks is then no deletion on the
+// host - taking it for one would silently drop the agent's work that the
+// other directory received - so the import runs as a first one: it adds
+// and updates, and removes nothing the branch has.
+func (im *importer) forgetOtherDir(tx *journal.Tx, abs string) error {
+	rec, ok, err := tx.ImportRecord("/" + im.name)
+	if err != nil || !ok || rec.Kind != cas.EntryDir {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(abs, &st); err != nil {
+		return &os.PathError{Op: "lstat", Path: abs, Err: err}
+	}
+	if rec.Ino == st.Ino {
+		return nil
+	}
+	im.stats.OtherDir = true
+	return tx.DeleteStatCache("/" + im.name)
 }
 
 // finish ends the import of workspace abs (branch directory wsIno): the

@@ -88,7 +88,7 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 				reportDropped(c, e, st, before)
 			}
 			if st.First {
-				fmt.Fprintf(e.stderr, "art: first capture of %s: %s, %s\n", termtext.Quote(c.String("mount")), session.FilesCount(st.Files), fmtBytes(st.BytesRead))
+				fmt.Fprint(e.stderr, session.FirstCaptureLine(c.String("mount"), st))
 			}
 			if c.Bool("json") {
 				return writeJSON(e.stdout, st)
