@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,44 @@ func TestWLTableRow(t *testing.T) {
 	}
 	if !strings.Contains(lines[0], "| L | A | W | L/N | A/N | W/N |") || !strings.Contains(lines[2], "| 50.0 ms | 200.0 ms | 25.0 ms | 5.00 | 20.00 | 2.50 |") {
 		t.Errorf("columns out of place:\n%s", tab)
+	}
+}
+
+// TestWLPlaces checks each repetition's order, N B L A W, and that L
+// drops out where it cannot run or means nothing.
+func TestWLPlaces(t *testing.T) {
+	w := &wlRun{loopOK: true}
+	for _, c := range []struct {
+		loop, warm bool
+		want       string
+	}{{true, true, "NBLAW"}, {true, false, "NBLA"}, {false, true, "NBAW"}, {false, false, "NBA"}} {
+		var got strings.Builder
+		for _, p := range w.places(c.loop, c.warm) {
+			got.WriteString(p.String())
+		}
+		if got.String() != c.want {
+			t.Errorf("places(%v, %v) = %s, want %s", c.loop, c.warm, got.String(), c.want)
+		}
+	}
+	w.loopOK = false
+	if ps := w.places(true, true); slices.Contains(ps, wlLoop) {
+		t.Errorf("L without loopOK: %v", ps)
+	}
+}
+
+// TestArtEnv checks that art run gets no sudo variables, so it picks the
+// agent by the workspace's owner whoever started the harness.
+func TestArtEnv(t *testing.T) {
+	t.Setenv("SUDO_UID", "1000")
+	t.Setenv("SUDO_GID", "1000")
+	t.Setenv("ART_BENCH_KEEP", "x")
+	env := artEnv()
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "SUDO_") {
+			t.Errorf("artEnv kept %s", kv)
+		}
+	}
+	if !slices.Contains(env, "ART_BENCH_KEEP=x") {
+		t.Error("artEnv dropped an unrelated variable")
 	}
 }
