@@ -33,12 +33,14 @@
 //	             --all --keep-last 2 and art gc --grace 0, timed, and the
 //	             store's size against a fresh store of the last 2 sessions.
 //	             Needs root, /dev/fuse and bwrap; skipped like overlay
-//	workloads    real developer workloads natively, under bare bwrap and in
-//	             art run on a store holding the workspace: go install gopls
-//	             (cold and no-op), npm ci of 500+ packages, find, du and
-//	             rm -rf of node_modules, git status, grep and commit in a
-//	             15k-file repository, tar x + rm -rf, a 2 GiB dd and its
-//	             cold read, art run start-up. Its data (Go modules, npm
+//	workloads    real developer workloads natively, under bare bwrap, under
+//	             bwrap in a go-fuse loopback mount (the FUSE floor,
+//	             cmd/bench/loopfloor) and in art run on a store holding the
+//	             workspace: go install gopls (cold and no-op), npm ci of 500+
+//	             packages, find, du and rm -rf of node_modules, git status,
+//	             grep and commit in a 15k-file repository (owned by the
+//	             user who runs it, and owned by root), tar x + rm -rf, a
+//	             2 GiB dd and its cold read, art run start-up. Its data (Go modules, npm
 //	             packages, a git repository) is fetched once into -data
 //	             (default ~/.cache/art-bench). Needs bwrap, /dev/fuse, git,
 //	             npm; root to drop caches; skipped like overlay
@@ -349,7 +351,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile to `FILE` (see the package doc)")
 	fs.StringVar(&cfg.perf, "perf", "", "record art's mount daemon with perf during an extra tar x into `FILE` (overlay section)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory")
-	fs.StringVar(&cfg.workloads, "workloads", "", "comma-separated `NAMES` of the workloads section's workloads to run: startup, git, untar, dd, npm, gopls (default all)")
+	fs.StringVar(&cfg.workloads, "workloads", "", "comma-separated `NAMES` of the workloads section's workloads to run: startup, git (git-user and git-root), untar, dd, npm, gopls (default all)")
 	fs.IntVar(&cfg.goplsReps, "gopls-reps", 0, "repetitions of the workloads section's gopls rows (a cold build is about a minute per place on an idle machine); default -reps")
 	fs.StringVar(&cfg.data, "data", "", "the workloads section's data cache `DIR` (default ~/.cache/art-bench): Go modules, npm packages, a git repository, kept between runs")
 	if err := fs.Parse(args); err != nil {

@@ -40,8 +40,9 @@ type report struct {
 	lc      []lcRow // the lifecycle section's table
 	lcNotes []string
 
-	wl      []wlRow // the workloads section's table
-	wlNotes []string
+	wl       []wlRow // the workloads section's table
+	wlNotes  []string
+	wlGoFuse string // the go-fuse version L was built with
 }
 
 func (r *report) add(x row) { r.rows = append(r.rows, x) }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/artrt/art/internal/termtext"
@@ -26,19 +27,31 @@ import (
 )
 
 // workloads: what an agent does between two model calls, on real data,
-// in three places side by side in every repetition: natively in a plain
-// directory on the disk that holds the stores (N), the same command under
-// bare bwrap with that directory bound (B), and `art run -m DIR -d STORE`
-// on a fresh copy of a store that already holds DIR (A: the capture at
-// the start finds nothing new, the workload runs in the FUSE overlay, the
-// run ends with a snapshot). A fourth place, W, is A with --warm on its
-// own store copy: only the workloads with a second session run there
-// (git, npm's next session, startup), as the first session of a fresh
-// store is A's with a daemon's start added; the harness makes the daemon
-// go after each repetition. The same bash script runs in all of them; it
-// times its own steps with $EPOCHREALTIME (no fork) and prints them on
-// stdout, so a step's time excludes the sandbox's start and end, which the
-// "whole session" rows time from the outside.
+// in up to five places side by side in every repetition: natively in a
+// plain directory on the disk that holds the stores (N), the same command
+// under bare bwrap with that directory bound (B), under bare bwrap in a
+// fresh mount of go-fuse's loopback node over a plain directory of its
+// own, served by cmd/bench/loopfloor with art's mount options (L: the
+// floor a FUSE filesystem reaches with the kernel's protocol and the same
+// library, for the rows where art's overhead is in question),
+// and `art run -m DIR -d STORE` on a fresh copy of a store that already
+// holds DIR (A: the capture at the start finds nothing new, the workload
+// runs in the FUSE overlay, the run ends with a snapshot). A fifth place,
+// W, is A with --warm on its own store copy: only the workloads with a
+// second session run there (git, npm's next session, startup), as the
+// first session of a fresh store is A's with a daemon's start added; the
+// harness makes the daemon go after each repetition. The same bash script
+// runs in all of them; it times its own steps with $EPOCHREALTIME (no
+// fork) and prints them on stdout, so a step's time excludes the
+// sandbox's start and end (and L's mount), which the "whole session" rows
+// time from the outside.
+//
+// git runs twice: in the ordinary case, a repository owned by an
+// unprivileged uid with N, B and L running as that uid and art picking it
+// as the agent (the workspace's owner); and in the root case, a root-owned
+// repository used by root in N, B and L and by art's agent as uid 65534
+// (art never runs the agent as root), whose uid differs from every entry
+// of git's index.
 //
 // The data is real and prepared once into a cache directory (-data,
 // default ~/.cache/art-bench) that later runs reuse without the network:
@@ -56,19 +69,33 @@ type wlPlace int
 const (
 	wlNative wlPlace = iota // a plain directory
 	wlBwrap                 // bare bwrap, the directory bound read-write
+	wlLoop                  // bare bwrap in go-fuse's loopback over a plain directory
 	wlArt                   // art run -m DIR -d STORE
 	wlWarm                  // art run --warm 2m -m DIR -d STORE
 )
 
-// wlPlaces are the places every workload runs in; those with a second
-// session add wlWarm.
-var wlPlaces = []wlPlace{wlNative, wlBwrap, wlArt}
-
-func (p wlPlace) String() string { return [...]string{"N", "B", "A", "W"}[p] }
+func (p wlPlace) String() string { return [...]string{"N", "B", "L", "A", "W"}[p] }
 
 // art says whether p runs in art (on a store copy; the script sees the
 // workspace at /home/agent/NAME).
 func (p wlPlace) art() bool { return p == wlArt || p == wlWarm }
+
+// places are the places a workload runs in, in the order each repetition
+// runs them: N, B, then L where it means something (a FUSE floor for a
+// step inside the sandbox; not for start-up, nor for the gopls build,
+// which takes minutes a place) and the machine can mount it, then A, and
+// W for the workloads with a second session.
+func (w *wlRun) places(loop, warm bool) []wlPlace {
+	ps := []wlPlace{wlNative, wlBwrap}
+	if loop && w.loopOK {
+		ps = append(ps, wlLoop)
+	}
+	ps = append(ps, wlArt)
+	if warm {
+		ps = append(ps, wlWarm)
+	}
+	return ps
+}
 
 // wlWarmIdle is W's --warm: longer than any gap between two sessions of a
 // repetition, so the daemon is still there for the second; the harness
@@ -100,7 +127,7 @@ const npmPackageJSON = `{
 `
 
 // wlRow is one line of the workloads table.
-type wlRow struct{ bench, n, b, a, w, ratio, wratio, goal string }
+type wlRow struct{ bench, n, b, l, a, w, lratio, ratio, wratio, goal string }
 
 // wlRun is one run of the workloads section.
 type wlRun struct {
@@ -115,12 +142,15 @@ type wlRun struct {
 	dd   int64
 
 	// samples[metric][place] are the timings, one per repetition.
-	samples map[string]map[wlPlace][]time.Duration
-	rows    []wlRow
-	notes   []string
-	facts   map[string]string // sizes and counts for the labels
-	seq     int               // names the ctl files
-	warm    map[string]bool   // stores whose warm daemon may be running
+	samples   map[string]map[wlPlace][]time.Duration
+	rows      []wlRow
+	notes     []string
+	facts     map[string]string // sizes and counts for the labels
+	seq       int               // names the ctl files
+	warm      map[string]bool   // stores whose warm daemon may be running
+	loopOK    bool              // L runs: the harness is root (a direct mount with allow_other)
+	loopfloor string            // L's server, once built
+	uids      map[wlPlace][]int // the uid each place's scripts ran as, for the notes
 }
 
 // workloadsProbe says why the section cannot run here ("" if it can):
@@ -143,7 +173,7 @@ func workloadsProbe() string {
 func (b *bench) workloads() (err error) {
 	w := &wlRun{b: b, root: filepath.Join(b.tmp, "workloads"), reps: b.cfg.reps,
 		samples: map[string]map[wlPlace][]time.Duration{}, facts: map[string]string{}, dd: 2 << 30,
-		warm: map[string]bool{}}
+		warm: map[string]bool{}, loopOK: os.Geteuid() == 0, uids: map[wlPlace][]int{}}
 	// A workload that failed or was interrupted between W's sessions
 	// leaves its daemon: none may outlive the run.
 	defer func() {
@@ -170,6 +200,9 @@ func (b *bench) workloads() (err error) {
 	if !w.drop {
 		w.notes = append(w.notes, "**Caches were not dropped** (/proc/sys/vm/drop_caches is not writable: not root): the npm rows ran with warm caches and the cold read is not cold.")
 	}
+	if !w.loopOK {
+		w.notes = append(w.notes, "**L did not run**: go-fuse's loopback mounts directly and with allow_other (as art does) only as root.")
+	}
 	w.ctl = filepath.Join(w.root, "ctl")
 	w.in = filepath.Join(w.root, "in")
 	w.tmpN = filepath.Join(w.root, "tmp-native")
@@ -190,7 +223,8 @@ func (b *bench) workloads() (err error) {
 		f    func() error
 	}{
 		{"startup", w.startup},
-		{"git", w.git},
+		{"git-user", w.gitUser},
+		{"git-root", w.gitRoot},
 		{"untar", w.untar},
 		{"dd", w.ddRows},
 		{"npm", w.npm},
@@ -204,8 +238,12 @@ func (b *bench) workloads() (err error) {
 	if b.cfg.workloads != "" {
 		for _, n := range strings.Split(b.cfg.workloads, ",") {
 			n = strings.TrimSpace(n)
+			if n == "git" { // both cases
+				pick["git-user"], pick["git-root"] = true, true
+				continue
+			}
 			if !slices.Contains(names, n) {
-				return fmt.Errorf("-workloads: unknown workload %q (have %s)", n, strings.Join(names, ", "))
+				return fmt.Errorf("-workloads: unknown workload %q (have %s; git is both git-user and git-root)", n, strings.Join(names, ", "))
 			}
 			pick[n] = true
 		}
@@ -229,46 +267,83 @@ func (b *bench) workloads() (err error) {
 		}
 	}
 	w.table()
+	if len(w.uids) > 0 {
+		var ran []string
+		for p := range wlWarm + 1 {
+			if u := w.uids[p]; len(u) > 0 {
+				slices.Sort(u)
+				ran = append(ran, fmt.Sprintf("%s %s", p, strings.Trim(fmt.Sprint(u), "[]")))
+			}
+		}
+		w.notes = append(w.notes, "The scripts ran as (`$EUID`, checked by the harness): "+strings.Join(ran, "; ")+".")
+	}
 	b.rep.wl, b.rep.wlNotes = w.rows, w.notes
 	return nil
 }
 
-// ---- running a script in the three places
+// ---- running a script in the places
 
 // wlSession is one process running a script in one place.
 type wlSession struct {
 	place wlPlace
-	ws    string // the host workspace
+	ws    string // the host workspace (for L, the directory under its mount)
 	store string // the store, for wlArt
 	body  string // bash; t NAME 'CMD' times CMD, w NAME waits for the harness
 	// hooks run when the script calls w NAME; the script resumes after.
 	hooks map[string]func() error
+	// uid and gid, when above 0, are the host user N, B and L run as (the
+	// workspace's owner; art picks it itself); 0 runs them as the harness.
+	uid, gid int
+	// anyDir sets git's safe.directory to *, for a repository its user
+	// does not own (the root case: art's agent is never root).
+	anyDir bool
 }
 
 // wlPrelude starts every script: where it runs, a fixed environment (art
 // clears the environment; the harness passes the same one to the native
 // and bwrap runs), and the two helpers. t prints "@@t NAME START END" with
-// $EPOCHREALTIME, which bash reads without a fork.
+// $EPOCHREALTIME, which bash reads without a fork; "@@u" is the uid the
+// script runs as, which the harness checks.
 const wlPrelude = `set -e
+echo "@@u $EUID"
 cd %s
 export LC_ALL=C PATH=%s HOME=%s TMPDIR=%s CTL=%s IN=%s
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.com GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.com
-export GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=gc.auto GIT_CONFIG_VALUE_0=0 GIT_CONFIG_KEY_1=safe.directory GIT_CONFIG_VALUE_1='*'
+export GIT_CONFIG_KEY_0=gc.auto GIT_CONFIG_VALUE_0=0 %s
 t() { local n=$1; shift; local s=$EPOCHREALTIME; eval "$@" >/dev/null; local e=$EPOCHREALTIME; echo "@@t $n $s $e"; }
 w() { echo "@@w $1"; while [ ! -e "$CTL/$1" ]; do sleep 0.01; done; }
 `
 
-// script is s's body behind the prelude for its place.
-func (w *wlRun) script(s wlSession) string {
-	dir, tmp, ctl, in := s.ws, "/tmp", "/tmp/ctl", "/tmp/in"
-	switch s.place {
-	case wlNative:
-		tmp, ctl, in = w.tmpN, w.ctl, w.in
-	case wlArt, wlWarm:
-		dir = "/home/agent/" + filepath.Base(s.ws)
+// script is s's body behind the prelude for its place, which runs it in
+// dir.
+func (w *wlRun) script(s wlSession, dir string) (string, error) {
+	tmp, ctl, in := "/tmp", "/tmp/ctl", "/tmp/in"
+	if s.place == wlNative {
+		var err error
+		if tmp, err = w.nativeTmp(s.uid, s.gid); err != nil {
+			return "", err
+		}
+		ctl, in = w.ctl, w.in
+	}
+	git := "GIT_CONFIG_COUNT=1"
+	if s.anyDir {
+		git = "GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_1=safe.directory GIT_CONFIG_VALUE_1='*'"
 	}
 	path := filepath.Join(w.b.goroot, "bin") + ":/usr/local/bin:/usr/bin:/bin"
-	return fmt.Sprintf(wlPrelude, shq(dir), shq(path), shq(tmp), shq(tmp), shq(ctl), shq(in)) + s.body
+	return fmt.Sprintf(wlPrelude, shq(dir), shq(path), shq(tmp), shq(tmp), shq(ctl), shq(in), git) + s.body, nil
+}
+
+// nativeTmp is TMPDIR and HOME of the native runs as uid (the sandboxes
+// have their own /tmp): one each user, owned by it.
+func (w *wlRun) nativeTmp(uid, gid int) (string, error) {
+	if uid <= 0 {
+		return w.tmpN, nil
+	}
+	dir := fmt.Sprintf("%s-%d", w.tmpN, uid)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, os.Chown(dir, uid, gid)
 }
 
 // shq quotes s for sh.
@@ -278,23 +353,146 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 // the rest), like art's cleared one.
 var wlEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C"}
 
+// artEnv is the environment of art run: the harness's, without sudo's
+// variables, so that art picks the agent's uid by the workspace's owner
+// (art's default after $SUDO_UID), whoever started the harness.
+func artEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SUDO_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// asUser makes cmd run as uid:gid with no supplementary groups (what
+// setpriv --reuid --regid --clear-groups does), when uid is above 0.
+func asUser(cmd *exec.Cmd, uid, gid int) {
+	if uid > 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+	}
+}
+
+// wantUID is the uid s's script must report: the harness's own uid when
+// it is not root (no one else to be); as root, art's agent is the
+// workspace's owner, or nobody (65534) for a root-owned workspace, and
+// N, B and L run as s.uid or root.
+func wantUID(s wlSession) int {
+	if os.Geteuid() != 0 {
+		return os.Geteuid()
+	}
+	if s.place.art() {
+		var st unix.Stat_t
+		if unix.Stat(s.ws, &st) == nil && st.Uid > 0 && st.Gid > 0 {
+			return int(st.Uid)
+		}
+		return 65534
+	}
+	return max(s.uid, 0)
+}
+
+// bwrapArgs is bare bwrap running script in dir, bound read-write at
+// its own path, as uid inside when above 0 (the process itself must run
+// as that uid: bwrap then maps it to itself in its user namespace, as
+// art's sandbox does).
+func (w *wlRun) bwrapArgs(dir string, uid, gid int, script string) []string {
+	a := []string{"--unshare-all", "--die-with-parent",
+		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+		"--bind", dir, dir, "--ro-bind", w.ctl, "/tmp/ctl", "--ro-bind", w.in, "/tmp/in"}
+	if uid > 0 {
+		a = append(a, "--unshare-user", "--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid))
+	}
+	return append(a, "--chdir", dir, "--", "bash", "-c", script)
+}
+
+// loopMount is where L mounts the loopback over the plain directory dir.
+func (w *wlRun) loopMount(dir string) string {
+	return filepath.Join(w.root, "loop-mnt", filepath.Base(dir))
+}
+
+// loopBin builds cmd/bench/loopfloor, L's server, once per run.
+func (w *wlRun) loopBin() (string, error) {
+	if w.loopfloor != "" {
+		return w.loopfloor, nil
+	}
+	bin := filepath.Join(w.root, "loopfloor")
+	w.b.progress("workloads: building cmd/bench/loopfloor (go-fuse's loopback node with art's mount options)")
+	cmd := exec.CommandContext(w.b.ctx, "go", "build", "-o", bin, "./cmd/bench/loopfloor")
+	cmd.Dir = w.b.module
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/bench/loopfloor: %w\n%s", err, out)
+	}
+	version, _, err := w.b.command(w.b.module, nil, "go", "list", "-m", "-f", "{{.Version}}", "github.com/hanwen/go-fuse/v2")
+	if err != nil {
+		return "", err
+	}
+	w.loopfloor, w.b.rep.wlGoFuse = bin, strings.TrimSpace(string(version))
+	return bin, nil
+}
+
+// mountLoop mounts go-fuse's loopback node over dir, fresh for one
+// session (the kernel knows nothing of the tree yet, as at A's new
+// mount). The caller stops the daemon, which unmounts.
+func (w *wlRun) mountLoop(dir string) (*daemon, string, error) {
+	bin, err := w.loopBin()
+	if err != nil {
+		return nil, "", err
+	}
+	mnt := w.loopMount(dir)
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return nil, "", err
+	}
+	for _, d := range []string{filepath.Dir(mnt), mnt} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, "", err
+		}
+	}
+	d, err := w.b.startDaemon("loopfloor", mnt, "", time.Minute, bin, mnt, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	return d, mnt, nil
+}
+
 // run runs s and returns the step times the script printed and the whole
-// process's wall time.
-func (w *wlRun) run(s wlSession) (map[string]time.Duration, time.Duration, error) {
-	script := w.script(s)
+// process's wall time (for L without the mount before and the unmount
+// after).
+func (w *wlRun) run(s wlSession) (_ map[string]time.Duration, _ time.Duration, err error) {
+	dir := s.ws
+	switch s.place {
+	case wlArt, wlWarm:
+		dir = "/home/agent/" + filepath.Base(s.ws)
+	case wlLoop:
+		d, mnt, err := w.mountLoop(s.ws)
+		if err != nil {
+			return nil, 0, err
+		}
+		// Unmounted whatever happens to the script (a failure, ctrl-c:
+		// the context kills bwrap, whose sandbox dies with it).
+		defer func() {
+			if serr := d.stop(); serr != nil {
+				err = errors.Join(err, serr)
+			}
+		}()
+		dir = mnt
+	}
+	script, err := w.script(s, dir)
+	if err != nil {
+		return nil, 0, err
+	}
 	var cmd *exec.Cmd
 	switch s.place {
 	case wlNative:
 		cmd = exec.CommandContext(w.b.ctx, "bash", "-c", script)
 		cmd.Dir = s.ws
 		cmd.Env = wlEnv
-	case wlBwrap:
-		cmd = exec.CommandContext(w.b.ctx, "bwrap", "--unshare-all", "--die-with-parent",
-			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-			"--bind", s.ws, s.ws, "--ro-bind", w.ctl, "/tmp/ctl", "--ro-bind", w.in, "/tmp/in",
-			"--chdir", s.ws, "--", "bash", "-c", script)
-		cmd.Dir = s.ws
+		asUser(cmd, s.uid, s.gid)
+	case wlBwrap, wlLoop:
+		cmd = exec.CommandContext(w.b.ctx, "bwrap", w.bwrapArgs(dir, s.uid, s.gid, script)...)
+		cmd.Dir = "/" // never inside the loopback mount
 		cmd.Env = wlEnv
+		asUser(cmd, s.uid, s.gid)
 	case wlArt, wlWarm:
 		args := []string{"run", "-m", s.ws, "-d", s.store, "-i=false", "-q",
 			"--bind", w.ctl + ":/tmp/ctl:ro", "--bind", w.in + ":/tmp/in:ro", "--", "bash", "-c", script}
@@ -304,6 +502,7 @@ func (w *wlRun) run(s wlSession) (map[string]time.Duration, time.Duration, error
 		}
 		cmd = exec.CommandContext(w.b.ctx, w.b.art, args...)
 		cmd.Dir = filepath.Dir(s.ws)
+		cmd.Env = artEnv()
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -314,6 +513,7 @@ func (w *wlRun) run(s wlSession) (map[string]time.Duration, time.Duration, error
 	times := map[string]time.Duration{}
 	var hookErr error
 	var created []string
+	uid := -1
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, 0, err
@@ -328,6 +528,8 @@ func (w *wlRun) run(s wlSession) (map[string]time.Duration, time.Duration, error
 				hookErr = errors.Join(hookErr, err)
 			}
 			times[f[1]] = d
+		case len(f) == 2 && f[0] == "@@u":
+			uid, _ = strconv.Atoi(f[1])
 		case len(f) == 2 && f[0] == "@@w":
 			if h := s.hooks[f[1]]; h != nil && hookErr == nil {
 				hookErr = h()
@@ -351,6 +553,12 @@ func (w *wlRun) run(s wlSession) (map[string]time.Duration, time.Duration, error
 	}
 	if hookErr != nil {
 		return nil, 0, hookErr
+	}
+	if want := wantUID(s); uid != want {
+		return nil, 0, fmt.Errorf("%s run in %s: the script ran as uid %d, want %d", s.place, s.ws, uid, want)
+	}
+	if !slices.Contains(w.uids[s.place], uid) {
+		w.uids[s.place] = append(w.uids[s.place], uid)
 	}
 	return times, whole, nil
 }
@@ -412,26 +620,31 @@ func (w *wlRun) add(metric string, p wlPlace, d time.Duration) {
 }
 
 // addSteps records the step times of one session, which must include
-// every name in want.
-func (w *wlRun) addSteps(p wlPlace, times map[string]time.Duration, want ...string) error {
+// every name in want, as the metrics prefix+name.
+func (w *wlRun) addSteps(prefix string, p wlPlace, times map[string]time.Duration, want ...string) error {
 	for _, n := range want {
 		d, ok := times[n]
 		if !ok {
 			return fmt.Errorf("the %s script did not time %s", p, n)
 		}
-		w.add(n, p, d)
+		w.add(prefix+n, p, d)
 	}
 	return nil
 }
 
 // ---- workspaces and stores
 
-// place makes the host workspaces for a workload: dirs[p] for the native
-// and bwrap runs (one directory, used in turn) and for art (its own, never
+// workspaces makes the host workspaces for a workload: dirs[p] for the
+// native and bwrap runs (one directory, used in turn), with loop for L
+// (its own plain directory, under its mount) and for art (its own, never
 // written after the capture). fill makes the contents of one.
-func (w *wlRun) workspaces(name string, fill func(dir string) error) (map[wlPlace]string, error) {
+func (w *wlRun) workspaces(name string, loop bool, fill func(dir string) error) (map[wlPlace]string, error) {
 	dirs := map[wlPlace]string{}
-	for _, side := range []string{"host", "art"} {
+	sides := []string{"host", "art"}
+	if loop && w.loopOK {
+		sides = append(sides, "loop")
+	}
+	for _, side := range sides {
 		parent := filepath.Join(w.root, side)
 		dir := filepath.Join(parent, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -445,9 +658,12 @@ func (w *wlRun) workspaces(name string, fill func(dir string) error) (map[wlPlac
 		if err := fill(dir); err != nil {
 			return nil, err
 		}
-		if side == "host" {
+		switch side {
+		case "host":
 			dirs[wlNative], dirs[wlBwrap] = dir, dir
-		} else {
+		case "loop":
+			dirs[wlLoop] = dir
+		default:
 			dirs[wlArt] = dir
 		}
 	}
@@ -730,7 +946,7 @@ func (w *wlRun) gitRepo() (string, error) {
 // and the same with --warm on a store copy of its own, whose daemon the
 // untimed first run starts.
 func (w *wlRun) startup() error {
-	dirs, err := w.workspaces("tiny", func(dir string) error {
+	dirs, err := w.workspaces("tiny", false, func(dir string) error {
 		for i := range 20 {
 			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), []byte("x\n"), 0o644); err != nil {
 				return err
@@ -782,36 +998,108 @@ func (w *wlRun) startup() error {
 	return err
 }
 
-// git: a repository of $GOROOT's files committed on the host (its index
-// written there), status first in a session and again, grep, commit.
-func (w *wlRun) git() error {
+// gitUser: the git rows in the ordinary case, a user's own repository.
+// As root, the repository belongs to nobody (65534): N, B and L run as
+// that uid, and art picks the workspace's owner as the agent; no place
+// sets git's safe.directory, so a place that saw the repository as
+// someone else's would fail. Not as root, everything runs as the harness.
+func (w *wlRun) gitUser() error {
+	c := gitCase{name: "gitrepo-user", metric: "u-"}
+	if os.Geteuid() == 0 {
+		c.uid, c.gid = 65534, 65534
+	}
+	return w.gitRows(c)
+}
+
+// gitRoot: the git rows in the root case, a root-owned repository used by
+// root in N, B and L, and by art's agent as uid 65534 (art never runs it
+// as root): every entry's uid differs from the index, so git re-reads
+// every file once. safe.directory is * in every place, or the agent's
+// git would refuse the repository as someone else's.
+func (w *wlRun) gitRoot() error {
+	if os.Geteuid() != 0 {
+		w.notes = append(w.notes, "The root case of git did not run: the harness is not root.")
+		return nil
+	}
+	return w.gitRows(gitCase{name: "gitrepo", anyDir: true})
+}
+
+// gitCase is one set of git rows.
+type gitCase struct {
+	name     string // the workspaces' name
+	metric   string // prefix of the rows' metrics
+	uid, gid int    // the repository's owner, who N, B and L run as; 0: the harness
+	anyDir   bool   // safe.directory=*
+}
+
+// gitCmd runs git in dir as uid:gid (the harness when uid is 0) and
+// returns its stdout.
+func (w *wlRun) gitCmd(dir string, uid, gid int, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(w.b.ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), gitEnv...)
+	if uid > 0 {
+		home, err := w.nativeTmp(uid, gid)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, "HOME="+home, "XDG_CONFIG_HOME="+home)
+		asUser(cmd, uid, gid)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("git %s in %s: %w\n%s", strings.Join(args, " "), dir, err, tail(stderr.Bytes()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// chownTree gives every file below dir (and dir) to uid:gid.
+func chownTree(dir string, uid, gid int) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+// gitRows: a repository of $GOROOT's files committed on the host (its
+// index written there by its owner), status first in a session and
+// again, grep, commit.
+func (w *wlRun) gitRows(c gitCase) error {
 	src, err := w.gitRepo()
 	if err != nil {
 		return err
 	}
-	dirs, err := w.workspaces("gitrepo", func(dir string) error {
+	dirs, err := w.workspaces(c.name, true, func(dir string) error {
 		os.Remove(dir)
 		if err := w.cp(filepath.Join(src, "repo"), dir); err != nil {
 			return err
 		}
+		if c.uid > 0 {
+			if err := chownTree(dir, c.uid, c.gid); err != nil {
+				return err
+			}
+		}
 		// The copy has new inodes and ctimes: refresh the index on the
 		// host, as after a checkout there.
-		if _, _, err := w.b.command(dir, gitEnv, "git", "update-index", "-q", "--refresh"); err != nil {
+		if _, err := w.gitCmd(dir, c.uid, c.gid, "update-index", "-q", "--refresh"); err != nil {
 			return err
 		}
-		_, _, err := w.b.command(dir, gitEnv, "git", "status", "--porcelain")
+		_, err := w.gitCmd(dir, c.uid, c.gid, "status", "--porcelain")
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	host := dirs[wlNative]
-	out, _, err := w.b.command(host, gitEnv, "git", "ls-files")
+	out, err := w.gitCmd(host, c.uid, c.gid, "ls-files")
 	if err != nil {
 		return err
 	}
 	files := bytes.Count(out, []byte("\n"))
-	out, _, err = w.b.command(host, gitEnv, "git", "grep", "foo")
+	out, err = w.gitCmd(host, c.uid, c.gid, "grep", "foo")
 	if err != nil {
 		return err
 	}
@@ -829,17 +1117,19 @@ func (w *wlRun) git() error {
 	const first = "t status1 git status\n"
 	const second = "t status2 git status\nt status3 git status\nt grep git grep foo\n" +
 		"t commit 'git checkout -q -b bench && echo x >> README.md && git commit -q -a -m bench'\n"
-	// The host repository goes back to main for the next repetition.
+	// The plain repositories go back to main for the next repetition.
 	const reset = "git checkout -q main && git branch -q -D bench\n"
 	dirs[wlWarm] = dirs[wlArt]
 	for rep := range w.reps {
-		for _, p := range append(wlPlaces, wlWarm) {
-			s := wlSession{place: p, ws: dirs[p]}
+		for _, p := range w.places(true, true) {
+			s := wlSession{place: p, ws: dirs[p], uid: c.uid, gid: c.gid, anyDir: c.anyDir}
 			if p.art() {
 				if s.store, err = w.storeCopy(base, rep, p); err != nil {
 					return err
 				}
 			}
+			// Two sessions; for L each on a fresh mount, the second over
+			// the directory the first left.
 			s.body = first
 			t1, _, err := w.run(s)
 			if err != nil {
@@ -855,11 +1145,11 @@ func (w *wlRun) git() error {
 			}
 			// W's first session is A's with the daemon's start added.
 			if p != wlWarm {
-				if err := w.addSteps(p, t1, "status1"); err != nil {
+				if err := w.addSteps(c.metric, p, t1, "status1"); err != nil {
 					return err
 				}
 			}
-			if err := w.addSteps(p, t2, "status2", "status3", "grep", "commit"); err != nil {
+			if err := w.addSteps(c.metric, p, t2, "status2", "status3", "grep", "commit"); err != nil {
 				return err
 			}
 			if p == wlWarm {
@@ -871,7 +1161,7 @@ func (w *wlRun) git() error {
 				removeStore(s.store)
 			}
 		}
-		w.b.progress("workloads: git rep %d/%d", rep+1, w.reps)
+		w.b.progress("workloads: %s rep %d/%d", c.name, rep+1, w.reps)
 	}
 	return nil
 }
@@ -879,7 +1169,7 @@ func (w *wlRun) git() error {
 // untar: tar x of Go's src and rm -rf src/cmd, a whole session each.
 func (w *wlRun) untar() error {
 	var entries int
-	dirs, err := w.workspaces("untar", func(dir string) error {
+	dirs, err := w.workspaces("untar", true, func(dir string) error {
 		out, _, err := w.b.command(dir, nil, "tar", "-cvf", "src.tar", "-C", w.b.goroot, "src")
 		entries = bytes.Count(out, []byte("\n"))
 		return err
@@ -898,7 +1188,7 @@ func (w *wlRun) untar() error {
 	}
 	const body = "t untar 'tar --no-same-owner -xf src.tar && rm -rf src/cmd'\n"
 	for rep := range w.reps {
-		for _, p := range wlPlaces {
+		for _, p := range w.places(true, false) {
 			s := wlSession{place: p, ws: dirs[p], body: body}
 			if p == wlArt {
 				if s.store, err = w.storeCopy(base, rep, p); err != nil {
@@ -911,7 +1201,7 @@ func (w *wlRun) untar() error {
 			if err != nil {
 				return err
 			}
-			if err := w.addSteps(p, t, "untar"); err != nil {
+			if err := w.addSteps("", p, t, "untar"); err != nil {
 				return err
 			}
 			w.add("untar-session", p, whole)
@@ -933,7 +1223,7 @@ func (w *wlRun) ddRows() error {
 		return err
 	}
 	defer os.Remove(src)
-	dirs, err := w.workspaces("dd", func(string) error { return nil })
+	dirs, err := w.workspaces("dd", true, func(string) error { return nil })
 	if err != nil {
 		return err
 	}
@@ -943,7 +1233,7 @@ func (w *wlRun) ddRows() error {
 	}
 	body := "t write dd if=\"$IN/big.src\" of=big bs=1M 2>/dev/null\nw drop\nt read dd if=big of=/dev/null bs=1M 2>/dev/null\nrm -f big\n"
 	for rep := range w.reps {
-		for _, p := range wlPlaces {
+		for _, p := range w.places(true, false) {
 			s := wlSession{place: p, ws: dirs[p], body: body, hooks: map[string]func() error{"drop": w.dropCaches}}
 			if p == wlArt {
 				if s.store, err = w.storeCopy(base, rep, p); err != nil {
@@ -962,7 +1252,7 @@ func (w *wlRun) ddRows() error {
 			if err != nil {
 				return err
 			}
-			if err := w.addSteps(p, t, "write", "read"); err != nil {
+			if err := w.addSteps("", p, t, "write", "read"); err != nil {
 				return err
 			}
 			if p == wlArt {
@@ -1005,7 +1295,7 @@ func (w *wlRun) npm() error {
 	if err != nil {
 		return err
 	}
-	dirs, err := w.workspaces("npmproj", func(dir string) error {
+	dirs, err := w.workspaces("npmproj", true, func(dir string) error {
 		for _, f := range []string{"package.json", "package-lock.json"} {
 			if err := w.cp(filepath.Join(src, "project", f), filepath.Join(dir, f)); err != nil {
 				return err
@@ -1025,7 +1315,7 @@ func (w *wlRun) npm() error {
 	const after = "t find 'find node_modules | wc -l && du -s node_modules'\nt rm rm -rf node_modules\n"
 	dirs[wlWarm] = dirs[wlArt]
 	for rep := range w.reps {
-		for _, p := range append(wlPlaces, wlWarm) {
+		for _, p := range w.places(true, true) {
 			s := wlSession{place: p, ws: dirs[p], body: ci}
 			inputs := []string{s.ws}
 			if p.art() {
@@ -1049,7 +1339,7 @@ func (w *wlRun) npm() error {
 			// W's first session is A's with the daemon's start added:
 			// only its next session is timed.
 			if p != wlWarm {
-				if err := w.addSteps(p, t, "ci"); err != nil {
+				if err := w.addSteps("", p, t, "ci"); err != nil {
 					return err
 				}
 				w.add("ci-session", p, whole)
@@ -1071,7 +1361,7 @@ func (w *wlRun) npm() error {
 			if err != nil {
 				return err
 			}
-			if err := w.addSteps(p, t, "find", "rm"); err != nil {
+			if err := w.addSteps("", p, t, "find", "rm"); err != nil {
 				return err
 			}
 			if p == wlWarm {
@@ -1135,7 +1425,7 @@ func (w *wlRun) gopls() error {
 	if err != nil {
 		return err
 	}
-	dirs, err := w.workspaces("goplsws", func(dir string) error {
+	dirs, err := w.workspaces("goplsws", false, func(dir string) error {
 		return w.cp(filepath.Join(src, "mod"), filepath.Join(dir, ".gomod"))
 	})
 	if err != nil {
@@ -1163,7 +1453,7 @@ func (w *wlRun) gopls() error {
 		w.notes = append(w.notes, fmt.Sprintf("The gopls rows come from %d repetition(s) (-gopls-reps), not %d.", reps, w.reps))
 	}
 	for rep := range reps {
-		for _, p := range wlPlaces {
+		for _, p := range w.places(false, false) {
 			s := wlSession{place: p, ws: dirs[p], body: first}
 			if p == wlArt {
 				if s.store, err = w.storeCopy(base, rep, p); err != nil {
@@ -1180,7 +1470,7 @@ func (w *wlRun) gopls() error {
 			if err != nil {
 				return err
 			}
-			if err := w.addSteps(p, t, "cold"); err != nil {
+			if err := w.addSteps("", p, t, "cold"); err != nil {
 				return err
 			}
 			noop, err := medianOf(t, "noop1", "noop2", "noop3")
@@ -1221,32 +1511,43 @@ type wlSpec struct {
 }
 
 func (w *wlRun) table() {
-	all := wlPlaces
-	warm := append(wlPlaces, wlWarm) // the rows of a second session
+	n, b, l, a, wm := wlNative, wlBwrap, wlLoop, wlArt, wlWarm
+	nba := []wlPlace{n, b, a}          // no floor to show (gopls, the session around npm ci)
+	nbla := []wlPlace{n, b, l, a}      // a first session
+	nblaw := []wlPlace{n, b, l, a, wm} // the rows of a second session
 	f := func(k, def string) string {
 		if v := w.facts[k]; v != "" {
 			return v
 		}
 		return def
 	}
+	owner := "uid 65534"
+	if os.Geteuid() != 0 {
+		owner = fmt.Sprintf("uid %d (the harness)", os.Geteuid())
+	}
 	ddSize := fmtSize(w.dd)
 	specs := []wlSpec{
-		{"cold", fmt.Sprintf("`go install gopls@%s`, cold (module cache of %s in the workspace, offline)", goplsVer, f("gomod", "?")), all, false, 1.1, false},
-		{"noop", "the same `go install` again, nothing changed (median of 3 in the same session)", all, false, 1.5, false},
-		{"next", "the same in the next session (build cache in the store; median of 3)", all, false, 1.5, false},
-		{"ci", fmt.Sprintf("`npm ci --offline` of %s; caches dropped and inputs read back before each run", f("npm", "?")), all, false, 1.2, false},
-		{"ci-session", "the whole `art run` around it (start, capture, snapshot)", all, false, 1.3, false},
-		{"find", "`find` + `du` over that node_modules (next session)", warm, false, 1.5, false},
-		{"rm", "`rm -rf node_modules` (after that)", warm, false, 1.5, false},
-		{"status1", fmt.Sprintf("git, %s: first `git status` of a session (index written on the host)", f("git", "?")), all, false, 3, false},
-		{"status2", "the same in a second session (index refreshed inside art in the first)", warm, false, 3, false},
-		{"status3", "second `git status` in the session", warm, false, 1.2, false},
-		{"grep", fmt.Sprintf("`git grep foo` (%s)", f("grep", "?")), warm, false, 1.5, false},
-		{"commit", "`git checkout -b` + append + `git commit -a`", warm, false, 1.5, false},
-		{"untar-session", fmt.Sprintf("`tar x` of Go's src.tar (%s) then `rm -rf src/cmd`, whole session", f("tar", "?")), all, false, 2, false},
-		{"write", fmt.Sprintf("%s `dd bs=1M` of random bytes into the workspace", ddSize), all, true, 0.5, false},
-		{"read", "cold read of that file in the same session (caches dropped)", all, true, 0.8, false},
-		{"startup", "`art run -d STORE -m TINY -- true`, whole process (20-file workspace) against `bwrap ... true`", []wlPlace{wlBwrap, wlArt, wlWarm}, false, 0, true},
+		{"cold", fmt.Sprintf("`go install gopls@%s`, cold (module cache of %s in the workspace, offline)", goplsVer, f("gomod", "?")), nba, false, 1.1, false},
+		{"noop", "the same `go install` again, nothing changed (median of 3 in the same session)", nba, false, 1.5, false},
+		{"next", "the same in the next session (build cache in the store; median of 3)", nba, false, 1.5, false},
+		{"ci", fmt.Sprintf("`npm ci --offline` of %s; caches dropped and inputs read back before each run", f("npm", "?")), nbla, false, 1.2, false},
+		{"ci-session", "the whole `art run` around it (start, capture, snapshot)", nba, false, 1.3, false},
+		{"find", "`find` + `du` over that node_modules (next session)", nblaw, false, 1.5, false},
+		{"rm", "`rm -rf node_modules` (after that)", nblaw, false, 1.5, false},
+		{"u-status1", fmt.Sprintf("git, %s, owned by %s, who runs N, B and L and is art's agent (the ordinary case): first `git status` of a session (index written on the host by the owner)", f("git", "?"), owner), nbla, false, 3, false},
+		{"u-status2", "the same in a second session (owner case)", nblaw, false, 3, false},
+		{"u-status3", "second `git status` in the session (owner case)", nblaw, false, 1.2, false},
+		{"u-grep", fmt.Sprintf("`git grep foo` (%s; owner case)", f("grep", "?")), nblaw, false, 1.5, false},
+		{"u-commit", "`git checkout -b` + append + `git commit -a` (owner case)", nblaw, false, 1.5, false},
+		{"status1", "git, **root case**: the same repository owned by root, N, B and L as root, art's agent as uid 65534: first `git status` of a session (index written on the host)", nbla, false, 3, false},
+		{"status2", "the same in a second session (index refreshed inside art in the first; root case)", nblaw, false, 3, false},
+		{"status3", "second `git status` in the session (root case)", nblaw, false, 1.2, false},
+		{"grep", "`git grep foo` (root case)", nblaw, false, 1.5, false},
+		{"commit", "`git checkout -b` + append + `git commit -a` (root case)", nblaw, false, 1.5, false},
+		{"untar-session", fmt.Sprintf("`tar x` of Go's src.tar (%s) then `rm -rf src/cmd`, whole session (L: without its mount and unmount)", f("tar", "?")), nbla, false, 2, false},
+		{"write", fmt.Sprintf("%s `dd bs=1M` of random bytes into the workspace", ddSize), nbla, true, 0.5, false},
+		{"read", "cold read of that file in the same session (caches dropped)", nbla, true, 0.8, false},
+		{"startup", "`art run -d STORE -m TINY -- true`, whole process (20-file workspace) against `bwrap ... true`", []wlPlace{b, a, wm}, false, 0, true},
 	}
 	for _, sp := range specs {
 		if r, ok := wlTableRow(sp, w.samples[sp.metric], w.dd); ok {
@@ -1263,7 +1564,7 @@ func wlTableRow(sp wlSpec, m map[wlPlace][]time.Duration, dd int64) (wlRow, bool
 		return wlRow{}, false
 	}
 	r := wlRow{bench: sp.label}
-	cells := map[wlPlace]*string{wlNative: &r.n, wlBwrap: &r.b, wlArt: &r.a, wlWarm: &r.w}
+	cells := map[wlPlace]*string{wlNative: &r.n, wlBwrap: &r.b, wlLoop: &r.l, wlArt: &r.a, wlWarm: &r.w}
 	for _, p := range sp.places {
 		if len(m[p]) == 0 {
 			continue
@@ -1295,6 +1596,9 @@ func wlTableRow(sp wlSpec, m map[wlPlace][]time.Duration, dd int64) (wlRow, bool
 			return fmt.Sprintf("%.2fx rate", x), x >= sp.goal
 		}
 		return fmtRatio(x), x <= sp.goal
+	}
+	if slices.Contains(sp.places, wlLoop) && len(m[wlLoop]) > 0 {
+		r.lratio, _ = judge(wlLoop) // the floor: no goal of its own
 	}
 	ratio, met := judge(wlArt)
 	r.ratio = ratio
@@ -1340,13 +1644,18 @@ func (b *bench) workloadsMarkdown(took time.Duration) string {
 	if b.cfg.quick {
 		reps = 1
 	}
-	fmt.Fprintf(&s, "Machine: %s. N: natively in a directory on the disk that holds the stores; B: the same script under bare `bwrap` with the directory bound; A: `art run -m DIR -d STORE` on a fresh copy of a store that already holds DIR; W: `art run --warm %s -m DIR -d STORE` on a fresh copy of its own (rows of a second session only, see below). %s Medians of %d repetitions, N, B, A and W back to back in each; A/N and W/N are the medians of the per-repetition ratios (time: lower is better; rate: higher is better). The goal is judged on A, then on W where W ran. The steps are timed inside the script with bash's `$EPOCHREALTIME`; \"whole\" rows time the process from outside.\n\n",
+	fmt.Fprintf(&s, "Machine: %s. N: natively in a directory on the disk that holds the stores; B: the same script under bare `bwrap` with the directory bound; L: the same under bare `bwrap` in a fresh mount of go-fuse's loopback node, with art's mount options, over a plain directory of its own (the FUSE floor, see below); A: `art run -m DIR -d STORE` on a fresh copy of a store that already holds DIR; W: `art run --warm %s -m DIR -d STORE` on a fresh copy of its own (rows of a second session only, see below). %s Medians of %d repetitions, N, B, L, A and W back to back in each; L/N, A/N and W/N are the medians of the per-repetition ratios (time: lower is better; rate: higher is better). The goal is judged on A, then on W where W ran; L has none (it is what art's goal is measured against). The steps are timed inside the script with bash's `$EPOCHREALTIME`; \"whole\" rows time the process from outside.\n\n",
 		b.machine(), wlWarmIdle, whoRuns(), reps)
 	s.WriteString(wlTable(b.rep.wl))
+	version := b.rep.wlGoFuse
+	if version == "" {
+		version = "(art's)"
+	}
 	notes := append([]string{
 		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. A `go build ./...` no-op row is left out: it needs a module in the workspace and a second cold build.",
-		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A and W the store copy) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount.",
-		"git: the repository was committed on the host and its index refreshed there before the capture. A runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit. N and B run the same two scripts.",
+		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A and W the store copy, for L its plain directory) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount, and for L through a new loopback mount.",
+		"L: `cmd/bench/loopfloor`, go-fuse " + version + "'s loopback node (`fs.NewLoopbackRoot`, the node go-fuse's example/loopback serves) mounted with the options art's mount gives the kernel: names, attributes and negative lookups kept an hour (the example as shipped keeps them 1 s, libfuse's default, so its second `git status` a few seconds after the first looked every file up again where art's mount answered from the kernel's caches: no floor), allow_other with `default_permissions`, a direct mount, 1 MiB writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC, and, as root, FUSE passthrough for every open file. The harness starts it natively as root, as art's daemon runs, over a plain directory of its own on the same disk, made and reset like N's. Each session mounts afresh (a second session over the directory the first left), so the kernel knows nothing of the tree, as at A's new mount; the script runs under bare `bwrap` with the mount bound as B binds its directory, as B's user. L is the floor under A: what the kernel's FUSE protocol costs with a server that only forwards, written with art's library; where A/N is near L/N, the rest is outside art. It is no lower bound where art answers from its own index what the loopback asks the disk for (a lookup is an lstat of the host file there): A can beat L. No L for start-up, for the session around `npm ci` (art's capture and snapshot have no counterpart there) and for gopls (minutes a place).",
+		"git: two sets of rows. The owner case, the ordinary one (a user running art on their own repository): the repository belongs to uid 65534, which refreshed its index on the host before the capture; N runs as that uid (setresuid and setresgid with no supplementary groups, as `setpriv --reuid --regid --clear-groups`), B and L start bwrap as it with `--unshare-user --uid --gid` (mapped to itself, as art's sandbox does), and `art run` (the harness drops sudo's variables from its environment) picks the workspace's owner as the agent. No place sets git's `safe.directory` there: a place that saw someone else's repository would fail the workload with git's dubious-ownership error (a note under the table would say so). The root case (marked so, the rows of earlier tables): the repository is root's, N, B and L run as root, art's agent is uid 65534 (art never runs it as root), so every entry's uid differs from git's index and git re-reads every file once a session until the agent's own index is written; `safe.directory` is `*` in every place, or the agent's git refuses root's repository. Every script reports the uid it ran as, and the harness checks it. Each place runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit; N, B and L then go back to main (A's store copy is new each repetition).",
 		"W: art run --warm " + wlWarmIdle + ": the first session of a repetition starts the warm daemon (it captures and mounts), later ones of the repetition run over its mount, so a second session finds the kernel's dentry, attribute and page caches of the first; after the repetition's W sessions the harness asks the daemon to go (`session.YieldWarm`) and waits for its process to exit. Rows of a first session on a fresh store (`npm ci`, `tar x`, dd, the first `git status`) have no W: that is A's session with the daemon's start added. git: W runs A's two sessions and times the second's steps. npm: W runs `npm ci` (untimed) and times the next session's `find` + `du` and `rm -rf`. startup: one untimed `art run --warm` starts the daemon, the timed runs reuse it.",
 		"dd: the source file is bound read-only into the sandboxes (page cache warm); after the write the script waits while the harness drops the caches, then reads the file back with `dd bs=1M`.",
 	}, b.rep.wlNotes...)
@@ -1360,20 +1669,20 @@ func (b *bench) workloadsMarkdown(took time.Duration) string {
 // wlTable is the table's markdown.
 func wlTable(rows []wlRow) string {
 	var s strings.Builder
-	s.WriteString("| Workload (real data) | N | B | A | W | A/N | W/N | Goal (A; W) |\n|---|---|---|---|---|---|---|---|\n")
+	s.WriteString("| Workload (real data) | N | B | L | A | W | L/N | A/N | W/N | Goal (A; W) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", cell(r.bench), cell(r.n), cell(r.b), cell(r.a), cell(r.w),
-			cell(r.ratio), cell(r.wratio), cell(r.goal))
+		fmt.Fprintf(&s, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cell(r.bench), cell(r.n), cell(r.b), cell(r.l), cell(r.a), cell(r.w),
+			cell(r.lratio), cell(r.ratio), cell(r.wratio), cell(r.goal))
 	}
 	return s.String()
 }
 
 // whoRuns says as whom the harness ran: as root, art runs the sandboxed
-// command as uid 65534, so git's index written on the host (uid 0) no
-// longer matches.
+// command as the workspace's owner, uid 65534 for a root-owned one, so
+// git's index written on the host (uid 0) no longer matches.
 func whoRuns() string {
 	if os.Geteuid() == 0 {
-		return "The harness ran as root: N and B ran as root, A's command as uid 65534."
+		return "The harness ran as root: N, B and L ran as root and A's command as uid 65534 (the workspaces are root's), except in git's owner case, where everything ran as uid 65534, the repository's owner."
 	}
-	return fmt.Sprintf("The harness ran as uid %d.", os.Geteuid())
+	return fmt.Sprintf("The harness ran as uid %d, and so did every place.", os.Geteuid())
 }
