@@ -352,6 +352,15 @@ func TestUnchangedRacyByContent(t *testing.T) {
 	if !check(true) {
 		t.Fatal("racy records of unchanged files, with RacyByContent: changed")
 	}
+	// As a capture decides: it changes nothing in the branch's tree.
+	before, err := db.Resolve(ctx, "main", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture()
+	if after, err := db.Resolve(ctx, "main", "main"); err != nil || after.Root != before.Root {
+		t.Fatalf("Unchanged with RacyByContent said unchanged, a capture changed the tree (%v)", err)
+	}
 	// The record's content is what is compared: a record naming other
 	// content (same stat) is a change; the same record rewritten is not.
 	name, err := workspace.Name(ws)
