@@ -59,6 +59,30 @@ func (s *Store) PrepareSparseFile(ctx context.Context, f *os.File) (*Prepared, e
 	return p, nil
 }
 
+// SparseFileID is the id PutSparseFile would return for f - its content
+// read the same way (holes kept, pread from offset 0 up to the size f had
+// at the start), chunked and hashed - with nothing compressed or stored,
+// and the content's length: whether a host file still holds what a store
+// has can then be told without a write to the store (a warm mount's reuse
+// check, workspace.ImportOptions.RacyByContent).
+func SparseFileID(ctx context.Context, f *os.File) (ID, int64, error) {
+	var m Manifest
+	var st FileStats
+	buf := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(buf)
+	err := sparseData(f, &m, func(r io.Reader) error {
+		return eachChunk(ctx, r, *buf, &m, &st, func(ID, []byte) error { return nil })
+	})
+	if err != nil {
+		return ID{}, 0, fmt.Errorf("hash file %s: %w", f.Name(), err)
+	}
+	if m.Size > MaxFileSize {
+		return ID{}, 0, fmt.Errorf("hash file %s: %d bytes: %w", f.Name(), m.Size, ErrTooLarge)
+	}
+	m.Normalize()
+	return Sum(m.Encode()), m.Size, nil
+}
+
 // PutPrepared stores what PrepareSparseFile prepared: the chunks s does not
 // have yet, then the manifest. It returns the same as PutSparseFile would
 // have for the content as it was read.

@@ -9,8 +9,9 @@ import (
 
 // TestPreparedEqualsPut: a file prepared off the writer and stored with
 // PutPrepared gets the manifest id, statistics and stored rows PutSparseFile
-// gives the same file, for every shape (holes, repeats within the file,
-// chunks another file already stored); the content reads back verified.
+// gives the same file, and SparseFileID that id, for every shape (holes,
+// repeats within the file, chunks another file already stored, a file
+// PutSparseFile cuts on its parallel path); the content reads back verified.
 func TestPreparedEqualsPut(t *testing.T) {
 	ctx := context.Background()
 	rep := randBytes(40, 64<<10)
@@ -25,6 +26,7 @@ func TestPreparedEqualsPut(t *testing.T) {
 		{"random", 500 << 10, map[int64][]byte{0: randBytes(41, 500<<10)}},
 		{"repeats within", 4 * 64 << 10, map[int64][]byte{0: rep, 64 << 10: rep, 128 << 10: rep, 192 << 10: rep}},
 		{"holes", 3<<20 + 7000, map[int64][]byte{0: randBytes(42, 70<<10), 2 << 20: randBytes(43, 7000)}},
+		{"parallel put", parallelFrom + 5000, map[int64][]byte{0: randBytes(44, parallelFrom+5000)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := sparseFile(t, tc.size, tc.regions)
@@ -39,6 +41,10 @@ func TestPreparedEqualsPut(t *testing.T) {
 			wantID, wantSt, err := direct.PutSparseFile(ctx, in)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// SparseFileID names the same content without storing it.
+			if id, size, err := SparseFileID(ctx, in); err != nil || id != wantID || size != tc.size {
+				t.Fatalf("SparseFileID = %s %d %v, PutSparseFile = %s (%d bytes)", id.Short(), size, err, wantID.Short(), tc.size)
 			}
 			p, err := prep.PrepareSparseFile(ctx, in)
 			if err != nil {

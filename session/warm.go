@@ -677,7 +677,7 @@ func (d *warmDaemon) stale(req warmRequest) string {
 	// The mount shows the host's files as its lower layer: an edit there
 	// since the last capture would be served behind the branch's back
 	// (and never captured). Then a fresh daemon captures it.
-	_, same, err := workspace.Unchanged(d.bg, d.s.DB, workspace.ImportOptions{Dir: d.o.Workspace, Branch: d.s.Branch, Capture: true, SkipUnchanged: true})
+	_, same, err := workspace.Unchanged(d.bg, d.s.DB, workspace.ImportOptions{Dir: d.o.Workspace, Branch: d.s.Branch, Capture: true, SkipUnchanged: true, RacyByContent: true})
 	if err != nil {
 		return "host check: " + err.Error()
 	}

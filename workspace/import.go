@@ -58,6 +58,19 @@ type ImportOptions struct {
 	// rolled-back transaction appended before it records the failure
 	// (journal.DB.TrimPacks), which on a full disk needs that space.
 	SoleWriter bool
+
+	// RacyByContent is for Unchanged in capture mode only: a racy
+	// record (see capture.go) whose file still has the recorded stat is
+	// proved unchanged by reading the file (its content id compared with
+	// the record's, cas.SparseFileID) instead of ending the check as
+	// changed - what the capture itself would do, without its write. At
+	// most racyCheckFiles files and racyCheckBytes bytes are read a call;
+	// past that the workspace counts as changed. Nothing is written: the
+	// records stay racy until a capture rewrites them. The warm daemon's
+	// reuse check sets it: a capture moments after an edit (within the
+	// racy window) would otherwise make every check fail and discard the
+	// mount until a fresh capture is out of the window.
+	RacyByContent bool
 }
 
 // InterruptedStatus is the status an import's op records when its context
@@ -153,6 +166,10 @@ type importer struct {
 	// since (see pushMark): a host entry whose ctime is before it is
 	// unchanged since that push synced the branch to it. 0 otherwise.
 	settled int64
+	// racyOK, when set (Unchanged with RacyByContent), decides a host
+	// entry whose record is racy but whose stat is the recorded one:
+	// allKept keeps it if racyOK says its content is the recorded one.
+	racyOK func(pl *place, e *hostEntry) bool
 }
 
 // cacheLimit bounds the import cache records an import holds in memory at
@@ -858,7 +875,10 @@ func (im *importer) allKept(pl *place, hostPath string, host []hostEntry, cache 
 		if c.Kind != e.kind || (c.Mode != journal.ModeUnknown && c.Mode != mode) {
 			return false
 		}
-		if e.kind != cas.EntryDir && (c.Racy || !statSame(c, &e.st)) {
+		if e.kind != cas.EntryDir && !statSame(c, &e.st) {
+			return false
+		}
+		if e.kind != cas.EntryDir && c.Racy && (im.racyOK == nil || !im.racyOK(pl, e)) {
 			return false
 		}
 		if !im.opts.Capture && e.kind != cas.EntryDir && nsOf(e.st.Ctim) >= im.settled {

@@ -97,6 +97,9 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 			return orChanged(err)
 		}
 		im.stats.Snapshot = snap
+		if opts.RacyByContent && opts.Capture {
+			im.racyOK = im.racyByContent(tx)
+		}
 		n, err := tx.Lookup(journal.RootIno, []byte(name))
 		if errors.Is(err, os.ErrNotExist) || (err == nil && !n.IsDir()) {
 			return errChanged
@@ -260,4 +263,59 @@ func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *
 		}
 	}
 	return nil
+}
+
+// racyCheckFiles and racyCheckBytes bound the reading one Unchanged with
+// RacyByContent does: past them, reading is a capture's work, and the
+// check says changed (the caller captures, which rewrites the records).
+const (
+	racyCheckFiles = 256
+	racyCheckBytes = 64 << 20
+)
+
+// racyByContent is Unchanged's racyOK under RacyByContent: a racy record
+// of a file or symlink whose host stat is still the recorded one holds if
+// the host's content is the recorded content, read now - the decision a
+// capture makes for it (hostSame), without storing anything.
+func (im *importer) racyByContent(tx *journal.Tx) func(*place, *hostEntry) bool {
+	files, size := 0, int64(0)
+	return func(pl *place, e *hostEntry) bool {
+		files++
+		size += e.st.Size
+		if files > racyCheckFiles || size > racyCheckBytes {
+			return false
+		}
+		// The whole record: the directory's listing (im.cache,
+		// StatCacheDir) may hold only what a stat is compared with.
+		c, ok, err := tx.ImportRecord(pl.store + "/" + string(e.name))
+		if err != nil || !ok || c.Kind != e.kind || !statSame(c, &e.st) {
+			return false
+		}
+		hp := filepath.Join(pl.host, string(e.name))
+		switch e.kind {
+		case cas.EntrySymlink:
+			target, err := os.Readlink(hp)
+			var st unix.Stat_t
+			return err == nil && cas.Sum([]byte(target)) == c.Manifest && unix.Lstat(hp, &st) == nil && statSame(c, &st)
+		case cas.EntryFile:
+			f, err := openHostFile(hp)
+			if err != nil {
+				return false
+			}
+			defer f.Close()
+			var st unix.Stat_t
+			if unix.Fstat(int(f.Fd()), &st) != nil || !statSame(c, &st) {
+				return false
+			}
+			id, _, err := cas.SparseFileID(im.ctx, f)
+			if err != nil || id != c.Manifest {
+				return false
+			}
+			// A write during the read moved the ctime (or, within the
+			// timestamp granularity, did not: then the record stays racy
+			// and the next check reads the file again).
+			return unix.Fstat(int(f.Fd()), &st) == nil && statSame(c, &st)
+		}
+		return false
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -313,4 +314,104 @@ func TestUnchangedSeesEveryChange(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestUnchangedRacyByContent: a capture moments after the host's edits
+// leaves racy records, which a stat cannot prove unchanged; with
+// RacyByContent (the warm daemon's reuse check) Unchanged reads such a
+// file and takes it as unchanged only if its content is the recorded one,
+// and a record of other content, or a stat that moved, is still a change.
+func TestUnchangedRacyByContent(t *testing.T) {
+	ctx := context.Background()
+	workspace.SetRacyWindow(t, time.Hour) // every record of this test is racy
+	db, _ := openDB(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	write(t, filepath.Join(ws, "a.txt"), []byte("alpha"), 0o644)
+	write(t, filepath.Join(ws, "d/b.txt"), bytes.Repeat([]byte("b"), 100<<10), 0o644)
+	if err := os.Symlink("a.txt", filepath.Join(ws, "ln")); err != nil {
+		t.Fatal(err)
+	}
+	capture := func() {
+		t.Helper()
+		if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, SkipUnchanged: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(byContent bool) bool {
+		t.Helper()
+		_, ok, err := workspace.Unchanged(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true, SkipUnchanged: true, RacyByContent: byContent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	capture()
+	if check(false) {
+		t.Fatal("racy records, without RacyByContent: unchanged")
+	}
+	if !check(true) {
+		t.Fatal("racy records of unchanged files, with RacyByContent: changed")
+	}
+	// As a capture decides: it changes nothing in the branch's tree.
+	before, err := db.Resolve(ctx, "main", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture()
+	if after, err := db.Resolve(ctx, "main", "main"); err != nil || after.Root != before.Root {
+		t.Fatalf("Unchanged with RacyByContent said unchanged, a capture changed the tree (%v)", err)
+	}
+	// The record's content is what is compared: a record naming other
+	// content (same stat) is a change; the same record rewritten is not.
+	name, err := workspace.Name(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setManifest := func(p string, other bool) {
+		t.Helper()
+		if _, err := db.Do(ctx, "main", "test", "record", func(tx *journal.Tx) error {
+			c, ok, err := tx.ImportRecord("/" + name + p)
+			if err != nil || !ok || !c.Racy {
+				return fmt.Errorf("record of %s: %+v %v %v", p, c, ok, err)
+			}
+			if other {
+				c.Manifest = cas.Sum([]byte("not the content"))
+			}
+			return tx.SetStatCache("/"+name+p, c)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"/d/b.txt", "/ln"} {
+		setManifest(p, false)
+		if !check(true) {
+			t.Fatalf("%s's record rewritten as it was: changed", p)
+		}
+		setManifest(p, true)
+		if check(true) {
+			t.Fatalf("%s's record names other content: unchanged", p)
+		}
+		capture() // brings the record back to the host's content
+		if !check(true) {
+			t.Fatalf("after a capture of %s: changed", p)
+		}
+	}
+	// An edit of the same size moves the ctime: changed, without a read.
+	write(t, filepath.Join(ws, "a.txt"), []byte("alphb"), 0o644)
+	if check(true) {
+		t.Fatal("a.txt edited: unchanged")
+	}
+	capture()
+	if !check(true) {
+		t.Fatal("after the capture of the edit: changed")
+	}
+	// Past the bound on what one check reads, racy records are a change
+	// (the caller captures).
+	for i := range 300 {
+		write(t, filepath.Join(ws, "many", fmt.Sprintf("f%d", i)), []byte("x"), 0o644)
+	}
+	capture()
+	if check(true) {
+		t.Fatal("300 racy files (more than one check reads): unchanged")
+	}
 }

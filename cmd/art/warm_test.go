@@ -153,6 +153,44 @@ func TestWarmHostEditDiscardsMount(t *testing.T) {
 	}
 }
 
+// TestWarmFreshFilesReuseMount: host files written moments before the
+// daemon's capture have racy import records, which a stat cannot prove
+// unchanged; the reuse check reads them instead (RacyByContent), so the
+// next run still reuses the mount - it used to discard it, and its
+// replacement's capture was racy again, until the files were 2 s old -
+// while an edit of such a file is still a fresh daemon that captures it.
+func TestWarmFreshFilesReuseMount(t *testing.T) {
+	ws, db := overlayWorkspace(t)
+	t.Cleanup(func() { stopWarm(t, db, "main") })
+	// An mtime ahead of the clock is within the racy window of any
+	// capture: racy records however slowly the machine gets to them.
+	soon := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(ws, "main.py"), soon, soon); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-q", "--", "true")
+	pid := warmPID(db)
+	if pid == 0 {
+		t.Fatal("no warm daemon after a --warm run")
+	}
+	r := mustRun(t, "run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-q", "--", "cat", "main.py")
+	if r.stdout != "print('hello')\n" {
+		t.Errorf("second run read main.py as %q", r.stdout)
+	}
+	if got := warmPID(db); got != pid {
+		log, _ := os.ReadFile(session.WarmLog(db, "main"))
+		t.Fatalf("second run served by daemon %d, want the first's %d (the mount reused); log:\n%s", got, pid, log)
+	}
+	writeFile(t, filepath.Join(ws, "main.py"), "print('HELLO')\n") // same size, within the racy window
+	r = mustRun(t, "run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-q", "--", "cat", "main.py")
+	if r.stdout != "print('HELLO')\n" {
+		t.Errorf("the run after a host edit read %q", r.stdout)
+	}
+	if got := warmPID(db); got == pid || got == 0 {
+		t.Errorf("daemon after the host edit: %d (before: %d): want a fresh one", got, pid)
+	}
+}
+
 func TestWarmIdleDaemonYieldsToCheckoutAndUndo(t *testing.T) {
 	ws, db := warmWorkspace(t)
 	mustRun(t, "run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo v1 > v")
