@@ -45,7 +45,7 @@ func Capture(ctx context.Context, db *journal.DB, dir, branch, message string, w
 func FirstCaptureLine(dir string, st workspace.ImportStats) string {
 	why := ""
 	if st.OtherDir {
-		why = " (the branch last synced with another directory of this name: nothing this one lacks is taken for a deletion)"
+		why = " (the branch's import records were of another directory of this name)"
 	}
 	return fmt.Sprintf("art: first capture of %s%s: %s, %s\n", termtext.Quote(dir), why, FilesCount(st.Files), units.FormatSize(st.BytesRead))
 }

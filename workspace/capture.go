@@ -653,7 +653,12 @@ func (im *importer) file(tx *journal.Tx, ps *pathState, a journal.Attr) (journal
 	if exists {
 		if old.Content != r.id || old.Size != a.Size {
 			if branchChanged {
-				im.conflict(sp, "host", "changed on the host and in the branch")
+				why := "changed on the host and in the branch"
+				if im.stats.OtherDir {
+					// No record says which side changed it (forgetOtherDir).
+					why = "differs between this host directory and the branch, whose import records were of another directory of this name"
+				}
+				im.conflict(sp, "host", why)
 			}
 			im.stats.Changed++
 			if n, err = tx.Write(old.Ino, r.id, a.Size, a.MTime, nil); err != nil {

@@ -71,7 +71,8 @@ func TestCaptureOfAnotherDirectoryKeepsAgentWork(t *testing.T) {
 	// Without records of a, a path whose content differs on the two
 	// sides is one both changed: the host's version, named (the agent's
 	// stays in history), as for any capture.
-	if stats.Conflicts != 1 || len(stats.ConflictList) != 1 || stats.ConflictList[0].Path != "/ws/agent-edited" {
+	if stats.Conflicts != 1 || len(stats.ConflictList) != 1 || stats.ConflictList[0].Path != "/ws/agent-edited" ||
+		!strings.Contains(stats.ConflictList[0].Why, "another directory") {
 		t.Errorf("conflicts %d %+v, want /ws/agent-edited named", stats.Conflicts, stats.ConflictList)
 	}
 	if !stats.OtherDir || !stats.First {

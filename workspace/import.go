@@ -349,12 +349,16 @@ func (im *importer) workspaceDir(tx *journal.Tx, abs string) (int64, error) {
 
 // forgetOtherDir drops the branch's import records of the workspace if
 // they were made of another host directory of the same name (a pull
-// into a second checkout, a fresh clone): the workspace's own record
-// holds the inode of the directory the records describe (finish,
-// RecordPulled). What this directory lacks is then no deletion on the
-// host - taking it for one would silently drop the agent's work that the
-// other directory received - so the import runs as a first one: it adds
-// and updates, and removes nothing the branch has.
+// into a second checkout, or a clone at another path): the workspace's
+// own record holds the inode of the directory the records describe
+// (finish, RecordPulled). What this directory lacks is then no deletion
+// on the host - taking it for one would silently drop the agent's work
+// that the other directory received - so the import runs as a first one:
+// it adds and updates, removes nothing the branch has, and names each
+// path whose content differs (the host's is taken; the branch's stays in
+// history). The inode alone is the identity: a directory removed and
+// made again at the same path may get the same number back, and is then
+// taken for the same directory, as before this check.
 func (im *importer) forgetOtherDir(tx *journal.Tx, abs string) error {
 	rec, ok, err := tx.ImportRecord("/" + im.name)
 	if err != nil || !ok || rec.Kind != cas.EntryDir {

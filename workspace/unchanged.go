@@ -151,7 +151,9 @@ func (im *importer) unchangedWorkspace(tx *journal.Tx, abs string, n *journal.No
 		if err != nil || !ok {
 			return orChanged(err)
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR || c.Kind != cas.EntryDir || c.Mode != st.Mode&0o7777 {
+		// Another directory than the records' (its inode): Import drops
+		// them (forgetOtherDir), so it is not unchanged.
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || c.Kind != cas.EntryDir || c.Mode != st.Mode&0o7777 || c.Ino != st.Ino {
 			return errChanged
 		}
 	} else {
