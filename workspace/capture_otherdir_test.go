@@ -46,17 +46,7 @@ func TestCaptureOfAnotherDirectoryKeepsAgentWork(t *testing.T) {
 		return err
 	})
 	// Pull the branch into b, a new directory named ws, as art pull does.
-	st, err := db.Resolve(ctx, "main", "main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	written := map[string]journal.StatCache{}
-	began := time.Now()
-	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: b, State: st,
-		Written: func(p string, sc journal.StatCache) { written[p] = sc }}); err != nil {
-		t.Fatal(err)
-	}
-	agent(t, db, "main", func(tx *journal.Tx) error { return workspace.RecordPulled(tx, b, written, began) })
+	pullInto(t, db, "main", b)
 
 	// a has neither the agent's file nor (now) host-deleted: only the
 	// records of b say what a had, so neither is a deletion on a's host.

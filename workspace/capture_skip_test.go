@@ -261,17 +261,7 @@ func TestPushSkipsOnlyWhatTheMarkProves(t *testing.T) {
 		// the push before it proves nothing.
 		db, ws := setup(t)
 		agent(t, db, "main", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/a/b/g.txt", "pulled") })
-		st, err := db.Resolve(ctx, "main", "main")
-		if err != nil {
-			t.Fatal(err)
-		}
-		written := map[string]journal.StatCache{}
-		began := time.Now()
-		if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: ws, State: st,
-			Written: func(p string, sc journal.StatCache) { written[p] = sc }}); err != nil {
-			t.Fatal(err)
-		}
-		agent(t, db, "main", func(tx *journal.Tx) error { return workspace.RecordPulled(tx, ws, written, began) })
+		pullInto(t, db, "main", ws)
 		if got := readStore(t, db, "main", "ws/a/b/g.txt"); got != "pulled" {
 			t.Fatalf("ws/a/b/g.txt = %q before the edit", got)
 		}

@@ -45,6 +45,24 @@ func agent(t *testing.T, db *journal.DB, branch string, fn func(tx *journal.Tx) 
 	}
 }
 
+// pullInto writes branch's head into host directory dir and records it,
+// as art pull -m does.
+func pullInto(t *testing.T, db *journal.DB, branch, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := db.Resolve(ctx, branch, branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]journal.StatCache{}
+	began := time.Now()
+	if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: dir, State: st,
+		Written: func(p string, sc journal.StatCache) { written[p] = sc }}); err != nil {
+		t.Fatal(err)
+	}
+	agent(t, db, branch, func(tx *journal.Tx) error { return workspace.RecordPulled(tx, dir, written, began) })
+}
+
 func setContent(ctx context.Context, tx *journal.Tx, p, data string) error {
 	n, err := tx.Resolve([]byte(p))
 	if err != nil {

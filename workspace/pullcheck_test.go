@@ -233,17 +233,7 @@ func TestPullHostChangesRacyAndOtherBranches(t *testing.T) {
 		}
 		agent(t, db, "try", func(tx *journal.Tx) error { return setContent(ctx, tx, "ws/a.txt", "try's") })
 		agent(t, db, "try", func(tx *journal.Tx) error { return tx.Unlink(mustResolve(t, tx, "ws").Ino, []byte("c.txt")) })
-		try, err := db.Resolve(ctx, "try", "try")
-		if err != nil {
-			t.Fatal(err)
-		}
-		written := map[string]journal.StatCache{}
-		began := time.Now()
-		if _, err := workspace.Export(ctx, db.Objects(), workspace.ExportOptions{Dir: ws, State: try,
-			Written: func(p string, sc journal.StatCache) { written[p] = sc }}); err != nil {
-			t.Fatal(err)
-		}
-		agent(t, db, "try", func(tx *journal.Tx) error { return workspace.RecordPulled(tx, ws, written, began) })
+		pullInto(t, db, "try", ws)
 		// Back to main: a.txt is try's (main's records say "a"), c.txt is
 		// gone (main's records have it): both are in the store.
 		plan := planPull(t, db, ws)

@@ -306,7 +306,10 @@ func (im *importer) racyByContent(tx *journal.Tx) func(*place, *hostEntry) bool 
 			}
 			defer f.Close()
 			var st unix.Stat_t
-			if unix.Fstat(int(f.Fd()), &st) != nil || !statSame(c, &st) {
+			// Only a regular file is read: anything else at the path
+			// (swapped in since the lstat) is a change, and reading it
+			// would have no end.
+			if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || !statSame(c, &st) {
 				return false
 			}
 			id, _, err := cas.SparseFileID(im.ctx, f)
