@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/artrt/art/internal/testutil"
 )
 
 // gitMergeFile runs the real `git merge-file --diff3 -p` on the three
@@ -49,9 +51,7 @@ func gitMergeFile(t *testing.T, dir string, base, ours, theirs []byte, o TextOpt
 
 func requireGit(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed: the reference for text merges")
-	}
+	testutil.Require(t, "git")
 }
 
 // genText is a random file of n lines drawn from an alphabet of k lines,

@@ -26,9 +26,10 @@ import (
 func TestRunGitIndexStaysValid(t *testing.T) {
 	testutil.RequireFUSE(t)
 	testutil.Require(t, "bwrap")
+	testutil.Require(t, "git")
 	git, err := exec.LookPath("git")
 	if err != nil {
-		t.Skipf("git is not installed: %v", err)
+		t.Fatal(err)
 	}
 	ctx := context.Background()
 	o := testWorkspace(t)

@@ -8,15 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/artrt/art/internal/testutil"
 )
 
 // gitMergeFile is the reference for art merge's text merges: the real git
 // merge-file --diff3 on the three contents, without any git configuration.
 func gitMergeFile(t *testing.T, base, ours, theirs string, labels ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed: the reference for text merges")
-	}
+	testutil.Require(t, "git")
 	dir := t.TempDir()
 	for name, s := range map[string]string{"base": base, "ours": ours, "theirs": theirs} {
 		writeFile(t, filepath.Join(dir, name), s)

@@ -53,9 +53,7 @@ import (
 
 func TestRemountStress(t *testing.T) {
 	testutil.RequireFUSE(t)
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	testutil.Require(t, "git")
 	cycles := 6
 	if testing.Short() {
 		cycles = 1

@@ -75,6 +75,13 @@ func probe(what string) string {
 			return "not root: cannot mount a file system"
 		}
 		return ""
+	case "git":
+		// The reference for text merges and the tool whose index stat
+		// fidelity keeps valid.
+		if _, err := exec.LookPath("git"); err != nil {
+			return "git not installed"
+		}
+		return ""
 	case "minio":
 		if _, err := minioserver.Binary(); err != nil {
 			return err.Error()
