@@ -12,7 +12,7 @@ import (
 )
 
 // Require skips t unless the named capability ("fuse", "bwrap", "ptrace",
-// "minio") is usable here. When ART_TEST_REQUIRE lists the capability (CI
+// "mount", "git", "minio") is usable here. When ART_TEST_REQUIRE lists the capability (CI
 // does), a missing one fails the test instead: privileged tests must not
 // silently skip where they are expected to run.
 func Require(t testing.TB, what string) {
