@@ -3,7 +3,9 @@ package overlay_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -414,4 +416,55 @@ func TestSmallDirListedAtFirstLookup(t *testing.T) {
 	if got := queries("big/f1", "big/f2"); got != 0 {
 		t.Errorf("the next stats in a 100-file directory took %d lookup queries, want 0 (listed at the second)", got)
 	}
+}
+
+// TestMkdirOfExistingDirNoQuery: the kernel looks a directory's name up
+// again at every mkdir of it (npm's mkdir -p before each file it writes);
+// a live directory answers from memory, with no query, and a directory
+// renamed away and made again under the old name is the new one.
+func TestMkdirOfExistingDirNoQuery(t *testing.T) {
+	s := newStore(t)
+	if err := os.MkdirAll(filepath.Join(s.mnt, "a/b/c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := s.fs.Stats().LookupQueries
+	for range 3 {
+		for _, p := range []string{"a", "a/b", "a/b/c"} {
+			if err := os.Mkdir(filepath.Join(s.mnt, p), 0o755); !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("mkdir %s again: %v, want EEXIST", p, err)
+			}
+		}
+	}
+	if got := s.fs.Stats().LookupQueries - before; got != 0 {
+		t.Errorf("mkdir of 3 existing directories 3 times took %d lookup queries, want 0", got)
+	}
+	ino := func(p string) uint64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(s.mnt, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	old := ino("a/b")
+	if err := os.Rename(filepath.Join(s.mnt, "a/b"), filepath.Join(s.mnt, "a/moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(s.mnt, "a/b"), 0o700); err != nil {
+		t.Fatalf("mkdir a/b after moving it away: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(s.mnt, "a/b"), 0o755); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("mkdir a/b again: %v, want EEXIST", err)
+	}
+	if got := ino("a/b"); got == old {
+		t.Errorf("a/b has the moved directory's inode %d", old)
+	}
+	if got := ino("a/moved"); got != old {
+		t.Errorf("a/moved has inode %d, want the moved directory's %d", got, old)
+	}
+	if _, err := os.Stat(filepath.Join(s.mnt, "a/moved/c")); err != nil {
+		t.Errorf("the moved directory lost its child: %v", err)
+	}
+	s.unmount()
+	s.verify()
 }

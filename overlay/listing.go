@@ -7,14 +7,15 @@ import (
 
 // Directory listings in memory.
 //
-// A directory's listing (node.listing) maps every name in it to the node
-// as last read, or to nil when the entry must be read again (directories,
-// whose link counts it does not track; hard-linked files; anything changed
-// since). Lookup answers from it without SQL: a name it lacks is ENOENT
-// (tar x looks up every name before creating it), and a cached node
-// builds the inode readdirplus asks for. Readdir fills it, a new directory
-// starts with an empty one, and every change through the mount updates
-// the one listing it touches:
+// A directory's listing (node.listing) maps every name in it to its
+// node's number and the node as last read, or no node when the entry must
+// be read again (directories, whose link counts it does not track;
+// hard-linked files; anything changed since). Lookup answers from it
+// without SQL: a name it lacks is ENOENT (tar x looks up every name before
+// creating it), a cached node builds the inode readdirplus asks for, and
+// a number whose node is live answers from that node. Readdir fills it,
+// a new directory starts with an empty one, and every change through the
+// mount updates the one listing it touches:
 //
 //   - create, mkdir, symlink, link, unlink, rmdir and rename edit their
 //     directories' listings;
@@ -29,22 +30,30 @@ import (
 
 // listingLocked returns the directory's valid listing or nil. The caller
 // holds d.mu.
-func (d *node) listingLocked() map[string]*journal.Node {
+func (d *node) listingLocked() map[string]listEnt {
 	if d.listing == nil || d.listingGen != d.fsys.gen.Load() {
 		return nil
 	}
 	return d.listing
 }
 
-// listSet records that name is in d; jn, when not nil, is its node now.
-func (d *node) listSet(name string, jn *journal.Node) {
+// listEnt is one name of a listing: its node's number (0: unknown) and,
+// when the listing may hand it out, the node as last read.
+type listEnt struct {
+	ino int64
+	jn  *journal.Node
+}
+
+// listSet records that name is in d, the node numbered ino (0: unknown);
+// jn, when not nil, is that node now.
+func (d *node) listSet(name string, ino int64, jn *journal.Node) {
 	if jn != nil && jn.IsDir() {
 		jn = nil
 	}
 	d.mu.Lock()
 	d.listVer++
 	if l := d.listingLocked(); l != nil {
-		l[name] = jn
+		l[name] = listEnt{ino: ino, jn: jn}
 	}
 	d.mu.Unlock()
 }
@@ -84,8 +93,8 @@ func (n *node) stale() {
 		d.mu.Lock()
 		d.listVer++
 		if l := d.listingLocked(); l != nil {
-			if _, ok := l[name]; ok {
-				l[name] = nil
+			if e, ok := l[name]; ok {
+				l[name] = listEnt{ino: e.ino}
 			}
 		}
 		d.mu.Unlock()

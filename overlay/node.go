@@ -76,7 +76,7 @@ type node struct {
 
 	// The directory's listing (listing.go): valid while listingGen ==
 	// fsys.gen; listVer counts its edits.
-	listing    map[string]*journal.Node
+	listing    map[string]listEnt
 	listingGen uint64
 	listVer    uint64
 	misses     int                 // lookups by query since the listing was last valid
@@ -354,15 +354,32 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			l = n.listingLocked()
 		}
 	}
-	cached, listed := (*journal.Node)(nil), false
+	var e listEnt
 	if l != nil {
-		cached, listed = l[name]
-		if !listed {
+		var listed bool
+		if e, listed = l[name]; !listed {
 			n.mu.Unlock()
 			return nil, syscall.ENOENT
 		}
 	}
 	n.mu.Unlock()
+	cached := e.jn
+	if cached == nil && e.ino != 0 {
+		// A listed name the listing holds no node for (a directory, a
+		// hard link, a changed file) whose node is live: its state is
+		// current, so the query would only find its number, which the
+		// listing has. The kernel looks a directory up again at every
+		// mkdir of its name (it revalidates the dentry for O_EXCL
+		// semantics): npm's mkdir -p before each file, 24,000 queries in
+		// an npm ci.
+		if c := n.fsys.live(e.ino); c != nil {
+			c.mu.Lock()
+			c.forgotten = false // the kernel knows it again, as in child
+			c.mu.Unlock()
+			c.fillEntry(out)
+			return &c.Inode, 0
+		}
+	}
 	var jn journal.Node
 	if cached != nil {
 		jn = *cached
@@ -450,13 +467,13 @@ func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok 
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	listing := make(map[string]*journal.Node, len(des))
+	listing := make(map[string]listEnt, len(des))
 	for i := range des {
 		d := &des[i]
 		if d.Node.IsDir() || d.Node.Nlink != 1 {
-			listing[string(d.Name)] = nil
+			listing[string(d.Name)] = listEnt{ino: d.Node.Ino}
 		} else {
-			listing[string(d.Name)] = &d.Node
+			listing[string(d.Name)] = listEnt{ino: d.Node.Ino, jn: &d.Node}
 		}
 	}
 	n.mu.Lock()
@@ -506,13 +523,13 @@ func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fus
 		return nil, nil, n.fsys.errno(err)
 	}
 	n.touchDir()
-	n.listSet(name, &jn)
+	n.listSet(name, jn.Ino, &jn)
 	in := n.child(ctx, name, jn, false)
 	c := in.Operations().(*node)
 	if a.Kind == cas.EntryDir {
 		c.mu.Lock()
 		if c.listing == nil && c.listVer == 0 { // new and empty
-			c.listing, c.listingGen = map[string]*journal.Node{}, c.fsys.gen.Load()
+			c.listing, c.listingGen = map[string]listEnt{}, c.fsys.gen.Load()
 		}
 		c.mu.Unlock()
 	}
@@ -622,7 +639,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, n.fsys.errno(err)
 	}
 	n.touchDir()
-	n.listSet(name, nil)
+	n.listSet(name, t.ino, nil)
 	t.mu.Lock()
 	t.nlink, t.ctime = jn.Nlink, jn.CTime
 	t.parent, t.name = 0, "" // several names now
@@ -703,9 +720,9 @@ func (n *node) unlinkBehind(ctx context.Context, name string) bool {
 	}
 	n.mu.Lock()
 	l := n.listingLocked()
-	cached, listed := l[name]
-	if ino == 0 && cached != nil {
-		ino = cached.Ino
+	e, listed := l[name]
+	if ino == 0 && e.jn != nil {
+		ino = e.jn.Ino
 	}
 	// Queued under n.mu, so the queue's order is the listing's.
 	if !listed || ino == 0 || !f.behind.push(pid, func(tx *journal.Tx) error { return tx.Unlink(parent, bname) }) {
@@ -767,14 +784,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	n.touchDir()
 	np.touchDir()
 	if flags&journal.RenameExchange != 0 {
-		n.listSet(name, nil)
+		n.listSet(name, replaced.Ino, nil)
 		if c := n.fsys.live(replaced.Ino); c != nil && replaced.Nlink == 1 {
 			c.setName(n.ino, name)
 		}
 	} else {
 		n.listDel(name)
 	}
-	np.listSet(newName, nil)
+	np.listSet(newName, moved.Ino, nil)
 	if c := n.fsys.live(moved.Ino); c != nil && moved.Nlink == 1 {
 		c.setName(np.ino, newName)
 	}

@@ -192,7 +192,8 @@ func (d *node) listedEntries(ctx context.Context) ([]fuse.DirEntry, bool) {
 	ents := make([]fuse.DirEntry, 0, len(l))
 	var unknown []int                     // entries the listing holds no node for
 	known := make([]journal.Node, len(l)) // by entry: the listing's node
-	for name, jn := range l {
+	for name, e := range l {
+		jn := e.jn
 		if jn == nil {
 			unknown = append(unknown, len(ents))
 			ents = append(ents, fuse.DirEntry{Name: name})
