@@ -93,8 +93,9 @@ type FS struct {
 	server        *fuse.Server
 	served        chan struct{} // closed when the serve loop has ended: the kernel let go of the mount
 	mountpoint    string
-	mountID       uint64 // the kernel's id of our mount at mountpoint (0: unknown)
-	conn          string // the FUSE connection's name in the control file system (unmount.go)
+	mountID       uint64      // the kernel's id of our mount at mountpoint (0: unknown)
+	conn          string      // the FUSE connection's name in the control file system (unmount.go)
+	aborted       atomic.Bool // Unmount aborted the connection (unmount.go)
 	upperDir      string
 	releaseUpper  func() // removes the upper dir Mount made (nil: the caller's)
 	statDir       string
@@ -212,7 +213,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	}
 	root := f.newNode(jn)
 	f.nodes[jn.Ino] = root // so link-count refreshes reach it like any node
-	logger := log.New(lineWriter(f.log), "art fuse: ", 0)
+	logger := log.New(lineWriter(f.fuseLog), "art fuse: ", 0)
 	if f.counts = newOpCounter(); f.counts != nil {
 		opts.Debug = true
 		logger = log.New(lineWriter(f.counts.line), "", 0)

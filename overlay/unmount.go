@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -223,6 +224,7 @@ func (f *FS) awaitServed(ctl *connCtl) {
 			break // the connection is gone (the usual case): the loops are ending
 		}
 		if n == 0 || time.Now().After(deadline) {
+			f.aborted.Store(true)
 			if err := ctl.abort(); err != nil {
 				f.logf("%v", err)
 			}
@@ -231,4 +233,14 @@ func (f *FS) awaitServed(ctl *connCtl) {
 		<-tick.C
 	}
 	<-f.served // the readers end at once; a request being handled finishes first
+}
+
+// fuseLog passes go-fuse's messages on to the mount's log, less the
+// failed replies of requests the abort cut off (their callers got an
+// error from the kernel; the reply had nowhere to go).
+func (f *FS) fuseLog(line string) {
+	if f.aborted.Load() && strings.Contains(line, "Write/Writev failed") {
+		return
+	}
+	f.log(line)
 }
