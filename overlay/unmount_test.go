@@ -23,8 +23,8 @@ import (
 // which only end with the connection): art hung at exit for as long as
 // another session's sandbox, a container or an unshare -m shell lived.
 // Now Unmount returns at once, with what was written and closed in the
-// store and the mount gone from this namespace; the other namespace's
-// copy is cut off (its accesses fail).
+// store (also through the other namespace's copy) and the mount gone
+// from this namespace; the copy is cut off (its accesses fail).
 func TestUnmountWithCopyInAnotherNamespace(t *testing.T) {
 	testutil.RequireMount(t) // a namespace of one's own, and the control file system
 	for _, holder := range []string{"unshare", "bwrap"} {
@@ -42,7 +42,7 @@ func TestUnmountWithCopyInAnotherNamespace(t *testing.T) {
 			case "unshare":
 				// Its working directory in its copy, and requests going
 				// to the mount until they fail.
-				cmd = exec.Command("/bin/sh", "-c", `cd "$1" || exit 1; echo ready; while cat kept >/dev/null; do :; done; echo cut off`, "sh", mnt)
+				cmd = exec.Command("/bin/sh", "-c", `cd "$1" || exit 1; echo theirs > theirs || exit 1; echo ready; while cat kept >/dev/null; do :; done; echo cut off`, "sh", mnt)
 				cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 			case "bwrap":
 				cmd = exec.Command("bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -86,11 +86,19 @@ func TestUnmountWithCopyInAnotherNamespace(t *testing.T) {
 			if strings.Contains(readFile(t, "/proc/self/mountinfo"), " "+mnt+" ") {
 				t.Errorf("%s still mounted here after Unmount", mnt)
 			}
-			// Size and content (not mode or time) as written.
-			got := strings.Fields(journalTree(t, db)["kept"])
-			want := strings.Fields(fileDesc(0, []byte("written and closed\n"), 0))
-			if len(got) != len(want) || got[2] != want[2] || got[3] != want[3] {
-				t.Errorf("kept in the store: %q, want %q", got, want)
+			// Size and content (not mode or time) as written, also what
+			// the other namespace's process wrote and closed.
+			tree := journalTree(t, db)
+			files := map[string]string{"kept": "written and closed\n"}
+			if holder == "unshare" {
+				files["theirs"] = "theirs\n"
+			}
+			for name, content := range files {
+				got := strings.Fields(tree[name])
+				want := strings.Fields(fileDesc(0, []byte(content), 0))
+				if len(got) != len(want) || got[2] != want[2] || got[3] != want[3] {
+					t.Errorf("%s in the store: %q, want %q", name, got, want)
+				}
 			}
 			if holder == "unshare" {
 				// The connection is gone, not just our mount: the copy's
