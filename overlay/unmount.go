@@ -34,7 +34,9 @@ import (
 // system (/sys/fs/fuse/connections/N/abort; connCtl). Nothing is lost by
 // that. Our own processes can no longer reach the file system: the
 // mount is gone from our namespace and, for a session, the sandbox's
-// processes have been reaped. Every request the kernel had sent us is
+// processes have been reaped (a warm daemon's client that went away
+// leaves a sandbox being killed, whose run is recorded as killed
+// already). Every request the kernel had sent us is
 // still answered (the abort waits until the kernel counts none waiting,
 // up to abortWait), and one in a handler when it comes finishes all the
 // same (only its reply is dropped); Unmount journals after the handlers
