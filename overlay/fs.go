@@ -92,6 +92,10 @@ type FS struct {
 	behind        *behind // unlinks written behind (behind.go); nil when read-only
 	server        *fuse.Server
 	served        chan struct{} // closed when the serve loop has ended: the kernel let go of the mount
+	mountpoint    string
+	mountID       uint64      // the kernel's id of our mount at mountpoint (0: unknown)
+	conn          string      // the FUSE connection's name in the control file system (unmount.go)
+	aborted       atomic.Bool // Unmount aborted the connection (unmount.go)
 	upperDir      string
 	releaseUpper  func() // removes the upper dir Mount made (nil: the caller's)
 	statDir       string
@@ -209,7 +213,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	}
 	root := f.newNode(jn)
 	f.nodes[jn.Ino] = root // so link-count refreshes reach it like any node
-	logger := log.New(lineWriter(f.log), "art fuse: ", 0)
+	logger := log.New(lineWriter(f.fuseLog), "art fuse: ", 0)
 	if f.counts = newOpCounter(); f.counts != nil {
 		opts.Debug = true
 		logger = log.New(lineWriter(f.counts.line), "", 0)
@@ -229,6 +233,13 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	f.server = server
+	// Absolute, as go-fuse mounted it: the unmount must name the same
+	// directory whatever the working directory is then.
+	f.mountpoint = mountpoint
+	if abs, err := filepath.Abs(mountpoint); err == nil {
+		f.mountpoint = abs
+	}
+	f.mountID, f.conn = mountID(f.mountpoint)
 	f.served = make(chan struct{})
 	go func() { server.Wait(); close(f.served) }()
 	f.ptOK.Store(f.probePassthrough())
@@ -396,12 +407,24 @@ func (f *FS) FastPaths() []string {
 func (f *FS) Wait() { f.server.Wait() }
 
 // Unmount detaches the filesystem, journals any file still dirty and ends
-// the mount's operation. Safe to call twice.
+// the mount's operation. Safe to call twice. It returns once the kernel
+// has let go of the file system and every request it sent is done, in
+// bounded time even when another mount namespace holds a copy of the
+// mount (unmount.go).
 func (f *FS) Unmount(ctx context.Context) error {
 	var err error
 	if f.server != nil {
-		for i := 0; i < 50; i++ {
-			if err = f.server.Unmount(); err == nil {
+		// The control files of the connection, opened while the mount is
+		// certainly ours (its number cannot have been reused): the mount
+		// is still where Mount put it.
+		var ctl *connCtl
+		if id, _ := mountID(f.mountpoint); id != 0 && id == f.mountID {
+			ctl = openConnCtl(f.conn)
+		}
+		detached := false
+		for i, delay := 0, 5*time.Millisecond; i < 50; i++ {
+			if err = detach(f.mountpoint); err == nil {
+				detached = true
 				break
 			}
 			select {
@@ -416,13 +439,23 @@ func (f *FS) Unmount(ctx context.Context) error {
 			if err == nil {
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(delay)
+			delay = min(2*delay, 200*time.Millisecond)
 		}
 		if err != nil {
+			if ctl != nil {
+				ctl.close()
+			}
 			// Still in use: leave everything as it is (mounted, op open)
 			// so the caller can retry, rather than journal behind a live
 			// mount.
 			return fmt.Errorf("unmount: %w", err)
+		}
+		if detached {
+			f.awaitServed(ctl)
+		}
+		if ctl != nil {
+			ctl.close()
 		}
 		f.server = nil
 		if f.counts != nil {
