@@ -1468,12 +1468,14 @@ func (w *wlRun) gopls() error {
 		return err
 	}
 	// go list with the scripts' environment (offline), natively: how
-	// many packages go build ./... builds.
-	out, _, err := w.b.command(filepath.Join(host, goplsModDir), goplsEnv(host), "go", "list", "./...")
+	// many packages go build ./... builds, and how many commands it
+	// links (every time: go build caches no linked binary).
+	out, _, err := w.b.command(filepath.Join(host, goplsModDir), goplsEnv(host), "go", "list", "-f", "{{.Name}}", "./...")
 	if err != nil {
 		return err
 	}
-	w.facts["goplsmod"] = fmt.Sprintf("%s packages, %s files, %s", fmtInt(bytes.Count(out, []byte("\n"))), fmtInt(n), fmtBytes(size))
+	names := strings.Fields(string(out))
+	w.facts["goplsmod"] = fmt.Sprintf("%s packages of which %d commands, %s files, %s", fmtInt(len(names)), countOf(names, "main"), fmtInt(n), fmtBytes(size))
 	if err := os.RemoveAll(filepath.Join(host, ".gocache")); err != nil {
 		return err
 	}
@@ -1556,6 +1558,17 @@ func (w *wlRun) gopls() error {
 		}
 	}
 	return nil
+}
+
+// countOf is how many of ss are s.
+func countOf(ss []string, s string) int {
+	n := 0
+	for _, x := range ss {
+		if x == s {
+			n++
+		}
+	}
+	return n
 }
 
 // goplsModDir is where the workspace holds its copy of gopls's module.
@@ -1771,7 +1784,7 @@ func (b *bench) workloadsMarkdown(took time.Duration) string {
 		version = "(art's)"
 	}
 	notes := append([]string{
-		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. `go build ./...` (`go -C gopls build ./...`) runs in a copy of gopls's own module taken from that module cache (with its go.mod and go.sum, made writable) in the workspace, with the same environment and build cache: its first build follows the install in the same session, so it finds the dependencies the install compiled, and compiles the module's own packages (their directory, part of a compile's cache key, is not the module cache's) and the packages of `./...` the gopls binary does not import. So each repetition has one cold install and one cold build a place (none for W, below).",
+		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. `go build ./...` (`go -C gopls build ./...`) runs in a copy of gopls's own module taken from that module cache (with its go.mod and go.sum, made writable) in the workspace, with the same environment and build cache: its first build follows the install in the same session, so it finds the dependencies the install compiled, and compiles the module's own packages (their directory, part of a compile's cache key, is not the module cache's) and the packages of `./...` the gopls binary does not import. It links every command of the module (its main packages) at every build, no-op or not (Go's build cache keeps no binary `go build` links), so its no-op rows are mostly the linker's CPU and its reads of the build cache's archives. So each repetition has one cold install and one cold build a place (none for W, below).",
 		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A and W the store copy, for L its plain directory) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount, and for L through a new loopback mount.",
 		"L: `cmd/bench/loopfloor`, go-fuse " + version + "'s loopback node (`fs.NewLoopbackRoot`, the node go-fuse's example/loopback serves) mounted with the options art's mount gives the kernel: names, attributes and negative lookups kept an hour (the example as shipped keeps them 1 s, libfuse's default, so its second `git status` a few seconds after the first looked every file up again where art's mount answered from the kernel's caches: no floor), allow_other with `default_permissions`, a direct mount, 1 MiB writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC, and, as root, FUSE passthrough for every open file. The harness starts it natively as root, as art's daemon runs, over a plain directory of its own on the same disk, made and reset like N's. Each session mounts afresh (a second session over the directory the first left), so the kernel knows nothing of the tree, as at A's new mount; the script runs under bare `bwrap` with the mount bound as B binds its directory, as B's user. L is the floor under A: what the kernel's FUSE protocol costs with a server that only forwards, written with art's library; where A/N is near L/N, the rest is outside art. It is no lower bound where art answers from its own index what the loopback asks the disk for (a lookup is an lstat of the host file there): A can beat L. No L for start-up, for the session around `npm ci` (art's capture and snapshot have no counterpart there) and for gopls (minutes a place).",
 		"git: two sets of rows. The owner case, the ordinary one (a user running art on their own repository): the repository belongs to uid 65534, which refreshed its index on the host before the capture; N runs as that uid (setresuid and setresgid with no supplementary groups, as `setpriv --reuid --regid --clear-groups`), B and L start bwrap as it with `--unshare-user --uid --gid` (mapped to itself, as art's sandbox does), and `art run` (the harness drops sudo's variables from its environment) picks the workspace's owner as the agent. No place sets git's `safe.directory` there: a place that saw someone else's repository would fail the workload with git's dubious-ownership error (a note under the table would say so). The root case (marked so, the rows of earlier tables): the repository is root's, N, B and L run as root, art's agent is uid 65534 (art never runs it as root), so every entry's uid differs from git's index and git re-reads every file once a session until the agent's own index is written; `safe.directory` is `*` in every place, or the agent's git refuses root's repository. Every script reports the uid it ran as, and the harness checks it. Each place runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit; N, B and L then go back to main (A's store copy is new each repetition).",
