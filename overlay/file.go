@@ -169,8 +169,12 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 	content := n.attr.Content
 	c := n.lowerStat
 	if c == nil || c.path != p {
-		// Once per node and path: the branch's import cache does not
-		// change while it is mounted (the session holds the branch).
+		// Once per node and path, found or not: the branch's import cache
+		// does not change while it is mounted (the session holds the
+		// branch). A file the agent wrote in an earlier session has no
+		// record, and a no-op go install opens each of its build cache's
+		// entries again at every run: a query each time was 3,260 of a
+		// same-session no-op's 8,068 transactions.
 		var sc journal.StatCache
 		var ok bool
 		err := f.tx(ctx, func(tx *journal.Tx) error {
@@ -178,13 +182,14 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 			sc, ok, err = tx.StatCache("/" + p)
 			return err
 		})
-		if err != nil || !ok {
-			return -1
+		if err != nil {
+			return -1 // asked again at the next open
 		}
-		c = &lowerStat{path: p, StatCache: sc}
+		f.stats.lowerChecks.Add(1)
+		c = &lowerStat{path: p, StatCache: sc, none: !ok}
 		n.lowerStat = c
 	}
-	if c.Manifest != content {
+	if c.none || c.Manifest != content {
 		return -1
 	}
 	fd, err := syscall.Open(host, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -203,6 +208,7 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 // lowerStat is what the import recorded of a node's host file.
 type lowerStat struct {
 	path string // the node's path it was read for
+	none bool   // the import recorded no host file there
 	journal.StatCache
 }
 

@@ -121,7 +121,7 @@ type FS struct {
 	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
 	stats   struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
-		storeReads, lookupQueries                                    atomic.Int64
+		storeReads, lookupQueries, lowerChecks                       atomic.Int64
 		streamed, streamStarts, streamBytes                          atomic.Int64
 	}
 	streams  streams    // files being stored while written (stream.go)
@@ -344,6 +344,9 @@ type Stats struct {
 	// StoreReads counts reads served straight from the store, without a
 	// private copy (file.go readStore).
 	StoreReads int64
+	// LowerChecks counts queries of a file's import record at a read-only
+	// open (file.go openLowerLocked): at most one per file and path.
+	LowerChecks int64
 	// UnlinksBehind counts unlinks answered before the journal had them
 	// (behind.go).
 	UnlinksBehind int64
@@ -358,7 +361,7 @@ func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
-		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(), StoreReads: f.stats.storeReads.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
+		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
 }
 

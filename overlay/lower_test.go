@@ -214,3 +214,34 @@ func TestJournalWrites(t *testing.T) {
 		t.Fatalf("write records %q, want %q", got, want)
 	}
 }
+
+// TestLowerRecordOnce checks that a read-only open asks for a file's
+// import record once per file, found or not: a file written in an earlier
+// session (no record: served from the store) and a captured one (served
+// from the host file), each opened three times, cost two queries.
+func TestLowerRecordOnce(t *testing.T) {
+	s := newLower(t, map[string]string{"a.txt": "lower a\n"})
+	if err := os.WriteFile(filepath.Join(s.mnt, "ws", "w.txt"), []byte("written in the mount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.remount() // w.txt is now only in the store
+	before := s.fsys.Stats()
+	for range 3 {
+		if got := s.read("a.txt"); got != "lower a\n" {
+			t.Fatalf("a.txt = %q", got)
+		}
+		if got := s.read("w.txt"); got != "written in the mount\n" {
+			t.Fatalf("w.txt = %q", got)
+		}
+	}
+	st := s.fsys.Stats()
+	if d := st.LowerChecks - before.LowerChecks; d != 2 {
+		t.Errorf("%d import record queries for two files opened three times each, want 2", d)
+	}
+	if d := st.LowerOpens - before.LowerOpens; d != 3 {
+		t.Errorf("%d lower opens of a.txt, want 3", d)
+	}
+	if st.StoreReads == before.StoreReads {
+		t.Error("w.txt was not read from the store")
+	}
+}

@@ -36,7 +36,8 @@
 //	workloads    real developer workloads natively, under bare bwrap, under
 //	             bwrap in a go-fuse loopback mount (the FUSE floor,
 //	             cmd/bench/loopfloor) and in art run on a store holding the
-//	             workspace: go install gopls (cold and no-op), npm ci of 500+
+//	             workspace: go install gopls and go build ./... of its
+//	             module (cold and no-op), npm ci of 500+
 //	             packages, find, du and rm -rf of node_modules, git status,
 //	             grep and commit in a 15k-file repository (owned by the
 //	             user who runs it, and owned by root), tar x + rm -rf, a

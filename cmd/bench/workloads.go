@@ -38,9 +38,10 @@ import (
 // holds DIR (A: the capture at the start finds nothing new, the workload
 // runs in the FUSE overlay, the run ends with a snapshot). A fifth place,
 // W, is A with --warm on its own store copy: only the workloads with a
-// second session run there (git, npm's next session, startup), as the
-// first session of a fresh store is A's with a daemon's start added; the
-// harness makes the daemon go after each repetition. The same bash script
+// second session run there (git, npm's and gopls's next sessions,
+// startup), as the first session of a fresh store is A's with a daemon's
+// start added; the harness makes the daemon go after each repetition.
+// The same bash script
 // runs in all of them; it times its own steps with $EPOCHREALTIME (no
 // fork) and prints them on stdout, so a step's time excludes the
 // sandbox's start and end (and L's mount), which the "whole session" rows
@@ -689,16 +690,22 @@ func (w *wlRun) baseStore(dir string) (string, error) {
 // in place p (A and W each their own: W's daemon is named for its store).
 func (w *wlRun) storeCopy(base string, rep int, p wlPlace) (string, error) {
 	dst := strings.TrimSuffix(base, ".db") + fmt.Sprintf("-%s-rep%d.db", p, rep)
+	return dst, w.copyStore(base, dst)
+}
+
+// copyStore copies the closed store src (file, WAL, packs) to dst,
+// replacing what was there.
+func (w *wlRun) copyStore(src, dst string) error {
 	removeStore(dst)
 	for _, suffix := range []string{"", "-wal", ".packs"} {
-		if _, err := os.Lstat(base + suffix); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(src + suffix); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if _, _, err := w.b.command(w.root, nil, "cp", "-a", base+suffix, dst+suffix); err != nil {
-			return "", err
+		if _, _, err := w.b.command(w.root, nil, "cp", "-a", src+suffix, dst+suffix); err != nil {
+			return err
 		}
 	}
-	return dst, nil
+	return nil
 }
 
 // stopWarm makes the warm daemon of store's branch go, if one is running,
@@ -1413,9 +1420,19 @@ func countTree(dir string) (int, int64, error) {
 	return n, size, err
 }
 
-// gopls: go install gopls cold with the module cache in the workspace and
-// offline (the proxy is the workspace's own module cache), the same again
-// three times (nothing changed), and in the next session three times more.
+// gopls: the Go edit-build loop on gopls's own sources, offline (the
+// proxy is the workspace's own module cache). The first session runs go
+// install gopls@version cold, the same three times more with nothing
+// changed, then go build ./... in a writable copy of gopls's module in
+// the workspace (the build cache already holds what the install
+// compiled, so the build compiles the module's own packages, which
+// compile in another directory) and that three times more; the next
+// session runs both no-ops three times each. W's store is a copy of A's
+// after A's two sessions (the build cache A's cold session wrote): its
+// first session, on a new warm mount, runs each no-op once, untimed, as
+// A's first session ran them after its cold steps, and its second
+// session is timed. So a repetition has one cold install and one cold
+// build a place, and none for W.
 func (w *wlRun) gopls() error {
 	if w.b.cfg.quick && w.b.cfg.workloads == "" {
 		w.notes = append(w.notes, "-quick skips the gopls rows (a cold build is about a minute per place) unless -workloads names them.")
@@ -1426,25 +1443,47 @@ func (w *wlRun) gopls() error {
 		return err
 	}
 	dirs, err := w.workspaces("goplsws", false, func(dir string) error {
-		return w.cp(filepath.Join(src, "mod"), filepath.Join(dir, ".gomod"))
+		if err := w.cp(filepath.Join(src, "mod"), filepath.Join(dir, ".gomod")); err != nil {
+			return err
+		}
+		// The module cache's copy is read-only: the workspace's is a
+		// module being worked on.
+		mod := filepath.Join(dir, goplsModDir)
+		if err := w.cp(filepath.Join(src, "mod", goplsPkg+"@"+goplsVer), mod); err != nil {
+			return err
+		}
+		return makeWritable(mod)
 	})
 	if err != nil {
 		return err
 	}
-	n, size, err := countTree(filepath.Join(dirs[wlNative], ".gomod"))
+	host := dirs[wlNative]
+	n, size, err := countTree(filepath.Join(host, ".gomod"))
 	if err != nil {
 		return err
 	}
 	w.facts["gomod"] = fmt.Sprintf("%s files, %s", fmtInt(n), fmtBytes(size))
+	n, size, err = countTree(filepath.Join(host, goplsModDir))
+	if err != nil {
+		return err
+	}
+	// go list with the scripts' environment (offline), natively: how
+	// many packages go build ./... builds, and how many commands it
+	// links (every time: go build caches no linked binary).
+	out, _, err := w.b.command(filepath.Join(host, goplsModDir), goplsEnv(host), "go", "list", "-f", "{{.Name}}", "./...")
+	if err != nil {
+		return err
+	}
+	names := strings.Fields(string(out))
+	w.facts["goplsmod"] = fmt.Sprintf("%s packages of which %d commands, %s files, %s", fmtInt(len(names)), countOf(names, "main"), fmtInt(n), fmtBytes(size))
+	if err := os.RemoveAll(filepath.Join(host, ".gocache")); err != nil {
+		return err
+	}
 	base, err := w.baseStore(dirs[wlArt])
 	if err != nil {
 		return err
 	}
-	const env = "export GOMODCACHE=\"$PWD/.gomod\" GOCACHE=\"$PWD/.gocache\" GOBIN=\"$PWD/bin\" GOFLAGS=-mod=mod " +
-		"GOPROXY=\"file://$PWD/.gomod/cache/download\" GOSUMDB=off GOTOOLCHAIN=local GOTELEMETRY=off GOENV=off\n"
-	const install = "go install " + goplsPkg + "@" + goplsVer
-	first := env + "t cold " + install + "\nt noop1 " + install + "\nt noop2 " + install + "\nt noop3 " + install + "\n"
-	next := env + "t next1 " + install + "\nt next2 " + install + "\nt next3 " + install + "\n"
+	first, next, warmup := goplsBodies()
 	reps := w.reps
 	if w.b.cfg.goplsReps > 0 {
 		reps = w.b.cfg.goplsReps
@@ -1452,14 +1491,25 @@ func (w *wlRun) gopls() error {
 	if reps != w.reps {
 		w.notes = append(w.notes, fmt.Sprintf("The gopls rows come from %d repetition(s) (-gopls-reps), not %d.", reps, w.reps))
 	}
+	dirs[wlWarm] = dirs[wlArt]
 	for rep := range reps {
-		for _, p := range w.places(false, false) {
+		var aStore string // A's store after its sessions, for W
+		for _, p := range w.places(false, true) {
 			s := wlSession{place: p, ws: dirs[p], body: first}
-			if p == wlArt {
+			switch p {
+			case wlArt:
 				if s.store, err = w.storeCopy(base, rep, p); err != nil {
 					return err
 				}
-			} else {
+				aStore = s.store
+			case wlWarm:
+				s.store = strings.TrimSuffix(aStore, ".db") + "-W.db"
+				if err := w.copyStore(aStore, s.store); err != nil {
+					return err
+				}
+				removeStore(aStore)
+				s.body = warmup
+			default:
 				for _, d := range []string{".gocache", "bin"} {
 					if err := os.RemoveAll(filepath.Join(s.ws, d)); err != nil {
 						return err
@@ -1470,32 +1520,110 @@ func (w *wlRun) gopls() error {
 			if err != nil {
 				return err
 			}
-			if err := w.addSteps("", p, t, "cold"); err != nil {
-				return err
+			if p != wlWarm {
+				if err := w.addSteps("", p, t, "cold", "bcold"); err != nil {
+					return err
+				}
+				for metric, steps := range map[string][]string{"noop": {"noop1", "noop2", "noop3"}, "bnoop": {"bnoop1", "bnoop2", "bnoop3"}} {
+					d, err := medianOf(t, steps...)
+					if err != nil {
+						return err
+					}
+					w.add(metric, p, d)
+				}
+				w.add("cold-session", p, whole)
+				w.b.progress("workloads: gopls rep %d/%d %s: cold install %s, cold build %s, whole session %s", rep+1, reps, p, fmtDur(t["cold"]), fmtDur(t["bcold"]), fmtDur(whole))
 			}
-			noop, err := medianOf(t, "noop1", "noop2", "noop3")
-			if err != nil {
-				return err
-			}
-			w.add("noop", p, noop)
-			w.add("cold-session", p, whole)
-			w.b.progress("workloads: gopls rep %d/%d %s: cold %s, whole session %s", rep+1, reps, p, fmtDur(t["cold"]), fmtDur(whole))
 			s.body = next
 			t, _, err = w.run(s)
 			if err != nil {
 				return err
 			}
-			next, err := medianOf(t, "next1", "next2", "next3")
-			if err != nil {
-				return err
+			for metric, steps := range map[string][]string{"next": {"next1", "next2", "next3"}, "bnext": {"bnext1", "bnext2", "bnext3"}} {
+				d, err := medianOf(t, steps...)
+				if err != nil {
+					return err
+				}
+				w.add(metric, p, d)
 			}
-			w.add("next", p, next)
-			if p == wlArt {
+			if p == wlWarm {
+				if err := w.stopWarm(s.store); err != nil {
+					return err
+				}
 				removeStore(s.store)
 			}
 		}
+		if aStore != "" {
+			removeStore(aStore) // W did not take it
+		}
 	}
 	return nil
+}
+
+// countOf is how many of ss are s.
+func countOf(ss []string, s string) int {
+	n := 0
+	for _, x := range ss {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// goplsModDir is where the workspace holds its copy of gopls's module.
+const goplsModDir = "gopls"
+
+// goplsEnvScript sets the Go environment of every gopls script, in the
+// workspace ($PWD): module cache, build cache and GOBIN in it, its own
+// module cache as the proxy, no checksum database, no network.
+const goplsEnvScript = "export GOMODCACHE=\"$PWD/.gomod\" GOCACHE=\"$PWD/.gocache\" GOBIN=\"$PWD/bin\" GOFLAGS=-mod=mod " +
+	"GOPROXY=\"file://$PWD/.gomod/cache/download\" GOSUMDB=off GOTOOLCHAIN=local GOTELEMETRY=off GOENV=off\n"
+
+// goplsEnv is goplsEnvScript's environment for a command the harness
+// runs itself in the workspace ws.
+func goplsEnv(ws string) []string {
+	return []string{"GOMODCACHE=" + filepath.Join(ws, ".gomod"), "GOCACHE=" + filepath.Join(ws, ".gocache"),
+		"GOBIN=" + filepath.Join(ws, "bin"), "GOFLAGS=-mod=mod", "GOPROXY=file://" + filepath.Join(ws, ".gomod", "cache", "download"),
+		"GOSUMDB=off", "GOTOOLCHAIN=local", "GOTELEMETRY=off", "GOENV=off"}
+}
+
+// goplsBodies are the gopls scripts: the first session (cold install and
+// its no-ops, cold build and its no-ops), the next session (the no-ops
+// of both) and W's untimed first session (each no-op once).
+func goplsBodies() (first, next, warmup string) {
+	install := "go install " + goplsPkg + "@" + goplsVer
+	build := "go -C " + goplsModDir + " build ./..."
+	steps := func(prefix, cmd string, from, to int) string {
+		var s strings.Builder
+		for i := from; i <= to; i++ {
+			fmt.Fprintf(&s, "t %s%d %s\n", prefix, i, cmd)
+		}
+		return s.String()
+	}
+	first = goplsEnvScript + "t cold " + install + "\n" + steps("noop", install, 1, 3) +
+		"t bcold " + build + "\n" + steps("bnoop", build, 1, 3)
+	next = goplsEnvScript + steps("next", install, 1, 3) + steps("bnext", build, 1, 3)
+	warmup = goplsEnvScript + install + "\n" + build + "\n"
+	return first, next, warmup
+}
+
+// makeWritable gives the owner write permission on every file and
+// directory below dir (and dir), as a checkout has; symlinks untouched.
+func makeWritable(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, info.Mode().Perm()|0o200)
+	})
 }
 
 // ---- the table
@@ -1513,6 +1641,7 @@ type wlSpec struct {
 func (w *wlRun) table() {
 	n, b, l, a, wm := wlNative, wlBwrap, wlLoop, wlArt, wlWarm
 	nba := []wlPlace{n, b, a}          // no floor to show (gopls, the session around npm ci)
+	nbaw := []wlPlace{n, b, a, wm}     // gopls's next session
 	nbla := []wlPlace{n, b, l, a}      // a first session
 	nblaw := []wlPlace{n, b, l, a, wm} // the rows of a second session
 	f := func(k, def string) string {
@@ -1529,7 +1658,10 @@ func (w *wlRun) table() {
 	specs := []wlSpec{
 		{"cold", fmt.Sprintf("`go install gopls@%s`, cold (module cache of %s in the workspace, offline)", goplsVer, f("gomod", "?")), nba, false, 1.1, false},
 		{"noop", "the same `go install` again, nothing changed (median of 3 in the same session)", nba, false, 1.5, false},
-		{"next", "the same in the next session (build cache in the store; median of 3)", nba, false, 1.5, false},
+		{"next", "the same in the next session (build cache in the store; median of 3)", nbaw, false, 1.5, false},
+		{"bcold", fmt.Sprintf("`go build ./...` in a writable copy of gopls's module in the workspace (%s), first build, after the install in the same session (its build cache holds the dependencies; the module's own packages compile)", f("goplsmod", "?")), nba, false, 1.1, false},
+		{"bnoop", "the same `go build ./...` again, nothing changed (median of 3 in the same session)", nba, false, 1.5, false},
+		{"bnext", "the same in the next session (median of 3)", nbaw, false, 1.5, false},
 		{"ci", fmt.Sprintf("`npm ci --offline` of %s; caches dropped and inputs read back before each run", f("npm", "?")), nbla, false, 1.2, false},
 		{"ci-session", "the whole `art run` around it (start, capture, snapshot)", nba, false, 1.3, false},
 		{"find", "`find` + `du` over that node_modules (next session)", nblaw, false, 1.5, false},
@@ -1652,11 +1784,11 @@ func (b *bench) workloadsMarkdown(took time.Duration) string {
 		version = "(art's)"
 	}
 	notes := append([]string{
-		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. A `go build ./...` no-op row is left out: it needs a module in the workspace and a second cold build.",
+		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. `go build ./...` (`go -C gopls build ./...`) runs in a copy of gopls's own module taken from that module cache (with its go.mod and go.sum, made writable) in the workspace, with the same environment and build cache: its first build follows the install in the same session, so it finds the dependencies the install compiled, and compiles the module's own packages (their directory, part of a compile's cache key, is not the module cache's) and the packages of `./...` the gopls binary does not import. It links every command of the module (its main packages) at every build, no-op or not (Go's build cache keeps no binary `go build` links), so its no-op rows are mostly the linker's CPU and its reads of the build cache's archives. So each repetition has one cold install and one cold build a place (none for W, below).",
 		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A and W the store copy, for L its plain directory) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount, and for L through a new loopback mount.",
 		"L: `cmd/bench/loopfloor`, go-fuse " + version + "'s loopback node (`fs.NewLoopbackRoot`, the node go-fuse's example/loopback serves) mounted with the options art's mount gives the kernel: names, attributes and negative lookups kept an hour (the example as shipped keeps them 1 s, libfuse's default, so its second `git status` a few seconds after the first looked every file up again where art's mount answered from the kernel's caches: no floor), allow_other with `default_permissions`, a direct mount, 1 MiB writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC, and, as root, FUSE passthrough for every open file. The harness starts it natively as root, as art's daemon runs, over a plain directory of its own on the same disk, made and reset like N's. Each session mounts afresh (a second session over the directory the first left), so the kernel knows nothing of the tree, as at A's new mount; the script runs under bare `bwrap` with the mount bound as B binds its directory, as B's user. L is the floor under A: what the kernel's FUSE protocol costs with a server that only forwards, written with art's library; where A/N is near L/N, the rest is outside art. It is no lower bound where art answers from its own index what the loopback asks the disk for (a lookup is an lstat of the host file there): A can beat L. No L for start-up, for the session around `npm ci` (art's capture and snapshot have no counterpart there) and for gopls (minutes a place).",
 		"git: two sets of rows. The owner case, the ordinary one (a user running art on their own repository): the repository belongs to uid 65534, which refreshed its index on the host before the capture; N runs as that uid (setresuid and setresgid with no supplementary groups, as `setpriv --reuid --regid --clear-groups`), B and L start bwrap as it with `--unshare-user --uid --gid` (mapped to itself, as art's sandbox does), and `art run` (the harness drops sudo's variables from its environment) picks the workspace's owner as the agent. No place sets git's `safe.directory` there: a place that saw someone else's repository would fail the workload with git's dubious-ownership error (a note under the table would say so). The root case (marked so, the rows of earlier tables): the repository is root's, N, B and L run as root, art's agent is uid 65534 (art never runs it as root), so every entry's uid differs from git's index and git re-reads every file once a session until the agent's own index is written; `safe.directory` is `*` in every place, or the agent's git refuses root's repository. Every script reports the uid it ran as, and the harness checks it. Each place runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit; N, B and L then go back to main (A's store copy is new each repetition).",
-		"W: art run --warm " + wlWarmIdle + ": the first session of a repetition starts the warm daemon (it captures and mounts), later ones of the repetition run over its mount, so a second session finds the kernel's dentry, attribute and page caches of the first; after the repetition's W sessions the harness asks the daemon to go (`session.YieldWarm`) and waits for its process to exit. Rows of a first session on a fresh store (`npm ci`, `tar x`, dd, the first `git status`) have no W: that is A's session with the daemon's start added. git: W runs A's two sessions and times the second's steps. npm: W runs `npm ci` (untimed) and times the next session's `find` + `du` and `rm -rf`. startup: one untimed `art run --warm` starts the daemon, the timed runs reuse it.",
+		"W: art run --warm " + wlWarmIdle + ": the first session of a repetition starts the warm daemon (it captures and mounts), later ones of the repetition run over its mount, so a second session finds the kernel's dentry, attribute and page caches of the first; after the repetition's W sessions the harness asks the daemon to go (`session.YieldWarm`) and waits for its process to exit. Rows of a first session on a fresh store (`npm ci`, `tar x`, dd, the first `git status`) have no W: that is A's session with the daemon's start added. git: W runs A's two sessions and times the second's steps. npm: W runs `npm ci` (untimed) and times the next session's `find` + `du` and `rm -rf`. startup: one untimed `art run --warm` starts the daemon, the timed runs reuse it. gopls: W's store is a copy of A's after A's two sessions (it holds the build cache and binary A's cold steps wrote); W's first session, untimed, starts the daemon and runs the no-op install and build once each (as A's first session ran them after its cold steps), and its second session's no-ops are timed.",
 		"dd: the source file is bound read-only into the sandboxes (page cache warm); after the write the script waits while the harness drops the caches, then reads the file back with `dd bs=1M`.",
 	}, b.rep.wlNotes...)
 	s.WriteString("\n")

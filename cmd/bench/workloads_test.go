@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -156,5 +159,122 @@ func TestArtEnv(t *testing.T) {
 	}
 	if !slices.Contains(env, "ART_BENCH_KEEP=x") {
 		t.Error("artEnv dropped an unrelated variable")
+	}
+}
+
+// TestGoplsBodies runs the gopls scripts in bash with go stubbed: each
+// times the steps the harness reads, in order, each running the command
+// it names, in the workspace's environment.
+func TestGoplsBodies(t *testing.T) {
+	first, next, warmup := goplsBodies()
+	install := "install " + goplsPkg + "@" + goplsVer
+	build := "-C " + goplsModDir + " build ./..."
+	for _, c := range []struct {
+		name, body string
+		want       []string // "STEP: go ARGS", or "-: go ARGS" for an untimed one
+	}{
+		{"first", first, []string{"cold: " + install, "noop1: " + install, "noop2: " + install, "noop3: " + install,
+			"bcold: " + build, "bnoop1: " + build, "bnoop2: " + build, "bnoop3: " + build}},
+		{"next", next, []string{"next1: " + install, "next2: " + install, "next3: " + install,
+			"bnext1: " + build, "bnext2: " + build, "bnext3: " + build}},
+		{"warmup", warmup, []string{"-: " + install, "-: " + build}},
+	} {
+		dir := t.TempDir()
+		// go prints what it ran and where its caches are; t prints the
+		// step after it (eval's output goes to /dev/null as in the
+		// prelude, so go reports on stderr).
+		stub := `set -e
+go() { echo "go $* $GOCACHE $GOPROXY $GOFLAGS" >&2; }
+t() { local n=$1; shift; echo "step $n" >&2; eval "$@" >/dev/null; }
+`
+		cmd := exec.Command("bash", "-c", stub+c.body)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.name, err, out)
+		}
+		var got []string
+		step := "-"
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if n, ok := strings.CutPrefix(l, "step "); ok {
+				step = n
+				continue
+			}
+			args, ok := strings.CutPrefix(l, "go ")
+			if !ok {
+				t.Fatalf("%s: unexpected output %q", c.name, l)
+			}
+			env := " " + dir + "/.gocache file://" + dir + "/.gomod/cache/download -mod=mod"
+			if !strings.HasSuffix(args, env) {
+				t.Errorf("%s: go %s: not the workspace's environment (want suffix %q)", c.name, args, env)
+			}
+			got = append(got, step+": "+strings.TrimSuffix(args, env))
+			step = "-"
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s ran\n%s\nwant\n%s", c.name, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
+	}
+}
+
+// TestMakeWritable checks that a module copied out of the read-only
+// module cache becomes writable by its owner, other bits kept.
+func TestMakeWritable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mod")
+	sub := filepath.Join(dir, "internal")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(sub, "a.go")
+	if err := os.WriteFile(file, []byte("package a\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a.go", filepath.Join(sub, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{sub, dir} {
+		if err := os.Chmod(d, 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := makeWritable(dir); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o755, sub: 0o755, file: 0o644} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", p, st.Mode().Perm(), want)
+		}
+	}
+}
+
+// TestGoplsRows checks the gopls rows of the table: the cold and
+// same-session rows of install and build have no W, the next-session
+// rows have it.
+func TestGoplsRows(t *testing.T) {
+	s := time.Second
+	w := &wlRun{samples: map[string]map[wlPlace][]time.Duration{}, facts: map[string]string{"goplsmod": "9 packages"}}
+	for _, m := range []string{"cold", "noop", "next", "bcold", "bnoop", "bnext"} {
+		for _, p := range []wlPlace{wlNative, wlBwrap, wlArt} {
+			w.add(m, p, s)
+		}
+	}
+	w.add("next", wlWarm, 2*s)
+	w.add("bnext", wlWarm, 3*s)
+	w.table()
+	if len(w.rows) != 6 {
+		t.Fatalf("%d rows, want 6: %+v", len(w.rows), w.rows)
+	}
+	for i, want := range []struct{ w, wratio string }{{}, {}, {"2.00 s", "2.00"}, {}, {}, {"3.00 s", "3.00"}} {
+		r := w.rows[i]
+		if r.w != want.w || r.wratio != want.wratio || r.ratio != "1.00" || r.l != "" {
+			t.Errorf("row %d (%s): W %q %q, A/N %q, L %q; want W %q %q, A/N 1.00, no L", i, r.bench, r.w, r.wratio, r.ratio, r.l, want.w, want.wratio)
+		}
+	}
+	if !strings.Contains(w.rows[3].bench, "go build ./...") || !strings.Contains(w.rows[3].bench, "9 packages") {
+		t.Errorf("build row: %q", w.rows[3].bench)
 	}
 }
