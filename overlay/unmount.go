@@ -45,6 +45,16 @@ import (
 // success: nothing acknowledged - no close, fsync or write that returned
 // - is taken back. Those callers are processes of the other namespaces,
 // which were never the session's to serve.
+//
+// "waiting" does not count the kernel's background requests that no
+// caller waits for (made with args->force: the RELEASE of a closed file,
+// the write-back of a mapping's pages whose munmap or msync has not
+// returned), so one still queued at the abort is dropped. The kernel
+// drops them the same way at the last unmount of any FUSE mount (it
+// aborts the connection then), and nothing is lost: the close returned
+// after its FLUSH, and what a Release would journal (a mapping's or a
+// passthrough writer's unseen writes) journalAll journals, the node
+// being still live.
 
 // abortWait bounds how long Unmount lets requests that other mount
 // namespaces keep sending be answered before it aborts the connection
