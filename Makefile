@@ -7,6 +7,10 @@ export CGO_ENABLED = 1
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# urfave_cli_no_docs leaves urfave/cli's man page and markdown generator
+# (and the markdown library's package initialisation) out of bin/art: every
+# art process paid for it at start-up. make man builds without it.
+TAGS    ?= urfave_cli_no_docs
 
 .PHONY: all build run demo test test-short vet fmt-check fuzz bench deps clean man
 
@@ -14,7 +18,7 @@ all: build
 
 ## build: compile bin/art
 build:
-	$(GO) build $(GOFLAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/art
+	$(GO) build $(GOFLAGS) -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/art
 
 ## run: install what is missing, build, and run a short demo session
 run: deps build demo
@@ -60,9 +64,10 @@ deps:
 	@scripts/deps.sh
 
 ## man: generate the man page man/art.1 from the CLI's own definitions
-man: build
+## (an art built without TAGS: bin/art leaves the generator out)
+man:
 	@mkdir -p man
-	$(BIN) man > man/art.1
+	$(GO) run $(GOFLAGS) ./cmd/art man > man/art.1
 	@echo "wrote man/art.1 (read it with: man ./man/art.1)"
 
 clean:

@@ -3,7 +3,6 @@ package execapi
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -67,7 +66,21 @@ func StorePaths(db string) []string {
 	return out
 }
 
-var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// validEnvKey reports whether k matches [A-Za-z_][A-Za-z0-9_]*: a loop,
+// not a regular expression compiled at package initialisation, which
+// every art process (every verb) paid for.
+func validEnvKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks a decoded request against the documented rules and the
 // policy. It returns the first problem in document order, so a request
@@ -102,7 +115,7 @@ func (p *Policy) Validate(r *Request) *Error {
 		if strings.IndexByte(k, 0) >= 0 {
 			return nulError("environment key")
 		}
-		if !envKeyRE.MatchString(k) {
+		if !validEnvKey(k) {
 			return Errorf(CodeEnvKey, "environment: key %q must match [A-Za-z_][A-Za-z0-9_]*", k).
 				with("field", "environment").with("key", k)
 		}

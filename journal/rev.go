@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,7 +13,18 @@ import (
 	"github.com/artrt/art/internal/termtext"
 )
 
-var hexRE = regexp.MustCompile(`^[0-9a-f]+$`)
+// isLowerHex reports whether s is one or more of 0-9 and a-f.
+func isLowerHex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Resolve turns a revision into a state. Syntax:
 //
@@ -56,7 +66,7 @@ func (db *DB) Resolve(ctx context.Context, rev, defaultBranch string) (State, er
 	} else if !errors.Is(err, ErrBranchNotFound) {
 		return State{}, err
 	}
-	if len(rev) >= 4 && hexRE.MatchString(strings.ToLower(rev)) {
+	if len(rev) >= 4 && isLowerHex(strings.ToLower(rev)) {
 		snaps, err := db.snapshots(ctx, `WHERE lower(hex(s.id)) LIKE ?`, strings.ToLower(rev)+"%")
 		if err != nil {
 			return State{}, err

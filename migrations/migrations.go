@@ -15,9 +15,11 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/artrt/art/internal/errclass"
@@ -38,7 +40,12 @@ type Migration struct {
 
 // All returns the embedded migrations in version order. It panics on a
 // malformed file name: that is a build defect, caught by the package tests.
-func All() []Migration {
+func All() []Migration { return slices.Clone(all()) }
+
+// all reads the embedded files once: every store open asks for Latest
+// and Apply's list, and reading them (~70 KB copied out of the binary)
+// cost each art process about as much as the queries around it.
+var all = sync.OnceValue(func() []Migration {
 	entries, err := fs.ReadDir(files, ".")
 	if err != nil {
 		panic(err)
@@ -59,11 +66,11 @@ func All() []Migration {
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	return ms
-}
+})
 
 // Latest is the highest version this binary knows.
 func Latest() int {
-	ms := All()
+	ms := all()
 	return ms[len(ms)-1].Version
 }
 
@@ -125,7 +132,10 @@ func apply(ctx context.Context, db *sql.DB, target int, now func() time.Time) (f
 	if from > latest {
 		return from, from, fmt.Errorf("%w: store is at version %d, this binary knows up to %d; upgrade art", ErrTooNew, from, latest)
 	}
-	for _, m := range All() {
+	if from == target {
+		return from, from, nil // the usual open: nothing to apply, no second read
+	}
+	for _, m := range all() {
 		if m.Version <= from || m.Version > target {
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -101,7 +100,21 @@ type Limits struct {
 	CPUSeconds int64
 }
 
-var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// validEnvKey reports whether k matches [A-Za-z_][A-Za-z0-9_]*: a loop,
+// not a regular expression compiled at package initialisation, which
+// every art process (every verb) paid for.
+func validEnvKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidEnv checks one K=V entry.
 func ValidEnv(kv string) error {
@@ -109,7 +122,7 @@ func ValidEnv(kv string) error {
 	if !ok {
 		return invalidf("environment entry %q: want KEY=VALUE", kv)
 	}
-	if !envKeyRE.MatchString(k) {
+	if !validEnvKey(k) {
 		return invalidf("environment key %q: want [A-Za-z_][A-Za-z0-9_]*", k)
 	}
 	if strings.ContainsRune(kv, 0) {

@@ -44,10 +44,15 @@ import (
 
 // Arch is a system call ABI the filter can be built for.
 type Arch struct {
-	GOARCH    string
-	audit     uint32 // AUDIT_ARCH_* value in seccomp_data.arch
-	x32Bit    bool   // refuse numbers with __X32_SYSCALL_BIT set
-	names     map[string]uint32
+	GOARCH string
+	audit  uint32 // AUDIT_ARCH_* value in seccomp_data.arch
+	x32Bit bool   // refuse numbers with __X32_SYSCALL_BIT set
+	// table makes the name -> number table, names() builds it once: a
+	// map literal of ~370 entries at package initialisation cost every art
+	// process, whatever the verb, and the other arch's table is never used.
+	table     func() map[string]uint32
+	namesOnce sync.Once
+	byName    map[string]uint32
 	openFlags map[string]int // open-like call -> index of its flags argument
 
 	revOnce sync.Once
@@ -56,10 +61,10 @@ type Arch struct {
 
 var (
 	// AMD64 is x86_64 (x32 calls refused).
-	AMD64 = &Arch{GOARCH: "amd64", audit: unix.AUDIT_ARCH_X86_64, x32Bit: true, names: namesX8664,
+	AMD64 = &Arch{GOARCH: "amd64", audit: unix.AUDIT_ARCH_X86_64, x32Bit: true, table: namesX8664,
 		openFlags: map[string]int{"open": 1, "openat": 2}}
 	// ARM64 is aarch64. It has no open or creat, only openat and openat2.
-	ARM64 = &Arch{GOARCH: "arm64", audit: unix.AUDIT_ARCH_AARCH64, names: namesAArch64,
+	ARM64 = &Arch{GOARCH: "arm64", audit: unix.AUDIT_ARCH_AARCH64, table: namesAArch64,
 		openFlags: map[string]int{"openat": 2}}
 )
 
@@ -74,9 +79,15 @@ func Native() *Arch {
 	return nil
 }
 
+// names returns a's name -> number table.
+func (a *Arch) names() map[string]uint32 {
+	a.namesOnce.Do(func() { a.byName = a.table() })
+	return a.byName
+}
+
 // Lookup returns the number of the named system call on a.
 func (a *Arch) Lookup(name string) (uint32, bool) {
-	nr, ok := a.names[name]
+	nr, ok := a.names()[name]
 	return nr, ok
 }
 
@@ -84,8 +95,8 @@ func (a *Arch) Lookup(name string) (uint32, bool) {
 // table does not know it.
 func (a *Arch) Name(nr uint32) string {
 	a.revOnce.Do(func() {
-		a.reverse = make(map[uint32]string, len(a.names))
-		for n, nr := range a.names {
+		a.reverse = make(map[uint32]string, len(a.names()))
+		for n, nr := range a.names() {
 			a.reverse[nr] = n
 		}
 	})
@@ -97,8 +108,8 @@ func (a *Arch) Name(nr uint32) string {
 
 // Syscalls returns the names a knows, sorted.
 func (a *Arch) Syscalls() []string {
-	out := make([]string, 0, len(a.names))
-	for n := range a.names {
+	out := make([]string, 0, len(a.names()))
+	for n := range a.names() {
 		out = append(out, n)
 	}
 	sort.Strings(out)

@@ -273,20 +273,3 @@ func storeNames(ctx context.Context, words []string, revs bool) []string {
 // completeStatus is art __complete's exit status: 0 whatever happened, as
 // a shell's completion must not print errors into the command line.
 func completeStatus(error) int { return exitOK }
-
-func newManCommand(e *env) *cli.Command {
-	return &cli.Command{
-		Name:      "man",
-		Hidden:    true,
-		Usage:     "print the man page art(1) in roff (make man writes it to man/art.1)",
-		UsageText: "art man > art.1",
-		Action: func(c *cli.Context) error {
-			page, err := c.App.ToManWithSection(1)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprint(e.stdout, page)
-			return err
-		},
-	}
-}

@@ -109,3 +109,26 @@ func TestCompletionBash(t *testing.T) {
 		t.Fatalf("bash completion of 'art chec': %q, %v", out, err)
 	}
 }
+
+// art man (a build without urfave_cli_no_docs, as make man runs it) prints
+// the page in roff; the art make build ships says where the page comes from.
+func TestMan(t *testing.T) {
+	out, errs, code := art(t, "man")
+	if code != 0 || errs != "" || !strings.Contains(out, ".TH art 1") || !strings.Contains(out, ".SH NAME") {
+		t.Fatalf("art man: exit %d, stderr %q, page %.200q", code, errs, out)
+	}
+	bin := filepath.Join(t.TempDir(), "art")
+	if b, err := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags urfave_cli_no_docs: %v\n%s", err, b)
+	}
+	cmd := exec.Command(bin, "man")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "make man") {
+		t.Errorf("art man without the generator: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+	if b, err := exec.Command("go", "version", "-m", bin).CombinedOutput(); err != nil || strings.Contains(string(b), "blackfriday") {
+		t.Errorf("the tagged build links the markdown library (%v):\n%s", err, b)
+	}
+}

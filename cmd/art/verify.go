@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
@@ -136,7 +137,7 @@ func printProblems(w io.Writer, problems []journal.Problem, store string) {
 		short := make([]string, len(g.where))
 		for i, wh := range g.where {
 			short[i] = wh
-			if len(wh) == 64 && hexRun.MatchString(wh) {
+			if len(wh) == 64 && hexRun().MatchString(wh) {
 				short[i] = wh[:12]
 			}
 		}
@@ -172,14 +173,16 @@ func affects(n int, states, paths []string) string {
 	return fmt.Sprintf("; affects %d paths in %s: %s%s", n, termtext.Text(strings.Join(states, ", ")), strings.Join(names, ", "), more)
 }
 
-// hexRun matches object ids and hashes in a finding's detail.
-var hexRun = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+// hexRun matches object ids and hashes in a finding's detail. Compiled on
+// first use, not at package initialisation: only art verify needs it,
+// and every art process would pay for its 64-fold repetition.
+var hexRun = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\b[0-9a-f]{64}\b`) })
 
 // offsets matches the numbers a finding gives of one object's place.
-var offsets = regexp.MustCompile(`\b\d+\+\d+\b|\b\d+ bytes\b`)
+var offsets = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\b\d+\+\d+\b|\b\d+ bytes\b`) })
 
 // causeOf is a finding's detail without what names one object: findings
 // with the same cause group under one line.
 func causeOf(detail string) string {
-	return offsets.ReplaceAllString(hexRun.ReplaceAllString(detail, "ID"), "N")
+	return offsets().ReplaceAllString(hexRun().ReplaceAllString(detail, "ID"), "N")
 }

@@ -1,0 +1,33 @@
+//go:build !urfave_cli_no_docs
+
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+)
+
+// The man page is generated from the CLI's own definitions by urfave/cli,
+// which renders it through a markdown library whose package
+// initialisation (tables, regular expressions: ~0.2 MB of heap) every art
+// process would pay. The art that make build ships is built with the tag
+// urfave_cli_no_docs, which leaves that out (man_nodocs.go); make man runs
+// a build without the tag, this file's hidden art man.
+
+func newManCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "man",
+		Hidden:    true,
+		Usage:     "print the man page art(1) in roff (make man writes it to man/art.1)",
+		UsageText: "art man > art.1",
+		Action: func(c *cli.Context) error {
+			page, err := c.App.ToManWithSection(1)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(e.stdout, page)
+			return err
+		},
+	}
+}
