@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/artrt/art/internal/envkey"
 )
 
 // Limits of a request. Out-of-range values are refused with CodeLimitRange
@@ -66,22 +68,6 @@ func StorePaths(db string) []string {
 	return out
 }
 
-// validEnvKey reports whether k matches [A-Za-z_][A-Za-z0-9_]*: a loop,
-// not a regular expression compiled at package initialisation, which
-// every art process (every verb) paid for.
-func validEnvKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
 // Validate checks a decoded request against the documented rules and the
 // policy. It returns the first problem in document order, so a request
 // with several gets a stable answer. Messages are exact (docs/exec-api.md).
@@ -115,7 +101,7 @@ func (p *Policy) Validate(r *Request) *Error {
 		if strings.IndexByte(k, 0) >= 0 {
 			return nulError("environment key")
 		}
-		if !validEnvKey(k) {
+		if !envkey.Valid(k) {
 			return Errorf(CodeEnvKey, "environment: key %q must match [A-Za-z_][A-Za-z0-9_]*", k).
 				with("field", "environment").with("key", k)
 		}

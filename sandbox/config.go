@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/artrt/art/internal/envkey"
 )
 
 // GuestHome is the agent's home inside the sandbox.
@@ -100,29 +102,13 @@ type Limits struct {
 	CPUSeconds int64
 }
 
-// validEnvKey reports whether k matches [A-Za-z_][A-Za-z0-9_]*: a loop,
-// not a regular expression compiled at package initialisation, which
-// every art process (every verb) paid for.
-func validEnvKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
 // ValidEnv checks one K=V entry.
 func ValidEnv(kv string) error {
 	k, _, ok := strings.Cut(kv, "=")
 	if !ok {
 		return invalidf("environment entry %q: want KEY=VALUE", kv)
 	}
-	if !validEnvKey(k) {
+	if !envkey.Valid(k) {
 		return invalidf("environment key %q: want [A-Za-z_][A-Za-z0-9_]*", k)
 	}
 	if strings.ContainsRune(kv, 0) {

@@ -1,13 +1,13 @@
-package execapi
+package envkey
 
 import (
 	"regexp"
 	"testing"
 )
 
-// validEnvKey is a loop (no regular expression compiled at start-up); it
+// Valid is a loop (no regular expression compiled at start-up); it
 // must accept exactly what [A-Za-z_][A-Za-z0-9_]* accepted.
-func TestValidEnvKey(t *testing.T) {
+func TestValid(t *testing.T) {
 	re := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	cases := []string{"", "A", "_", "a1", "1a", "PATH", "LD_PRELOAD", "A-B", "A B", "A=B", "é", "A\x00", "A\n"}
 	alpha := "aZ09_-=. \x00\xff"
@@ -18,8 +18,8 @@ func TestValidEnvKey(t *testing.T) {
 		}
 	}
 	for _, k := range cases {
-		if got, want := validEnvKey(k), re.MatchString(k); got != want {
-			t.Errorf("validEnvKey(%q) = %v, want %v", k, got, want)
+		if got, want := Valid(k), re.MatchString(k); got != want {
+			t.Errorf("Valid(%q) = %v, want %v", k, got, want)
 		}
 	}
 }
