@@ -157,14 +157,7 @@ func typeBits(k cas.EntryKind) uint32 {
 // creating it if needed.
 // fromBranch is false for a node just made in the session.
 func (n *node) child(ctx context.Context, name string, jn journal.Node, fromBranch bool) *fs.Inode {
-	n.fsys.mu.Lock()
-	existing := n.fsys.nodes[jn.Ino]
-	n.fsys.mu.Unlock()
-	if existing != nil {
-		// We are the only writer: the live node's state is current.
-		existing.mu.Lock()
-		existing.forgotten = false // the kernel knows it again
-		existing.mu.Unlock()
+	if existing := n.fsys.relive(jn.Ino); existing != nil {
 		return &existing.Inode
 	}
 	c := n.fsys.newNode(jn)
@@ -182,6 +175,19 @@ func (n *node) child(ctx context.Context, name string, jn journal.Node, fromBran
 		n.fsys.mu.Unlock()
 	}
 	return in
+}
+
+// relive returns the live node numbered ino, which a lookup is handing
+// to the kernel again, or nil. We are the only writer: its state is
+// current.
+func (f *FS) relive(ino int64) *node {
+	c := f.live(ino)
+	if c != nil {
+		c.mu.Lock()
+		c.forgotten = false // the kernel knows it again
+		c.mu.Unlock()
+	}
+	return c
 }
 
 var _ fs.NodeOnForgetter = (*node)(nil)
@@ -372,10 +378,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		// mkdir of its name (it revalidates the dentry for O_EXCL
 		// semantics): npm's mkdir -p before each file, 24,000 queries in
 		// an npm ci.
-		if c := n.fsys.live(e.ino); c != nil {
-			c.mu.Lock()
-			c.forgotten = false // the kernel knows it again, as in child
-			c.mu.Unlock()
+		if c := n.fsys.relive(e.ino); c != nil {
 			c.fillEntry(out)
 			return &c.Inode, 0
 		}
