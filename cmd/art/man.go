@@ -1,5 +1,3 @@
-//go:build !urfave_cli_no_docs
-
 package main
 
 import (
@@ -12,8 +10,8 @@ import (
 // which renders it through a markdown library whose package
 // initialisation (tables, regular expressions: ~0.2 MB of heap) every art
 // process would pay. The art that make build ships is built with the tag
-// urfave_cli_no_docs, which leaves that out (man_nodocs.go); make man runs
-// a build without the tag, this file's hidden art man.
+// urfave_cli_no_docs, which leaves that out (manPage in man_nodocs.go
+// refuses); make man runs a build without the tag (man_docs.go).
 
 func newManCommand(e *env) *cli.Command {
 	return &cli.Command{
@@ -22,7 +20,7 @@ func newManCommand(e *env) *cli.Command {
 		Usage:     "print the man page art(1) in roff (make man writes it to man/art.1)",
 		UsageText: "art man > art.1",
 		Action: func(c *cli.Context) error {
-			page, err := c.App.ToManWithSection(1)
+			page, err := manPage(c.App)
 			if err != nil {
 				return err
 			}
