@@ -40,6 +40,9 @@ type Tx struct {
 // through it commits with the events that reference it.
 func (t *Tx) Objects() *cas.Store { return t.p.objs }
 
+// StorePath is the path of the store file this transaction writes.
+func (t *Tx) StorePath() string { return t.db.Path() }
+
 // SetPID attributes the following events to a process.
 func (t *Tx) SetPID(pid int64) { t.pid = pid }
 

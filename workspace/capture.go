@@ -126,13 +126,33 @@ func (im *importer) conflict(path, kept, why string) {
 func Printable(p string) string { return termtext.Quote(p) }
 
 // racy reports whether a stat taken during this import is within the
-// timestamp granularity of the last write of the entry's content: a later
-// write within it could leave the stat equal. (Any write sets the mtime
-// to the present, so an old mtime with a fresh ctime - cp -a, tar x,
-// chmod - is not racy: a later write moves the mtime. A later chmod is
-// seen in the mode, which the record holds.)
+// timestamp granularity of the entry's last change: a later change within
+// it could leave the stat equal. Its mtime is always compared (a write
+// within the mtime's tick keeps it); its ctime too unless the filesystem
+// gives every change after a stat a new ctime (see fineCtime): a write
+// that keeps the size and puts the mtime back (cp -p, touch -d) within
+// the ctime's tick would otherwise go unseen.
 func (im *importer) racy(st *unix.Stat_t) bool {
-	return nsOf(st.Mtim) >= im.start.UnixNano()-racyWindow
+	cut := im.start.UnixNano() - racyWindow
+	if nsOf(st.Mtim) >= cut {
+		return true
+	}
+	return nsOf(st.Ctim) >= cut && !im.fineCtime(st.Dev)
+}
+
+// fineCtime is fineCtime for this import, kept per device (a device with
+// no directory of the store's to probe in would be looked for again at
+// every file otherwise).
+func (im *importer) fineCtime(dev uint64) bool {
+	fine, ok := im.fineDevs[dev]
+	if !ok {
+		fine = fineCtime(dev, storeDirs(im.db.Path())...)
+		if im.fineDevs == nil {
+			im.fineDevs = map[uint64]bool{}
+		}
+		im.fineDevs[dev] = fine
+	}
+	return fine
 }
 
 func nsOf(t unix.Timespec) int64 { return t.Sec*1e9 + t.Nsec }
@@ -751,9 +771,9 @@ func (im *importer) removeCaptured(tx *journal.Tx, dir int64, ps *pathState) (bo
 // dir say that the host holds what a pull wrote there (written: the
 // records ExportOptions.Written gave, by store path), so that the next
 // capture takes none of it for host edits. began is when the pull
-// started: a file whose mtime is since then is racy (its stat was taken
-// within the timestamp granularity of the write) and is compared by
-// content.
+// started: a file whose mtime, or on a filesystem with coarse change
+// times ctime, is since then is racy (its stat was taken within the
+// timestamp granularity of the write) and is compared by content.
 func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCache, began time.Time) error {
 	name, err := Name(dir)
 	if err != nil {
@@ -778,6 +798,9 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 			return err
 		}
 	}
+	// The pull's writes set every file's ctime just now: the records are
+	// racy by it unless the host's filesystem has fine change times.
+	fine := fineCtime(st.Dev, storeDirs(tx.StorePath())...)
 	for p, sc := range written {
 		if !strings.HasPrefix(p, "/"+name+"/") {
 			continue
@@ -786,7 +809,8 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 		// pull began (compared by content next time); a record that is
 		// racy already (a pull --merge's of a path it left with the
 		// host's content) stays so.
-		sc.Racy = sc.Kind != cas.EntryDir && (sc.Racy || sc.MTime >= began.UnixNano()-racyWindow)
+		cut := began.UnixNano() - racyWindow
+		sc.Racy = sc.Kind != cas.EntryDir && (sc.Racy || sc.MTime >= cut || (sc.CTime >= cut && !fine))
 		if err := tx.SetStatCache(p, sc); err != nil {
 			return err
 		}

@@ -21,3 +21,6 @@ func SetRacyWindow(t testing.TB, d time.Duration) {
 	racyWindow = int64(d)
 	t.Cleanup(func() { racyWindow = old })
 }
+
+// FineCtime is fineCtime, for tests outside the package.
+var FineCtime = fineCtime

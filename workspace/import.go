@@ -170,6 +170,8 @@ type importer struct {
 	// entry whose record is racy but whose stat is the recorded one:
 	// allKept keeps it if racyOK says its content is the recorded one.
 	racyOK func(pl *place, e *hostEntry) bool
+	// fineDevs caches fineCtime by host device for racy.
+	fineDevs map[uint64]bool
 }
 
 // cacheLimit bounds the import cache records an import holds in memory at
