@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/artrt/art/cas"
 	"golang.org/x/sys/unix"
 )
 
@@ -101,10 +102,11 @@ func probeCtime(dir string, dev uint64) (fine, ok bool) {
 }
 
 // storeDirs are the directories of the store at dbPath where a probe file
-// may be made: the store file's own directory.
+// may be made: its packs directory, which no import walks into
+// (StoreFiles), when it exists, and the store file's own directory.
 func storeDirs(dbPath string) []string {
 	if dbPath == "" {
 		return nil
 	}
-	return []string{filepath.Dir(dbPath)}
+	return []string{cas.PacksDir(dbPath), filepath.Dir(dbPath)}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -220,6 +221,11 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 	// directory (journal.Batch.Unguarded).
 	im.batch.Unguarded()
 	im.skipStore()
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		// Probed before the walk starts: where the store's directory is
+		// inside the workspace, the walk must not meet the probe file.
+		im.fineCtime(uint64(sys.Dev))
+	}
 	err = im.run(abs)
 	if cerr := im.batch.Commit(); err == nil {
 		err = cerr
