@@ -140,9 +140,8 @@ func (im *importer) racy(st *unix.Stat_t) bool {
 	return nsOf(st.Ctim) >= cut && !im.fineCtime(st.Dev)
 }
 
-// fineCtime is fineCtime for this import, kept per device (a device with
-// no directory of the store's to probe in would be looked for again at
-// every file otherwise).
+// fineCtime is fineCtime for this import, kept per device for the
+// import's life (see fineCtime for why no longer).
 func (im *importer) fineCtime(dev uint64) bool {
 	fine, ok := im.fineDevs[dev]
 	if !ok {

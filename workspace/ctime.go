@@ -3,7 +3,6 @@ package workspace
 import (
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/artrt/art/cas"
 	"golang.org/x/sys/unix"
@@ -29,8 +28,12 @@ import (
 // That property is not announced anywhere, so it is probed, on the very
 // filesystem, in a file art owns (never in the user's workspace): in a
 // directory of the store's on the same device. A device with no such
-// directory is taken as coarse. The answer is kept per device for the
-// life of the process (a mounted filesystem does not change kind).
+// directory is taken as coarse. The answer is kept for one import (or
+// pull) only: a device number names a mounted filesystem only while it is
+// mounted, and another one mounted later may get the same number (as
+// anonymous devices such as tmpfs and ramfs do), so a long-lived process
+// must not carry it over. A probe costs a create, three stat, write, stat
+// rounds and an unlink: microseconds.
 
 // ctimeProbes is the number of stat, write, stat rounds of a probe; one
 // ctime left unchanged by a write proves the clock coarse. On a coarse
@@ -39,37 +42,21 @@ import (
 // rounds all crossing one is beyond chance.
 const ctimeProbes = 3
 
-var fineCtimes struct {
-	sync.Mutex
-	dev map[uint64]bool
-}
-
 // fineCtime reports whether every change of a file on device dev gets a
 // ctime other than the one a stat of it before the change read (see
 // above). probeDirs are directories art owns where a probe file may be
 // made for a while; the first on dev is used. false when none is.
 func fineCtime(dev uint64, probeDirs ...string) bool {
-	fineCtimes.Lock()
-	defer fineCtimes.Unlock()
-	if fine, ok := fineCtimes.dev[dev]; ok {
-		return fine
-	}
 	for _, d := range probeDirs {
 		var st unix.Stat_t
 		if d == "" || unix.Stat(d, &st) != nil || st.Dev != dev {
 			continue
 		}
-		fine, ok := probeCtime(d, dev)
-		if !ok {
-			continue
+		if fine, ok := probeCtime(d, dev); ok {
+			return fine
 		}
-		if fineCtimes.dev == nil {
-			fineCtimes.dev = map[uint64]bool{}
-		}
-		fineCtimes.dev[dev] = fine
-		return fine
 	}
-	return false // not kept: a later call may be given a directory on dev
+	return false
 }
 
 // probeCtime makes a file in dir and reports whether each of

@@ -65,8 +65,8 @@ func TestProbeCtime(t *testing.T) {
 			t.Errorf("probe left %d entries in %s", len(left), d)
 		}
 	}
-	// A probe directory on another device is not used, and the answer
-	// (coarse) is not kept: with one on the device, the probe runs.
+	// A probe directory on another device is not used: with one on the
+	// device, the probe runs.
 	if fineCtime(tmpDev, ram) {
 		t.Errorf("tmpfs with only a ramfs directory to probe in: fine")
 	}

@@ -34,6 +34,19 @@ func mountRamfs(t *testing.T) string {
 	return dir
 }
 
+// coarseStore opens a new store beside a workspace directory (not made)
+// on a new ramfs, so that the change-time probe runs there.
+func coarseStore(t *testing.T) (db *journal.DB, ws string) {
+	t.Helper()
+	dir := mountRamfs(t)
+	db, err := journal.Open(context.Background(), filepath.Join(dir, "ws.db"), journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, filepath.Join(dir, "ws")
+}
+
 // importRecord is the import record of store path p on branch main.
 func importRecord(t *testing.T, db *journal.DB, p string) journal.StatCache {
 	t.Helper()
@@ -70,13 +83,7 @@ func freshCtimeOldMtime(t *testing.T, path, data string) {
 // compares it by content, finds the edit and takes it.
 func TestCoarseCtimeFreshFileIsRacy(t *testing.T) {
 	ctx := context.Background()
-	dir := mountRamfs(t)
-	db, err := journal.Open(ctx, filepath.Join(dir, "ws.db"), journal.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ws := filepath.Join(dir, "ws")
+	db, ws := coarseStore(t)
 	p := filepath.Join(ws, "a.txt")
 	freshCtimeOldMtime(t, p, "v1\n")
 	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
@@ -125,13 +132,7 @@ func TestFineCtimeFreshFileIsNotRacy(t *testing.T) {
 // captured.
 func TestCoarseCtimePulledFilesAreRacy(t *testing.T) {
 	ctx := context.Background()
-	dir := mountRamfs(t)
-	db, err := journal.Open(ctx, filepath.Join(dir, "ws.db"), journal.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ws := filepath.Join(dir, "ws")
+	db, ws := coarseStore(t)
 	freshCtimeOldMtime(t, filepath.Join(ws, "a.txt"), "v1\n")
 	if _, err := workspace.Import(ctx, db, workspace.ImportOptions{Branch: "main", Dir: ws, Capture: true}); err != nil {
 		t.Fatal(err)
