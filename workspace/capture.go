@@ -145,7 +145,7 @@ func (im *importer) racy(st *unix.Stat_t) bool {
 func (im *importer) fineCtime(dev uint64) bool {
 	fine, ok := im.fineDevs[dev]
 	if !ok {
-		fine = fineCtime(dev, storeDirs(im.db.Path())...)
+		fine = fineCtime(dev, probeDirs(im.db.Path(), im.opts.Dir)...)
 		if im.fineDevs == nil {
 			im.fineDevs = map[uint64]bool{}
 		}
@@ -799,7 +799,7 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 	}
 	// The pull's writes set every file's ctime just now: the records are
 	// racy by it unless the host's filesystem has fine change times.
-	fine := fineCtime(st.Dev, storeDirs(tx.StorePath())...)
+	fine := fineCtime(st.Dev, probeDirs(tx.StorePath(), dir)...)
 	for p, sc := range written {
 		if !strings.HasPrefix(p, "/"+name+"/") {
 			continue

@@ -3,6 +3,7 @@ package workspace
 import (
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/artrt/art/cas"
 	"golang.org/x/sys/unix"
@@ -26,8 +27,8 @@ import (
 // proves that nothing changed the file after the stat.
 //
 // That property is not announced anywhere, so it is probed, on the very
-// filesystem, in a file art owns (never in the user's workspace): in a
-// directory of the store's on the same device. A device with no such
+// filesystem, in a file art owns, never in the user's workspace (see
+// probeDirs). A device with no such
 // directory is taken as coarse. The answer is kept for one import (or
 // pull) only: a device number names a mounted filesystem only while it is
 // mounted, and another one mounted later may get the same number (as
@@ -88,12 +89,31 @@ func probeCtime(dir string, dev uint64) (fine, ok bool) {
 	return true, true
 }
 
-// storeDirs are the directories of the store at dbPath where a probe file
-// may be made: its packs directory, which no import walks into
-// (StoreFiles), when it exists, and the store file's own directory.
-func storeDirs(dbPath string) []string {
+// probeDirs are the directories where a probe file may be made for an
+// import of host directory ws into the store at dbPath: the store's packs
+// directory, which no import walks into (StoreFiles), when it exists; the
+// system's temporary directory; and the store file's own directory unless
+// it is inside ws - a probe there would change a directory of the
+// workspace (its mtime and ctime), which the next check would take for a
+// host change. fineCtime uses the first on the device in question.
+func probeDirs(dbPath, ws string) []string {
+	dirs := []string{os.TempDir()}
 	if dbPath == "" {
-		return nil
+		return dirs
 	}
-	return []string{cas.PacksDir(dbPath), filepath.Dir(dbPath)}
+	dirs = append([]string{cas.PacksDir(dbPath)}, dirs...)
+	storeDir, err := filepath.Abs(filepath.Dir(dbPath))
+	if err != nil {
+		return dirs
+	}
+	if real, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = real // the store's path is a real one (journal.Open)
+	}
+	if ws, err = filepath.Abs(ws); err != nil {
+		return dirs
+	}
+	if rel, err := filepath.Rel(ws, storeDir); err == nil && (rel == ".." || strings.HasPrefix(rel, "../")) {
+		dirs = append(dirs, storeDir)
+	}
+	return dirs
 }
