@@ -175,9 +175,12 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 		// record, and a no-op go install opens each of its build cache's
 		// entries again at every run: a query each time was 3,260 of a
 		// same-session no-op's 8,068 transactions.
+		// (A node made from the branch already has its record from its
+		// parent's, lowerFrom: this is for one made in the session, or
+		// met at another path since.)
 		var sc journal.StatCache
 		var ok bool
-		err := f.tx(ctx, func(tx *journal.Tx) error {
+		err := f.view(ctx, func(tx *journal.Tx) error {
 			var err error
 			sc, ok, err = tx.StatCache("/" + p)
 			return err
@@ -203,6 +206,38 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 		return -1
 	}
 	return fd
+}
+
+// lowerFrom gives a new file node, named name in the directory at node
+// path dir, what its open needs of the import's record of its host file
+// (rec, when found is true): its parent's records are read anyway when
+// the node is made (present), so its first read-only open asks for no
+// record of its own - one query per file a next session's go install
+// opened (4,068 of them), and each a transaction. The parent's map left
+// out records that cannot prove a host file (racy ones; those naming no
+// usable host inode number, which only a hostile store holds): for those
+// the file is read from the store, as for one the import did not record.
+func (n *node) lowerFrom(dir, name string, rec journal.StatCache, found bool) {
+	f := n.fsys
+	if f.lower == "" || n.attr.Kind != cas.EntryFile {
+		return
+	}
+	p := name
+	if dir != "" {
+		p = dir + "/" + name
+	}
+	if !strings.HasPrefix(p, f.lowerPfx) {
+		return
+	}
+	// The single record query (journal.Tx.StatCache) takes regular
+	// files' rows only; kind 0 is an old row of unknown kind.
+	c := &lowerStat{path: p, none: !found || rec.Kind != cas.EntryFile}
+	if !c.none {
+		c.StatCache = rec
+	}
+	n.mu.Lock()
+	n.lowerStat = c
+	n.mu.Unlock()
 }
 
 // lowerStat is what the import recorded of a node's host file.
@@ -575,9 +610,9 @@ func (n *node) readStore(ctx context.Context, dest []byte, off int64) (fuse.Read
 	n.storeRead += want
 	n.mu.Unlock()
 	var got int
-	// Through the shared transaction: the content may have been
-	// journaled moments ago and not be committed yet.
-	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+	// A view: the content may have been journaled moments ago and not be
+	// committed yet, and then it reads through the batch.
+	err := n.fsys.view(ctx, func(tx *journal.Tx) error {
 		objs := tx.Objects()
 		if l == nil {
 			m, err := objs.GetManifest(ctx, content)

@@ -215,10 +215,12 @@ func TestJournalWrites(t *testing.T) {
 	}
 }
 
-// TestLowerRecordOnce checks that a read-only open asks for a file's
-// import record once per file, found or not: a file written in an earlier
-// session (no record: served from the store) and a captured one (served
-// from the host file), each opened three times, cost two queries.
+// TestLowerRecordOnce checks that a read-only open asks for no import
+// record of its own for a file from the branch (its parent's records,
+// read when the file's node was made, hold it): a file written in an
+// earlier session (no record: served from the store) and a captured one
+// (served from the host file), each opened three times, cost no record
+// query. Renamed, the captured file asks once for its new path's record.
 func TestLowerRecordOnce(t *testing.T) {
 	s := newLower(t, map[string]string{"a.txt": "lower a\n"})
 	if err := os.WriteFile(filepath.Join(s.mnt, "ws", "w.txt"), []byte("written in the mount\n"), 0o644); err != nil {
@@ -235,11 +237,29 @@ func TestLowerRecordOnce(t *testing.T) {
 		}
 	}
 	st := s.fsys.Stats()
-	if d := st.LowerChecks - before.LowerChecks; d != 2 {
-		t.Errorf("%d import record queries for two files opened three times each, want 2", d)
+	if d := st.LowerChecks - before.LowerChecks; d != 0 {
+		t.Errorf("%d import record queries for two files of the branch opened three times each, want 0", d)
 	}
 	if d := st.LowerOpens - before.LowerOpens; d != 3 {
 		t.Errorf("%d lower opens of a.txt, want 3", d)
+	}
+	if st.ReaderViews == before.ReaderViews {
+		t.Errorf("no read on a read connection (%+v): the batch held nothing, the reads could have", st)
+	}
+	if err := os.Rename(filepath.Join(s.mnt, "ws", "a.txt"), filepath.Join(s.mnt, "ws", "moved.txt")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got := s.read("moved.txt"); got != "lower a\n" {
+			t.Fatalf("moved.txt = %q", got)
+		}
+	}
+	st2 := s.fsys.Stats()
+	if d := st2.LowerChecks - st.LowerChecks; d != 1 {
+		t.Errorf("%d import record queries for a renamed file opened twice, want 1", d)
+	}
+	if d := st2.LowerOpens - st.LowerOpens; d != 0 {
+		t.Errorf("%d lower opens of moved.txt, which the import did not record there, want 0", d)
 	}
 	if st.StoreReads == before.StoreReads {
 		t.Error("w.txt was not read from the store")

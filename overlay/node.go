@@ -82,9 +82,11 @@ type node struct {
 	misses     int                 // lookups by query since the listing was last valid
 	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 	// recs are the import records of the directory's children that may
-	// report host stats (statfid.go), read once: recsRead.
+	// report host stats (statfid.go), read once: recsRead. recsPath is
+	// the directory's path they were read for ("ws/src"; "" for the root).
 	recs     map[string]journal.StatCache
 	recsRead bool
+	recsPath string
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content
 	pending uint32      // attributes (journal.SetMode...) changed in attr since the last journal; only while dirty
@@ -388,7 +390,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		jn = *cached
 	} else {
 		n.fsys.stats.lookupQueries.Add(1)
-		err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
+		err := n.fsys.view(ctx, func(tx *journal.Tx) error {
 			var err error
 			jn, err = tx.Lookup(n.ino, []byte(name))
 			return err
@@ -457,7 +459,7 @@ func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok 
 	n.mu.Lock()
 	ver := n.listVer
 	n.mu.Unlock()
-	err = n.fsys.tx(ctx, func(tx *journal.Tx) error {
+	err = n.fsys.view(ctx, func(tx *journal.Tx) error {
 		var err error
 		if max > 0 {
 			des, ok, err = tx.ReadDirUpTo(n.ino, max)

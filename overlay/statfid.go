@@ -86,24 +86,22 @@ func recordFits(a *journal.Attr, c *journal.StatCache) (ino, ctime bool) {
 
 // records returns the import records of directory d's children by name,
 // read once per live directory (the branch's import cache does not change
-// while it is mounted: the session holds the branch). On a failure it
+// while it is mounted: the session holds the branch), and the directory's
+// path they were read for ("ws/src", "" for the root). On a failure it
 // has none: the children then report synthetic numbers, nothing worse.
-func (d *node) records(ctx context.Context) map[string]journal.StatCache {
+func (d *node) records(ctx context.Context) (map[string]journal.StatCache, string) {
 	d.mu.Lock()
 	if d.recsRead {
-		r := d.recs
+		r, p := d.recs, d.recsPath
 		d.mu.Unlock()
-		return r
+		return r, p
 	}
 	d.mu.Unlock()
-	dir := "/" + strings.TrimSuffix(d.Path(nil), "/")
-	if dir == "/" {
-		dir = ""
-	}
+	p := strings.TrimSuffix(d.Path(nil), "/")
 	var recs map[string]journal.StatCache
-	err := d.fsys.tx(ctx, func(tx *journal.Tx) error {
+	err := d.fsys.view(ctx, func(tx *journal.Tx) error {
 		var err error
-		recs, err = tx.StatCacheDir(dir)
+		recs, err = tx.StatCacheDir(storeDir(p))
 		return err
 	})
 	if err != nil {
@@ -121,11 +119,20 @@ func (d *node) records(ctx context.Context) map[string]journal.StatCache {
 	}
 	d.mu.Lock()
 	if !d.recsRead {
-		d.recs, d.recsRead = recs, true
+		d.recs, d.recsRead, d.recsPath = recs, true, p
 	}
-	r := d.recs
+	r, p := d.recs, d.recsPath
 	d.mu.Unlock()
-	return r
+	return r, p
+}
+
+// storeDir is the import cache's name of the directory at node path p
+// ("ws/src" -> "/ws/src"; the root, "", is "").
+func storeDir(p string) string {
+	if p == "" {
+		return ""
+	}
+	return "/" + p
 }
 
 // noRecords marks a directory made in the session: its children were
@@ -147,8 +154,9 @@ func (d *node) present(ctx context.Context, c *node, name string, fromBranch boo
 	if !fromBranch || c.ino == journal.RootIno {
 		return
 	}
-	recs := d.records(ctx)
+	recs, dir := d.records(ctx)
 	rec, ok := recs[name]
+	c.lowerFrom(dir, name, rec, ok)
 	if !ok {
 		return
 	}
@@ -203,7 +211,8 @@ func (d *node) entIno(ctx context.Context, name string, jn *journal.Node) uint64
 	if jn.Ino == journal.RootIno {
 		return 1
 	}
-	if rec, ok := d.records(ctx)[name]; ok {
+	recs, _ := d.records(ctx)
+	if rec, ok := recs[name]; ok {
 		if ino, _ := recordFits(&jn.Attr, &rec); ino {
 			d.fsys.mu.Lock()
 			owner, claimed := d.fsys.claims[rec.Ino]
