@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -58,10 +57,6 @@ type Batch struct {
 	// rollbacks counts transactions rolled back with their updates (a
 	// failed commit, an abort): see Rollbacks.
 	rollbacks atomic.Int64
-
-	// views counts Views served by a read connection, and by the shared
-	// transaction (see ViewStats).
-	readerViews, batchViews atomic.Int64
 
 	// paths caches paths across the batch's transactions
 	// (each close commits one). The projection clears it whenever a
@@ -286,105 +281,6 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 	return nil
 }
 
-// View runs fn, which only reads, against the branch as the Batch's
-// updates left it, committed or not. While the Batch's transaction holds
-// no change (none is open, or the open one has only read), what is
-// committed is all there is to see: fn then runs on a connection of the
-// reader pool, in a read transaction of its own (SQLite's WAL readers
-// neither wait for the writer nor make it wait), so reads run side by side
-// instead of queueing on the Batch's lock and its commits. Otherwise, and
-// on a failed Batch, fn runs as an Update.
-//
-// Why the snapshot is enough: whether the transaction holds a change is
-// read under the Batch's lock, which every update and commit holds, so
-// every update that returned before View was called is then committed;
-// the read transaction's snapshot begins after that (at its first
-// statement), so it holds all of them, and what it may leave out is only
-// what runs concurrently with the View - which a caller may order either
-// way. A fn that would write on the read connection (loading a directory
-// the branch has not loaded yet writes the projection) is stopped at its
-// first write and runs again as an Update, so fn must be safe to run
-// twice (assign its results; append nothing outside). fn must not append
-// events.
-func (b *Batch) View(ctx context.Context, fn func(*Tx) error) error {
-	b.mu.Lock()
-	viaBatch := b.Failed() != nil || (b.uc != nil && b.uc.wrote.Load())
-	b.mu.Unlock()
-	if !viaBatch {
-		wrote, err := b.viewReader(ctx, fn)
-		// Checked by flag, not by error: the projection turns errors
-		// into errnos on the way (a path's resolve).
-		if !wrote && !readOnlyRefused(err) {
-			b.readerViews.Add(1)
-			return err
-		}
-	}
-	b.batchViews.Add(1)
-	return b.Update(ctx, fn)
-}
-
-// ViewStats reports how many Views ran on a read connection and how many
-// through the shared transaction.
-func (b *Batch) ViewStats() (reader, batch int64) {
-	return b.readerViews.Load(), b.batchViews.Load()
-}
-
-// errViewWrites stops a View's fn at its first write on a read
-// connection: it runs again as an Update.
-var errViewWrites = errors.New("a view wrote: run it in the batch")
-
-// viewReader runs fn in a read transaction on a reader pool connection;
-// wrote reports that fn tried to write (then its result means nothing).
-func (b *Batch) viewReader(ctx context.Context, fn func(*Tx) error) (wrote bool, err error) {
-	bg := context.Background()
-	db := b.op.db
-	conn, err := db.r.Conn(bg)
-	if err != nil {
-		return false, fmt.Errorf("begin read: %w", err)
-	}
-	// Deferred: the snapshot is taken at the first statement of fn.
-	if _, err := conn.ExecContext(bg, `BEGIN`); err != nil {
-		discard(conn)
-		return false, fmt.Errorf("begin read: %w", err)
-	}
-	defer endTx(conn, `ROLLBACK`)
-	rc := viewConn{Conn: conn, wrote: new(atomic.Bool)}
-	// The reader's own projection state and path cache: what it reads is
-	// never left behind in the Batch's (its snapshot can be older than
-	// the transaction the Batch opens next).
-	t := &Tx{db: db, op: b.op, p: newProj(ctx, rc, db.objs, b.op.BranchID, 0, db.now()), view: rc.wrote}
-	defer t.p.close()
-	err = fn(t)
-	return rc.wrote.Load(), err
-}
-
-// viewConn is a read connection as a View's Tx sees it: statements run
-// without their context's cancellation (see updateConn), and a write
-// fails with errViewWrites before it reaches SQLite, noted in wrote.
-type viewConn struct {
-	*sql.Conn
-	wrote *atomic.Bool
-}
-
-func (c viewConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	c.wrote.Store(true)
-	return nil, errViewWrites
-}
-
-func (c viewConn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return c.Conn.QueryContext(context.WithoutCancel(ctx), q, args...)
-}
-
-func (c viewConn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if ctx.Err() != nil {
-		return c.Conn.QueryRowContext(ctx, q, args...) // a Row holding ctx's error
-	}
-	return c.Conn.QueryRowContext(context.WithoutCancel(ctx), q, args...)
-}
-
 // Record appends an event that changes no file (see Tx.Record) as one
 // update: how a process's tracer or network proxy journals through the
 // Batch it must share.
@@ -463,10 +359,6 @@ type updateConn struct {
 	savepoint bool       // SAVEPOINT u is open for the current update (unguarded: it wrote)
 	err       error      // opening it failed: the Batch must abort
 	unguarded bool       // see Batch.Unguarded: no SAVEPOINT is run
-	// wrote: some statement of the transaction went through ExecContext
-	// (every write does), so it may hold changes no other connection
-	// sees yet (View). Read and set under the Batch's mu or c.mu.
-	wrote atomic.Bool
 }
 
 // Statements of an update run with their context's values but not its
@@ -482,7 +374,6 @@ func (c *updateConn) ExecContext(ctx context.Context, q string, args ...any) (sq
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.wrote.Store(true) // before the statement: a failed write may have changed something too
 	if err := c.open(); err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"database/sql"
 	"fmt"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/artrt/art/cas"
@@ -35,10 +34,6 @@ type Tx struct {
 	// free: this transaction checked that no other holder has the
 	// branch's lock (mayChange).
 	free bool
-	// view, when not nil: a Batch.View's read transaction on a reader
-	// connection. It appends nothing (the op's state is the Batch's): an
-	// append sets view, and the View runs again through the Batch.
-	view *atomic.Bool
 }
 
 // Objects is the object store inside this transaction: content written
@@ -448,10 +443,6 @@ func changesTree(k EventKind) bool {
 // append fills in the chain fields of ev and inserts it, after the op's
 // lead event if that is still to come (Op.SetLead).
 func (t *Tx) append(ev *Event) error {
-	if t.view != nil {
-		t.view.Store(true)
-		return errViewWrites
-	}
 	if changesTree(ev.Kind) {
 		if err := t.mayChange(); err != nil {
 			return err

@@ -169,18 +169,17 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 	content := n.attr.Content
 	c := n.lowerStat
 	if c == nil || c.path != p {
+		// A node made from the branch came with its record (lowerFrom):
+		// this is one made in the session, or met at another path since.
 		// Once per node and path, found or not: the branch's import cache
 		// does not change while it is mounted (the session holds the
 		// branch). A file the agent wrote in an earlier session has no
 		// record, and a no-op go install opens each of its build cache's
 		// entries again at every run: a query each time was 3,260 of a
 		// same-session no-op's 8,068 transactions.
-		// (A node made from the branch already has its record from its
-		// parent's, lowerFrom: this is for one made in the session, or
-		// met at another path since.)
 		var sc journal.StatCache
 		var ok bool
-		err := f.view(ctx, func(tx *journal.Tx) error {
+		err := f.tx(ctx, func(tx *journal.Tx) error {
 			var err error
 			sc, ok, err = tx.StatCache("/" + p)
 			return err
@@ -610,9 +609,9 @@ func (n *node) readStore(ctx context.Context, dest []byte, off int64) (fuse.Read
 	n.storeRead += want
 	n.mu.Unlock()
 	var got int
-	// A view: the content may have been journaled moments ago and not be
-	// committed yet, and then it reads through the batch.
-	err := n.fsys.view(ctx, func(tx *journal.Tx) error {
+	// Through the shared transaction: the content may have been
+	// journaled moments ago and not be committed yet.
+	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		objs := tx.Objects()
 		if l == nil {
 			m, err := objs.GetManifest(ctx, content)

@@ -348,11 +348,6 @@ type Stats struct {
 	// open (file.go openLowerLocked): at most one per file and path, none
 	// for a file from the branch (its parent's records have it).
 	LowerChecks int64
-	// ReaderViews counts reads (lookups, listings, import records, store
-	// reads) served on a read connection, BatchViews those that went
-	// through the batch's transaction (it held a change, or the read had
-	// to load a directory): journal.Batch.View.
-	ReaderViews, BatchViews int64
 	// UnlinksBehind counts unlinks answered before the journal had them
 	// (behind.go).
 	UnlinksBehind int64
@@ -365,8 +360,7 @@ type Stats struct {
 // Stats reports counters since the mount.
 func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
-	rv, bv := f.batch.ViewStats()
-	return Stats{ReaderViews: rv, BatchViews: bv, LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
+	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
 		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
@@ -634,20 +628,6 @@ func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
 		}
 		return nil
 	})
-}
-
-// view runs fn, which only reads (a lookup, a listing, import records,
-// file content from the store), against the branch as the mount's
-// changes left it: on a read connection of its own while the batch holds
-// no uncommitted change, so reads run side by side and never queue behind
-// the batch's lock and its commits; through the batch otherwise
-// (journal.Batch.View). Unlinks answered before it are in the batch
-// first (caughtUp), so it sees them. fn may run twice (see View).
-func (f *FS) view(ctx context.Context, fn func(*journal.Tx) error) error {
-	if err := f.caughtUp(); err != nil && f.failure() == nil {
-		return err
-	} // failed: the batch still reads (failed.go)
-	return f.batch.View(ctx, fn)
 }
 
 // caughtUp waits until every unlink answered so far is in the batch

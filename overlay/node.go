@@ -390,7 +390,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		jn = *cached
 	} else {
 		n.fsys.stats.lookupQueries.Add(1)
-		err := n.fsys.view(ctx, func(tx *journal.Tx) error {
+		err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 			var err error
 			jn, err = tx.Lookup(n.ino, []byte(name))
 			return err
@@ -459,7 +459,7 @@ func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok 
 	n.mu.Lock()
 	ver := n.listVer
 	n.mu.Unlock()
-	err = n.fsys.view(ctx, func(tx *journal.Tx) error {
+	err = n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
 		if max > 0 {
 			des, ok, err = tx.ReadDirUpTo(n.ino, max)

@@ -99,7 +99,7 @@ func (d *node) records(ctx context.Context) (map[string]journal.StatCache, strin
 	d.mu.Unlock()
 	p := strings.TrimSuffix(d.Path(nil), "/")
 	var recs map[string]journal.StatCache
-	err := d.fsys.view(ctx, func(tx *journal.Tx) error {
+	err := d.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
 		recs, err = tx.StatCacheDir(storeDir(p))
 		return err
