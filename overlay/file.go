@@ -169,25 +169,24 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 	content := n.attr.Content
 	c := n.lowerStat
 	if c == nil || c.path != p {
-		// A node made from the branch came with its record (lowerFrom):
-		// this is one made in the session, or met at another path since.
 		// Once per node and path, found or not: the branch's import cache
 		// does not change while it is mounted (the session holds the
 		// branch). A file the agent wrote in an earlier session has no
 		// record, and a no-op go install opens each of its build cache's
 		// entries again at every run: a query each time was 3,260 of a
 		// same-session no-op's 8,068 transactions.
-		var sc journal.StatCache
-		var ok bool
-		err := f.tx(ctx, func(tx *journal.Tx) error {
-			var err error
-			sc, ok, err = tx.StatCache("/" + p)
-			return err
-		})
-		if err != nil {
-			return -1 // asked again at the next open
+		sc, ok, known := n.parentRecord(p)
+		if !known {
+			err := f.tx(ctx, func(tx *journal.Tx) error {
+				var err error
+				sc, ok, err = tx.StatCache("/" + p)
+				return err
+			})
+			if err != nil {
+				return -1 // asked again at the next open
+			}
+			f.stats.lowerChecks.Add(1)
 		}
-		f.stats.lowerChecks.Add(1)
 		c = &lowerStat{path: p, StatCache: sc, none: !ok}
 		n.lowerStat = c
 	}
@@ -207,36 +206,37 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 	return fd
 }
 
-// lowerFrom gives a new file node, named name in the directory at node
-// path dir, what its open needs of the import's record of its host file
-// (rec, when found is true): its parent's records are read anyway when
-// the node is made (present), so its first read-only open asks for no
-// record of its own - one query per file a next session's go install
-// opened (4,068 of them), and each a transaction. The parent's map left
-// out records that cannot prove a host file (racy ones; those naming no
-// usable host inode number, which only a hostile store holds): for those
-// the file is read from the store, as for one the import did not record.
-func (n *node) lowerFrom(dir, name string, rec journal.StatCache, found bool) {
-	f := n.fsys
-	if f.lower == "" || n.attr.Kind != cas.EntryFile {
-		return
+// parentRecord finds the import record of the node's host file at node
+// path p among its parent's records, which a file made from the branch
+// took when it went live (present): its first open then asks for no
+// record of its own - one query for each file a next session's no-op go
+// install opened (4,068), each a transaction on the batch. known is false
+// when they cannot say: a node made in the session, one with several
+// names, or one at another directory since. As the single query
+// (journal.Tx.StatCache) it finds regular files' records only (kind 0 is
+// an old row of unknown kind); the parent's map also leaves out records
+// that cannot prove a host file (racy ones, and those naming an inode
+// number no host file has, which only a hostile store holds): such a file
+// is read from the store. The caller holds n.mu.
+func (n *node) parentRecord(p string) (rec journal.StatCache, found, known bool) {
+	r := n.lowerDir
+	if r == nil || n.name == "" {
+		return journal.StatCache{}, false, false
 	}
-	p := name
-	if dir != "" {
-		p = dir + "/" + name
+	// p is r.path + "/" + n.name (or n.name at the root), without
+	// building that string at every first open.
+	if r.path == "" {
+		if p != n.name {
+			return journal.StatCache{}, false, false
+		}
+	} else if len(p) != len(r.path)+1+len(n.name) || !strings.HasPrefix(p, r.path) || p[len(r.path)] != '/' || !strings.HasSuffix(p, n.name) {
+		return journal.StatCache{}, false, false
 	}
-	if !strings.HasPrefix(p, f.lowerPfx) {
-		return
+	rec, found = r.get(n.name)
+	if found && rec.Kind != cas.EntryFile {
+		return journal.StatCache{}, false, true
 	}
-	// The single record query (journal.Tx.StatCache) takes regular
-	// files' rows only; kind 0 is an old row of unknown kind.
-	c := &lowerStat{path: p, none: !found || rec.Kind != cas.EntryFile}
-	if !c.none {
-		c.StatCache = rec
-	}
-	n.mu.Lock()
-	n.lowerStat = c
-	n.mu.Unlock()
+	return rec, found, true
 }
 
 // lowerStat is what the import recorded of a node's host file.

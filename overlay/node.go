@@ -42,6 +42,10 @@ type node struct {
 	// (the kernel may send a RELEASE after the FORGET): the last release
 	// lets go of upper instead (afterRelease).
 	forgotten bool
+	// lowerDir, for a file made from the branch, is its parent's import
+	// records (statfid.go), where its first read-only open finds its own
+	// (file.go openLowerLocked) without a query.
+	lowerDir *dirRecords
 	// lowerStat caches the import's record of the host file (file.go
 	// openLowerLocked); nil until the first read-only open.
 	lowerStat *lowerStat
@@ -82,11 +86,9 @@ type node struct {
 	misses     int                 // lookups by query since the listing was last valid
 	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 	// recs are the import records of the directory's children that may
-	// report host stats (statfid.go), read once: recsRead. recsPath is
-	// the directory's path they were read for ("ws/src"; "" for the root).
-	recs     map[string]journal.StatCache
+	// report host stats (statfid.go), read once: recsRead.
+	recs     *dirRecords
 	recsRead bool
-	recsPath string
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content
 	pending uint32      // attributes (journal.SetMode...) changed in attr since the last journal; only while dirty
