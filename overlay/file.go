@@ -175,17 +175,18 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 		// record, and a no-op go install opens each of its build cache's
 		// entries again at every run: a query each time was 3,260 of a
 		// same-session no-op's 8,068 transactions.
-		var sc journal.StatCache
-		var ok bool
-		err := f.tx(ctx, func(tx *journal.Tx) error {
-			var err error
-			sc, ok, err = tx.StatCache("/" + p)
-			return err
-		})
-		if err != nil {
-			return -1 // asked again at the next open
+		sc, ok, known := n.parentRecord(p)
+		if !known {
+			err := f.tx(ctx, func(tx *journal.Tx) error {
+				var err error
+				sc, ok, err = tx.StatCache("/" + p)
+				return err
+			})
+			if err != nil {
+				return -1 // asked again at the next open
+			}
+			f.stats.lowerChecks.Add(1)
 		}
-		f.stats.lowerChecks.Add(1)
 		c = &lowerStat{path: p, StatCache: sc, none: !ok}
 		n.lowerStat = c
 	}
@@ -203,6 +204,39 @@ func (n *node) openLowerLocked(ctx context.Context) int {
 		return -1
 	}
 	return fd
+}
+
+// parentRecord finds the import record of the node's host file at node
+// path p among its parent's records, which a file made from the branch
+// took when it went live (present): its first open then asks for no
+// record of its own - one query for each file a next session's no-op go
+// install opened (4,068), each a transaction on the batch. known is false
+// when they cannot say: a node made in the session, one with several
+// names, or one at another directory since. As the single query
+// (journal.Tx.StatCache) it finds regular files' records only (kind 0 is
+// an old row of unknown kind); the parent's map also leaves out records
+// that cannot prove a host file (racy ones, and those naming an inode
+// number no host file has, which only a hostile store holds): such a file
+// is read from the store. The caller holds n.mu.
+func (n *node) parentRecord(p string) (rec journal.StatCache, found, known bool) {
+	r := n.lowerDir
+	if r == nil || n.name == "" {
+		return journal.StatCache{}, false, false
+	}
+	// p is r.path + "/" + n.name (or n.name at the root), without
+	// building that string at every first open.
+	if r.path == "" {
+		if p != n.name {
+			return journal.StatCache{}, false, false
+		}
+	} else if len(p) != len(r.path)+1+len(n.name) || !strings.HasPrefix(p, r.path) || p[len(r.path)] != '/' || !strings.HasSuffix(p, n.name) {
+		return journal.StatCache{}, false, false
+	}
+	rec, found = r.get(n.name)
+	if found && rec.Kind != cas.EntryFile {
+		return journal.StatCache{}, false, true
+	}
+	return rec, found, true
 }
 
 // lowerStat is what the import recorded of a node's host file.

@@ -345,7 +345,8 @@ type Stats struct {
 	// private copy (file.go readStore).
 	StoreReads int64
 	// LowerChecks counts queries of a file's import record at a read-only
-	// open (file.go openLowerLocked): at most one per file and path.
+	// open (file.go openLowerLocked): at most one per file and path, none
+	// for a file from the branch (its parent's records have it).
 	LowerChecks int64
 	// UnlinksBehind counts unlinks answered before the journal had them
 	// (behind.go).

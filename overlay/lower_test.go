@@ -215,12 +215,16 @@ func TestJournalWrites(t *testing.T) {
 	}
 }
 
-// TestLowerRecordOnce checks that a read-only open asks for a file's
-// import record once per file, found or not: a file written in an earlier
-// session (no record: served from the store) and a captured one (served
-// from the host file), each opened three times, cost two queries.
+// TestLowerRecordOnce checks that a read-only open asks for no import
+// record of its own for a file from the branch (its parent's records,
+// read when the file's node was made, hold it): a file written in an
+// earlier session (no record: served from the store) and a captured one
+// (served from the host file), each opened three times, cost no record
+// query, nor does the captured one renamed in its directory (no record
+// at its new path: from the store). Moved to another directory, it asks
+// once for its new path's record.
 func TestLowerRecordOnce(t *testing.T) {
-	s := newLower(t, map[string]string{"a.txt": "lower a\n"})
+	s := newLower(t, map[string]string{"a.txt": "lower a\n", "sub/keep.txt": "keep\n"})
 	if err := os.WriteFile(filepath.Join(s.mnt, "ws", "w.txt"), []byte("written in the mount\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -235,11 +239,43 @@ func TestLowerRecordOnce(t *testing.T) {
 		}
 	}
 	st := s.fsys.Stats()
-	if d := st.LowerChecks - before.LowerChecks; d != 2 {
-		t.Errorf("%d import record queries for two files opened three times each, want 2", d)
+	if d := st.LowerChecks - before.LowerChecks; d != 0 {
+		t.Errorf("%d import record queries for two files of the branch opened three times each, want 0", d)
 	}
 	if d := st.LowerOpens - before.LowerOpens; d != 3 {
 		t.Errorf("%d lower opens of a.txt, want 3", d)
+	}
+	mv := func(from, to string) {
+		t.Helper()
+		if err := os.Rename(filepath.Join(s.mnt, "ws", from), filepath.Join(s.mnt, "ws", to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mv("a.txt", "b.txt")
+	for range 2 {
+		if got := s.read("b.txt"); got != "lower a\n" {
+			t.Fatalf("b.txt = %q", got)
+		}
+	}
+	st2 := s.fsys.Stats()
+	if d := st2.LowerChecks - st.LowerChecks; d != 0 {
+		t.Errorf("%d import record queries for a file renamed in its directory, want 0", d)
+	}
+	if d := st2.LowerOpens - st.LowerOpens; d != 0 {
+		t.Errorf("%d lower opens of b.txt, which the import did not record there, want 0", d)
+	}
+	mv("b.txt", "sub/moved.txt")
+	for range 2 {
+		if got := s.read("sub/moved.txt"); got != "lower a\n" {
+			t.Fatalf("sub/moved.txt = %q", got)
+		}
+	}
+	st3 := s.fsys.Stats()
+	if d := st3.LowerChecks - st2.LowerChecks; d != 1 {
+		t.Errorf("%d import record queries for a file moved to another directory and opened twice, want 1", d)
+	}
+	if d := st3.LowerOpens - st2.LowerOpens; d != 0 {
+		t.Errorf("%d lower opens of sub/moved.txt, want 0", d)
 	}
 	if st.StoreReads == before.StoreReads {
 		t.Error("w.txt was not read from the store")

@@ -42,6 +42,10 @@ type node struct {
 	// (the kernel may send a RELEASE after the FORGET): the last release
 	// lets go of upper instead (afterRelease).
 	forgotten bool
+	// lowerDir, for a file made from the branch, is its parent's import
+	// records (statfid.go), where its first read-only open finds its own
+	// (file.go openLowerLocked) without a query.
+	lowerDir *dirRecords
 	// lowerStat caches the import's record of the host file (file.go
 	// openLowerLocked); nil until the first read-only open.
 	lowerStat *lowerStat
@@ -83,7 +87,7 @@ type node struct {
 	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 	// recs are the import records of the directory's children that may
 	// report host stats (statfid.go), read once: recsRead.
-	recs     map[string]journal.StatCache
+	recs     *dirRecords
 	recsRead bool
 
 	dirty   atomic.Bool // upper or mem differs from attr.Content

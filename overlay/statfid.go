@@ -84,11 +84,19 @@ func recordFits(a *journal.Attr, c *journal.StatCache) (ino, ctime bool) {
 	return false, false // directories and the rest: git indexes neither
 }
 
-// records returns the import records of directory d's children by name,
-// read once per live directory (the branch's import cache does not change
-// while it is mounted: the session holds the branch). On a failure it
-// has none: the children then report synthetic numbers, nothing worse.
-func (d *node) records(ctx context.Context) map[string]journal.StatCache {
+// dirRecords are the import records of a directory's children by name,
+// and the directory's node path they were read for ("ws/src", "" for the
+// root): a child's open knows from it whether they are its path's.
+type dirRecords struct {
+	path string
+	recs map[string]journal.StatCache
+}
+
+// records returns the import records of directory d's children, read
+// once per live directory (the branch's import cache does not change while
+// it is mounted: the session holds the branch). On a failure it has none:
+// the children then report synthetic numbers, nothing worse.
+func (d *node) records(ctx context.Context) *dirRecords {
 	d.mu.Lock()
 	if d.recsRead {
 		r := d.recs
@@ -96,14 +104,11 @@ func (d *node) records(ctx context.Context) map[string]journal.StatCache {
 		return r
 	}
 	d.mu.Unlock()
-	dir := "/" + strings.TrimSuffix(d.Path(nil), "/")
-	if dir == "/" {
-		dir = ""
-	}
+	p := strings.TrimSuffix(d.Path(nil), "/")
 	var recs map[string]journal.StatCache
 	err := d.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
-		recs, err = tx.StatCacheDir(dir)
+		recs, err = tx.StatCacheDir(storeDir(p))
 		return err
 	})
 	if err != nil {
@@ -116,16 +121,35 @@ func (d *node) records(ctx context.Context) map[string]journal.StatCache {
 			delete(recs, name)
 		}
 	}
-	if len(recs) == 0 {
-		recs = nil
+	r := &dirRecords{path: p}
+	if len(recs) > 0 {
+		r.recs = recs
 	}
 	d.mu.Lock()
 	if !d.recsRead {
-		d.recs, d.recsRead = recs, true
+		d.recs, d.recsRead = r, true
 	}
-	r := d.recs
+	r = d.recs
 	d.mu.Unlock()
 	return r
+}
+
+// get returns the record of child name (none for a nil r).
+func (r *dirRecords) get(name string) (journal.StatCache, bool) {
+	if r == nil {
+		return journal.StatCache{}, false
+	}
+	c, ok := r.recs[name]
+	return c, ok
+}
+
+// storeDir is the import cache's name of the directory at node path p
+// ("ws/src" -> "/ws/src"; the root, "", is "").
+func storeDir(p string) string {
+	if p == "" {
+		return ""
+	}
+	return "/" + p
 }
 
 // noRecords marks a directory made in the session: its children were
@@ -148,7 +172,10 @@ func (d *node) present(ctx context.Context, c *node, name string, fromBranch boo
 		return
 	}
 	recs := d.records(ctx)
-	rec, ok := recs[name]
+	if c.fsys.lower != "" && c.attr.Kind == cas.EntryFile {
+		c.lowerDir = recs // c is not shared yet
+	}
+	rec, ok := recs.get(name)
 	if !ok {
 		return
 	}
@@ -203,7 +230,7 @@ func (d *node) entIno(ctx context.Context, name string, jn *journal.Node) uint64
 	if jn.Ino == journal.RootIno {
 		return 1
 	}
-	if rec, ok := d.records(ctx)[name]; ok {
+	if rec, ok := d.records(ctx).get(name); ok {
 		if ino, _ := recordFits(&jn.Attr, &rec); ino {
 			d.fsys.mu.Lock()
 			owner, claimed := d.fsys.claims[rec.Ino]
