@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -162,6 +161,8 @@ type importer struct {
 	// path it deletes are never read again, as the host has no directory
 	// there to walk into.
 	cache map[string]map[string]journal.StatCache
+	// sorted is Unchanged's cache: each directory's records in name order.
+	sorted map[string][]journal.StatRecord
 	// settled is set in push -m when the last push -m of this workspace
 	// left the branch equal to the host and the branch has not changed
 	// since (see pushMark): a host entry whose ctime is before it is
@@ -476,41 +477,6 @@ func kindOf(mode uint32) cas.EntryKind {
 		return cas.EntrySymlink
 	}
 	return 0
-}
-
-func readHostDir(path string) ([]hostEntry, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("read directory %s: %w", termtext.Quote(path), err)
-	}
-	slices.Sort(names)
-	// The names share one buffer: one allocation per directory, not one
-	// per entry (a no-op push lists every directory of the workspace).
-	size := 0
-	for _, n := range names {
-		size += len(n)
-	}
-	buf := make([]byte, 0, size)
-	out := make([]hostEntry, 0, len(names))
-	for _, n := range names {
-		buf = append(buf, n...)
-		e := hostEntry{name: buf[len(buf)-len(n) : len(buf) : len(buf)]}
-		if err := unix.Fstatat(fd, n, &e.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // removed while we looked
-			}
-			return nil, &os.PathError{Op: "lstat", Path: filepath.Join(path, n), Err: err}
-		}
-		e.kind = kindOf(e.st.Mode)
-		out = append(out, e)
-	}
-	return out, nil
 }
 
 // entryAttr is hostAttr of host entry e, at host path path, with the
@@ -870,37 +836,72 @@ func (im *importer) allKept(pl *place, hostPath string, host []hostEntry, cache 
 	kept := 0
 	for i := range host {
 		e := &host[i]
-		if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
-			continue
-		}
-		if e.kind == 0 || im.skipped(hostPath, e.name) {
+		if !im.recorded(pl, hostPath, e) {
 			continue
 		}
 		c, cached := cache[string(e.name)]
-		if !cached {
-			return false // new on the host (or a directory from before records)
-		}
-		mode := e.st.Mode & 0o7777
-		if e.kind == cas.EntrySymlink {
-			mode = 0o777
-		}
-		if c.Kind != e.kind || (c.Mode != journal.ModeUnknown && c.Mode != mode) {
-			return false
-		}
-		if e.kind != cas.EntryDir && !statSame(c, &e.st) {
-			return false
-		}
-		if e.kind != cas.EntryDir && c.Racy && (im.racyOK == nil || !im.racyOK(pl, e)) {
-			return false
-		}
-		if !im.opts.Capture && e.kind != cas.EntryDir && nsOf(e.st.Ctim) >= im.settled {
-			return false // push -m: owner, mtime or xattrs may have changed since the branch took them
+		if !cached || !im.keptEntry(pl, e, &c) {
+			return false // new on the host (or a directory from before records), or changed
 		}
 		kept++
 	}
 	// Every record matched a distinct host name: none is of a path the
 	// host no longer has.
 	return kept == len(cache)
+}
+
+// allKeptSorted is allKept with the directory's records in name order
+// (journal.StatCacheStats), as host is: one pass over both.
+func (im *importer) allKeptSorted(pl *place, hostPath string, host []hostEntry, recs []journal.StatRecord) bool {
+	if (!im.opts.Capture && im.settled == 0) || im.out != io.Discard {
+		return false
+	}
+	j := 0
+	for i := range host {
+		e := &host[i]
+		if !im.recorded(pl, hostPath, e) {
+			continue
+		}
+		// A record of a name before e's is of a path the host no longer
+		// has (or has as an entry never imported); one after it, a host
+		// entry without a record: either way not kept.
+		if j == len(recs) || recs[j].Name != string(e.name) || !im.keptEntry(pl, e, &recs[j].StatCache) {
+			return false
+		}
+		j++
+	}
+	return j == len(recs)
+}
+
+// recorded reports whether host entry e of directory pl is one an import
+// records (allKept's test; the same entries ignored skips).
+func (im *importer) recorded(pl *place, hostPath string, e *hostEntry) bool {
+	if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
+		return false
+	}
+	return e.kind != 0 && !im.skipped(hostPath, e.name)
+}
+
+// keptEntry reports whether record c proves host entry e unchanged (see
+// allKept).
+func (im *importer) keptEntry(pl *place, e *hostEntry, c *journal.StatCache) bool {
+	mode := e.st.Mode & 0o7777
+	if e.kind == cas.EntrySymlink {
+		mode = 0o777
+	}
+	if c.Kind != e.kind || (c.Mode != journal.ModeUnknown && c.Mode != mode) {
+		return false
+	}
+	if e.kind != cas.EntryDir && !statSame(*c, &e.st) {
+		return false
+	}
+	if e.kind != cas.EntryDir && c.Racy && (im.racyOK == nil || !im.racyOK(pl, e)) {
+		return false
+	}
+	if !im.opts.Capture && e.kind != cas.EntryDir && nsOf(e.st.Ctim) >= im.settled {
+		return false // push -m: owner, mtime or xattrs may have changed since the branch took them
+	}
+	return true
 }
 
 // resolve looks up, if not done yet, whether the branch has a directory

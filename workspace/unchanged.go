@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -111,11 +112,11 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 			return err
 		}
 		var whole bool
-		if im.cache, whole, err = tx.StatCacheStats("/"+name, cacheLimit); err != nil {
+		if im.sorted, whole, err = tx.StatCacheStats("/"+name, cacheLimit); err != nil {
 			return err
 		}
 		if !whole {
-			im.cache = nil
+			im.sorted = nil
 		}
 		return im.unchangedDir(tx, r, top, &place{host: abs, store: "/" + name, ino: n.Ino})
 	})
@@ -223,23 +224,26 @@ func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *
 	if err != nil {
 		return err
 	}
-	var cache map[string]journal.StatCache
-	if im.cache != nil {
-		cache = im.cache[pl.store]
-		delete(im.cache, pl.store)
-	} else if cache, err = tx.StatCacheDir(pl.store); err != nil {
+	var recs []journal.StatRecord
+	if im.sorted != nil {
+		recs = im.sorted[pl.store]
+		delete(im.sorted, pl.store)
+	} else if recs, err = statCacheDirSorted(tx, pl.store); err != nil {
 		return err
 	}
-	if !im.allKept(pl, pl.host, host, cache) {
+	if !im.allKeptSorted(pl, pl.host, host, recs) {
 		return errChanged
 	}
 	var subs []*place
 	var lists []*listing
+	j := 0 // recs[j] is the record of the next recorded entry (allKeptSorted)
 	for i := range host {
 		e := &host[i]
 		if im.ignored(pl, e, "") {
 			continue
 		}
+		c := &recs[j].StatCache
+		j++
 		switch e.kind {
 		case cas.EntryFile:
 			im.stats.Files++
@@ -247,7 +251,7 @@ func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *
 		case cas.EntrySymlink:
 			im.stats.Symlinks++
 		case cas.EntryDir:
-			if cache[string(e.name)].Mode == journal.ModeUnknown || (!im.opts.Capture && nsOf(e.st.Ctim) >= im.settled) {
+			if c.Mode == journal.ModeUnknown || (!im.opts.Capture && nsOf(e.st.Ctim) >= im.settled) {
 				return errChanged
 			}
 			im.stats.Dirs++
@@ -265,6 +269,21 @@ func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *
 		}
 	}
 	return nil
+}
+
+// statCacheDirSorted is tx.StatCacheDir in name order (a workspace with
+// more records than cacheLimit reads each directory's own).
+func statCacheDirSorted(tx *journal.Tx, dir string) ([]journal.StatRecord, error) {
+	m, err := tx.StatCacheDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]journal.StatRecord, 0, len(m))
+	for name, c := range m {
+		recs = append(recs, journal.StatRecord{Name: name, StatCache: c})
+	}
+	slices.SortFunc(recs, func(a, b journal.StatRecord) int { return strings.Compare(a.Name, b.Name) })
+	return recs, nil
 }
 
 // racyCheckFiles and racyCheckBytes bound the reading one Unchanged with
