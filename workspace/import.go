@@ -163,6 +163,11 @@ type importer struct {
 	cache map[string]map[string]journal.StatCache
 	// sorted is Unchanged's cache: each directory's records in name order.
 	sorted map[string][]journal.StatRecord
+	// held collects the host listings Unchanged reads (CaptureChecked);
+	// changed says it found a change and walks on only to list. In an
+	// Import, held holds the listings it takes instead of reading them.
+	held    *heldListings
+	changed bool
 	// settled is set in push -m when the last push -m of this workspace
 	// left the branch equal to the host and the branch has not changed
 	// since (see pushMark): a host entry whose ctime is before it is
@@ -186,6 +191,12 @@ var cacheLimit = 1 << 17
 // one an error falls in is rolled back whole); the next Import continues
 // from there.
 func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStats, error) {
+	return importWith(ctx, db, opts, nil)
+}
+
+// importWith is Import, taking the host listings in held (if not nil)
+// instead of reading them, with its racy window from held's start.
+func importWith(ctx context.Context, db *journal.DB, opts ImportOptions, held *heldListings) (ImportStats, error) {
 	if opts.Branch == "" {
 		// Resolved once at the edge (the CLI's flags, a request) and passed down.
 		return ImportStats{}, fmt.Errorf("import %s: no branch given", opts.Dir)
@@ -218,6 +229,9 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		// the store wait at most one group: 250 ms past its first
 		// directory, or 256 directories.
 		batch: op.NewBatch(250*time.Millisecond, 256)}
+	if held != nil {
+		im.held, im.start = held, held.start
+	}
 	// An import stops at its first error: it needs no savepoint per
 	// directory (journal.Batch.Unguarded).
 	im.batch.Unguarded()
@@ -596,6 +610,12 @@ func (im *importer) hostListing(hostPath string) (host []hostEntry, listed map[s
 			return nil, nil, l.err
 		}
 		return l.ents, l.cache, nil
+	}
+	if im.held != nil {
+		if host, ok := im.held.dirs[hostPath]; ok {
+			delete(im.held.dirs, hostPath) // taken once, as a listing read now would be
+			return host, nil, nil
+		}
 	}
 	host, err = readHostDir(hostPath)
 	return host, nil, err
