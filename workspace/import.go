@@ -161,7 +161,9 @@ type importer struct {
 	// path it deletes are never read again, as the host has no directory
 	// there to walk into.
 	cache map[string]map[string]journal.StatCache
-	// sorted is Unchanged's cache: each directory's records in name order.
+	// sorted is Unchanged's cache: each directory's records in name order,
+	// without content ids; also an import's after a check (held), for the
+	// directories it keeps whole.
 	sorted map[string][]journal.StatRecord
 	// held collects the host listings Unchanged reads (CaptureChecked);
 	// changed says it found a change and walks on only to list. In an
@@ -363,6 +365,20 @@ func (im *importer) workspaceDir(tx *journal.Tx, abs string) (int64, error) {
 		}
 	}
 	var whole bool
+	if im.held != nil {
+		// After a check that found a change (CaptureChecked) most
+		// directories are kept whole, which needs no content ids: the
+		// records without them are cheaper to read (StatCacheStats); a
+		// directory not kept whole reads its own in full (decideDir).
+		im.sorted, whole, err = tx.StatCacheStats("/"+im.name, cacheLimit)
+		if err != nil {
+			return 0, err
+		}
+		if whole && len(im.sorted) > 0 {
+			return n.Ino, nil
+		}
+		im.sorted = nil
+	}
 	im.cache, whole, err = tx.StatCacheTree("/"+im.name, cacheLimit)
 	if !whole {
 		im.cache = nil
@@ -624,6 +640,22 @@ func (im *importer) hostListing(hostPath string) (host []hostEntry, listed map[s
 // decideDir brings host directory pl's entries (host) into the branch
 // and returns its subdirectories to import next.
 func (im *importer) decideDir(tx *journal.Tx, pl *place, host []hostEntry, listed map[string]journal.StatCache) ([]*place, error) {
+	if listed == nil && im.sorted != nil {
+		recs := im.sorted[pl.store]
+		delete(im.sorted, pl.store) // read once: see importer.cache
+		if im.allKeptSorted(pl, pl.host, host, recs) {
+			j := 0 // recs are the recorded entries', in order (allKeptSorted)
+			return im.keepAll(tx, pl, host, func(*hostEntry) (journal.StatCache, bool) {
+				j++
+				return recs[j-1].StatCache, true
+			})
+		}
+		cache, err := tx.StatCacheDir(pl.store)
+		if err != nil {
+			return nil, err
+		}
+		return im.changedDir(tx, pl, host, cache)
+	}
 	cache, err := im.dirRecords(tx, pl, listed)
 	if err != nil {
 		return nil, err
@@ -632,7 +664,10 @@ func (im *importer) decideDir(tx *journal.Tx, pl *place, host []hostEntry, liste
 		// Nothing of the host changed here: a capture keeps whatever the
 		// branch has, a push -m has it already (allKept), so its listing
 		// is not read.
-		return im.keepAll(tx, pl, host, cache)
+		return im.keepAll(tx, pl, host, func(e *hostEntry) (journal.StatCache, bool) {
+			c, ok := cache[string(e.name)]
+			return c, ok
+		})
 	}
 	return im.changedDir(tx, pl, host, cache)
 }
@@ -657,8 +692,9 @@ func (im *importer) dirRecords(tx *journal.Tx, pl *place, listed map[string]jour
 }
 
 // keepAll is decideDir for a directory allKept keeps whole: every entry
-// is kept (keep), without the branch's listing.
-func (im *importer) keepAll(tx *journal.Tx, pl *place, host []hostEntry, cache map[string]journal.StatCache) ([]*place, error) {
+// is kept (keep), without the branch's listing. record gives each entry's
+// import record, called once for each entry not ignored, in order.
+func (im *importer) keepAll(tx *journal.Tx, pl *place, host []hostEntry, record func(*hostEntry) (journal.StatCache, bool)) ([]*place, error) {
 	var subs []*place
 	var ps pathState // one for the directory: keep does not hold on to it
 	for i := range host {
@@ -668,7 +704,7 @@ func (im *importer) keepAll(tx *journal.Tx, pl *place, host []hostEntry, cache m
 			continue
 		}
 		ps = pathState{pl: pl, name: e.name, e: e, hp: hp, sp: pl.store + "/" + string(e.name)}
-		ps.rec, ps.cached = cache[string(e.name)]
+		ps.rec, ps.cached = record(e)
 		sub, err := im.keep(tx, &ps)
 		if err != nil {
 			return nil, err
