@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/artrt/art/cas"
@@ -112,52 +113,94 @@ func (t *Tx) StatCacheStats(dir string, limit int) (map[string][]StatRecord, boo
 
 // parseStatRecords parses StatCacheStats's string of n records below
 // prefix ("/ws/"). Records come in path order, so a directory's come in
-// name order, interleaved with its subdirectories': each run of one
-// directory's records costs one map access, not each record.
+// name order, interleaved with its subdirectories'. Two passes: the first
+// counts each directory's records, so that all of them go into one array,
+// each directory's a part of it, with no slice grown (records are parsed
+// on every capture check); each run of one directory's records costs one
+// map access, not each record.
 func parseStatRecords(recs, prefix string, n int) (map[string][]StatRecord, bool) {
-	out := map[string][]StatRecord{}
-	var curDir string
-	var cur []StatRecord
-	var nums [6]int64
-	got := 0
-	for pos := 0; pos < len(recs); got++ {
-		if got == n {
-			return nil, false
-		}
-		for i := range nums {
-			v, next, ok := parseDecimal(recs, pos)
+	index := map[string]int{} // directory -> its number
+	var counts []int
+	// each calls f with every record's directory number and the position
+	// of its fields (the length's), and returns false if one is malformed.
+	each := func(f func(dir, at int, path string) bool) bool {
+		cur, curDir := -1, ""
+		got := 0
+		for pos := 0; pos < len(recs); got++ {
+			if got == n {
+				return false
+			}
+			at := pos
+			l, next, ok := parseDecimal(recs, pos)
 			if !ok {
-				return nil, false
+				return false
 			}
-			nums[i], pos = v, next
-		}
-		if nums[0] < 0 || nums[0] > int64(len(recs)-pos) {
-			return nil, false
-		}
-		path := recs[pos : pos+int(nums[0])]
-		pos += int(nums[0])
-		i := strings.LastIndexByte(path, '/')
-		if i < len(prefix)-1 || !strings.HasPrefix(path, prefix) {
-			return nil, false
-		}
-		d, name := path[:i], path[i+1:]
-		if cur == nil || d != curDir {
-			if cur != nil {
-				out[curDir] = cur
+			pos = next
+			for range 5 {
+				sp := strings.IndexByte(recs[pos:], ' ')
+				if sp < 0 {
+					return false
+				}
+				pos += sp + 1
 			}
-			curDir, cur = d, out[d]
+			if l < 0 || l > int64(len(recs)-pos) {
+				return false
+			}
+			path := recs[pos : pos+int(l)]
+			pos += int(l)
+			i := strings.LastIndexByte(path, '/')
+			if i < len(prefix)-1 || !strings.HasPrefix(path, prefix) {
+				return false
+			}
+			if d := path[:i]; cur < 0 || d != curDir {
+				k, ok := index[d]
+				if !ok {
+					k = len(counts)
+					index[d] = k
+					counts = append(counts, 0)
+				}
+				cur, curDir = k, d
+			}
+			if !f(cur, at, path) {
+				return false
+			}
 		}
-		if len(cur) > 0 && cur[len(cur)-1].Name >= name {
-			return nil, false // out of order, or a duplicate
-		}
-		cur = append(cur, StatRecord{Name: name, StatCache: StatCache{Size: nums[1], MTime: nums[2], CTime: nums[3], Ino: uint64(nums[4]),
-			Kind: cas.EntryKind(nums[5] & 0xff), Mode: uint32(nums[5] >> 8), Racy: nums[5]>>40&1 != 0}})
+		return got == n
 	}
-	if got != n {
+	if !each(func(dir, _ int, _ string) bool { counts[dir]++; return true }) {
 		return nil, false
 	}
-	if cur != nil {
-		out[curDir] = cur
+	all := make([]StatRecord, n)
+	next := make([]int, len(counts)) // where each directory's next record goes
+	for k, sum := 0, 0; k < len(counts); k++ {
+		next[k], sum = sum, sum+counts[k]
+	}
+	start := slices.Clone(next)
+	var nums [6]int64
+	ok := each(func(dir, at int, path string) bool {
+		for i := range nums {
+			v, after, ok := parseDecimal(recs, at)
+			if !ok {
+				return false
+			}
+			nums[i], at = v, after
+		}
+		name := path[strings.LastIndexByte(path, '/')+1:]
+		j := next[dir]
+		if j > start[dir] && all[j-1].Name >= name {
+			return false // out of order, or a duplicate
+		}
+		next[dir]++
+		all[j] = StatRecord{Name: name, StatCache: StatCache{Size: nums[1], MTime: nums[2], CTime: nums[3], Ino: uint64(nums[4]),
+			Kind: cas.EntryKind(nums[5] & 0xff), Mode: uint32(nums[5] >> 8), Racy: nums[5]>>40&1 != 0}}
+		return true
+	})
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string][]StatRecord, len(index))
+	for d, k := range index {
+		out[d] = all[start[k]:next[k]:next[k]]
 	}
 	return out, true
 }

@@ -33,13 +33,19 @@ func readHostDir(path string) ([]hostEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read directory %s: %w", termtext.Quote(path), err)
 	}
-	out := make([]hostEntry, 0, len(names.ends))
+	// Sorted as names, not entries: an entry (with its stat) is ten
+	// times the size to move.
+	sorted := make([][]byte, len(names.ends))
 	start := 0
-	for _, end := range names.ends {
-		out = append(out, hostEntry{name: names.buf[start:end:end]})
+	for i, end := range names.ends {
+		sorted[i] = names.buf[start:end:end]
 		start = end + 1 // past the NUL
 	}
-	slices.SortFunc(out, func(a, b hostEntry) int { return bytes.Compare(a.name, b.name) })
+	slices.SortFunc(sorted, bytes.Compare)
+	out := make([]hostEntry, len(sorted))
+	for i, name := range sorted {
+		out[i].name = name
+	}
 	n := 0
 	for i := range out {
 		e := &out[i]
@@ -82,6 +88,12 @@ func readDirNames(fd int) (dirNames, error) {
 		}
 		if n <= 0 {
 			return names, nil
+		}
+		if names.buf == nil {
+			// The names are shorter than their records: one allocation
+			// each for most directories (a record is at least 24 bytes).
+			names.buf = make([]byte, 0, n)
+			names.ends = make([]int, 0, n/24)
 		}
 		// struct linux_dirent64: ino (8), off (8), reclen (2), type (1),
 		// name NUL-terminated, padded to reclen.
