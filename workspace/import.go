@@ -411,6 +411,9 @@ func (im *importer) forgetOtherDir(tx *journal.Tx, abs string) error {
 		return nil
 	}
 	im.stats.OtherDir = true
+	// Listings a check read (CaptureChecked) may be of the directory
+	// the records were of: this one lists for itself.
+	im.held = nil
 	return tx.DeleteStatCache("/" + im.name)
 }
 
