@@ -20,6 +20,16 @@ import (
 // trees must be equal - and equal to the host. A case with nothing
 // changed must say so without an import.
 func TestCaptureCheckedAgreesWithImport(t *testing.T) {
+	t.Run("records held whole", captureCheckedAgrees)
+	// Past the bound the records are read directory by directory and
+	// the check's listings are not held: the same answers.
+	t.Run("records past the bound", func(t *testing.T) {
+		workspace.SetCacheLimit(t, 3)
+		captureCheckedAgrees(t)
+	})
+}
+
+func captureCheckedAgrees(t *testing.T) {
 	ctx := context.Background()
 	workspace.SetRacyWindow(t, 100*time.Millisecond)
 	ws := filepath.Join(t.TempDir(), "ws")
