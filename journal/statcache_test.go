@@ -2,8 +2,12 @@ package journal_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/artrt/art/cas"
@@ -89,19 +93,23 @@ func TestStatCacheStats(t *testing.T) {
 		full, _, err = tx.StatCacheTree("/ws", 100)
 		return err
 	})
-	for _, kids := range full {
+	// As StatCacheStats gives them: by directory, in name order, without
+	// content ids.
+	want := map[string][]journal.StatRecord{}
+	for dir, kids := range full {
 		for name, c := range kids {
 			c.Manifest = cas.ID{}
-			kids[name] = c
+			want[dir] = append(want[dir], journal.StatRecord{Name: name, StatCache: c})
 		}
+		slices.SortFunc(want[dir], func(a, b journal.StatRecord) int { return strings.Compare(a.Name, b.Name) })
 	}
 	err := db.View(context.Background(), "main", func(tx *journal.Tx) error {
 		got, ok, err := tx.StatCacheStats("/ws", 8)
 		if err != nil || !ok {
 			return fmt.Errorf("StatCacheStats: %v, %v", ok, err)
 		}
-		if !reflect.DeepEqual(got, full) {
-			t.Errorf("StatCacheStats %+v\nStatCacheTree %+v", got, full)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("StatCacheStats %+v\nStatCacheTree %+v", got, want)
 		}
 		if len(got) != 3 {
 			t.Errorf("directories %v, want /ws, /ws/d, /ws/d/e", got)
@@ -172,5 +180,57 @@ func TestViewWritesNothing(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStatCacheStatsHostile: records a hostile store could hold - a
+// number that is text with a space in it (shifting every field after it),
+// a path stored as text - are refused as ErrCorrupt or not read, never
+// taken for other records.
+func TestStatCacheStatsHostile(t *testing.T) {
+	for _, tc := range []struct {
+		name, set string
+		corrupt   bool
+	}{
+		{"size with a space", `UPDATE import_cache SET size = '1 2' WHERE path = CAST('/ws/b' AS BLOB)`, true},
+		{"mtime not a number", `UPDATE import_cache SET mtime_ns = 'x' WHERE path = CAST('/ws/b' AS BLOB)`, true},
+		{"huge size", `UPDATE import_cache SET size = '99999999999999999999' WHERE path = CAST('/ws/b' AS BLOB)`, true},
+		{"path as text", `UPDATE import_cache SET path = '/ws/b' WHERE path = CAST('/ws/b' AS BLOB)`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store.art")
+			db, err := journal.Open(context.Background(), path, journal.Options{Create: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			mustDo(t, db, "main", func(tx *journal.Tx) error {
+				for _, p := range []string{"/ws/a", "/ws/b", "/ws/c"} {
+					if err := tx.SetStatCache(p, journal.StatCache{Size: 5, MTime: 6, CTime: 7, Ino: 8, Kind: cas.EntryFile, Mode: 0o644}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if _, err := rawSQL(t, path).Exec(tc.set); err != nil {
+				t.Fatal(err)
+			}
+			err = db.View(context.Background(), "main", func(tx *journal.Tx) error {
+				got, ok, err := tx.StatCacheStats("/ws", 8)
+				if tc.corrupt {
+					if !errors.Is(err, journal.ErrCorrupt) || ok || got != nil {
+						t.Errorf("got %v, %v, %v; want ErrCorrupt", got, ok, err)
+					}
+					return nil
+				}
+				if err != nil || !ok || len(got["/ws"]) != 2 || got["/ws"][0].Name != "a" || got["/ws"][1].Name != "c" {
+					t.Errorf("got %+v, %v, %v; want the records of a and c", got, ok, err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

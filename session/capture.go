@@ -30,19 +30,18 @@ func Capture(ctx context.Context, db *journal.DB, dir, branch, message string, w
 	// Unchanged proves it only where every entry's record does (none
 	// racy: those the import reads again and rewrites); otherwise, or on
 	// any error, the import decides everything again.
-	if st, same, err := workspace.Unchanged(ctx, db, workspace.ImportOptions{Dir: dir, Branch: branch, Warn: warn, Capture: true, SkipUnchanged: true}); err == nil && same {
-		if progress != nil {
-			progress(workspace.ImportStats{}, true)
-		}
-		return st, nil
-	}
+	// When it finds a change, the import takes the host listings it
+	// read (workspace.CaptureChecked) rather than walking the tree again.
 	opts := workspace.ImportOptions{Dir: dir, Branch: branch, Warn: warn, Message: message, Capture: true, SkipUnchanged: true}
 	if progress != nil {
 		opts.Progress = func(st workspace.ImportStats) { progress(st, false) }
 	}
-	st, err := workspace.Import(ctx, db, opts)
+	st, same, err := workspace.CaptureChecked(ctx, db, opts)
 	if progress != nil {
 		progress(workspace.ImportStats{}, true)
+	}
+	if same {
+		return st, nil
 	}
 	if err == nil && st.First && warn != nil {
 		// Say what was taken: -m defaults to the current directory.

@@ -24,3 +24,12 @@ func SetRacyWindow(t testing.TB, d time.Duration) {
 
 // FineCtime is fineCtime, for tests outside the package.
 var FineCtime = fineCtime
+
+// SetCacheLimit makes imports and checks in t hold at most n import
+// records (and a check's listings at most n entries) at once. Not for
+// parallel tests.
+func SetCacheLimit(t testing.TB, n int) {
+	old := cacheLimit
+	cacheLimit = n
+	t.Cleanup(func() { cacheLimit = old })
+}

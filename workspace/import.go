@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -162,6 +161,15 @@ type importer struct {
 	// path it deletes are never read again, as the host has no directory
 	// there to walk into.
 	cache map[string]map[string]journal.StatCache
+	// sorted is Unchanged's cache: each directory's records in name order,
+	// without content ids; also an import's after a check (held), for the
+	// directories it keeps whole.
+	sorted map[string][]journal.StatRecord
+	// held collects the host listings Unchanged reads (CaptureChecked);
+	// changed says it found a change and walks on only to list. In an
+	// Import, held holds the listings it takes instead of reading them.
+	held    *heldListings
+	changed bool
 	// settled is set in push -m when the last push -m of this workspace
 	// left the branch equal to the host and the branch has not changed
 	// since (see pushMark): a host entry whose ctime is before it is
@@ -185,6 +193,12 @@ var cacheLimit = 1 << 17
 // one an error falls in is rolled back whole); the next Import continues
 // from there.
 func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStats, error) {
+	return importWith(ctx, db, opts, nil)
+}
+
+// importWith is Import, taking the host listings in held (if not nil)
+// instead of reading them, with its racy window from held's start.
+func importWith(ctx context.Context, db *journal.DB, opts ImportOptions, held *heldListings) (ImportStats, error) {
 	if opts.Branch == "" {
 		// Resolved once at the edge (the CLI's flags, a request) and passed down.
 		return ImportStats{}, fmt.Errorf("import %s: no branch given", opts.Dir)
@@ -217,6 +231,9 @@ func Import(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStat
 		// the store wait at most one group: 250 ms past its first
 		// directory, or 256 directories.
 		batch: op.NewBatch(250*time.Millisecond, 256)}
+	if held != nil {
+		im.held, im.start = held, held.start
+	}
 	// An import stops at its first error: it needs no savepoint per
 	// directory (journal.Batch.Unguarded).
 	im.batch.Unguarded()
@@ -348,6 +365,20 @@ func (im *importer) workspaceDir(tx *journal.Tx, abs string) (int64, error) {
 		}
 	}
 	var whole bool
+	if im.held != nil {
+		// After a check that found a change (CaptureChecked) most
+		// directories are kept whole, which needs no content ids: the
+		// records without them are cheaper to read (StatCacheStats); a
+		// directory not kept whole reads its own in full (decideDir).
+		im.sorted, whole, err = tx.StatCacheStats("/"+im.name, cacheLimit)
+		if err != nil {
+			return 0, err
+		}
+		if whole && len(im.sorted) > 0 {
+			return n.Ino, nil
+		}
+		im.sorted = nil
+	}
 	im.cache, whole, err = tx.StatCacheTree("/"+im.name, cacheLimit)
 	if !whole {
 		im.cache = nil
@@ -380,6 +411,9 @@ func (im *importer) forgetOtherDir(tx *journal.Tx, abs string) error {
 		return nil
 	}
 	im.stats.OtherDir = true
+	// Listings a check read (CaptureChecked) may be of the directory
+	// the records were of: this one lists for itself.
+	im.held = nil
 	return tx.DeleteStatCache("/" + im.name)
 }
 
@@ -476,41 +510,6 @@ func kindOf(mode uint32) cas.EntryKind {
 		return cas.EntrySymlink
 	}
 	return 0
-}
-
-func readHostDir(path string) ([]hostEntry, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("read directory %s: %w", termtext.Quote(path), err)
-	}
-	slices.Sort(names)
-	// The names share one buffer: one allocation per directory, not one
-	// per entry (a no-op push lists every directory of the workspace).
-	size := 0
-	for _, n := range names {
-		size += len(n)
-	}
-	buf := make([]byte, 0, size)
-	out := make([]hostEntry, 0, len(names))
-	for _, n := range names {
-		buf = append(buf, n...)
-		e := hostEntry{name: buf[len(buf)-len(n) : len(buf) : len(buf)]}
-		if err := unix.Fstatat(fd, n, &e.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // removed while we looked
-			}
-			return nil, &os.PathError{Op: "lstat", Path: filepath.Join(path, n), Err: err}
-		}
-		e.kind = kindOf(e.st.Mode)
-		out = append(out, e)
-	}
-	return out, nil
 }
 
 // entryAttr is hostAttr of host entry e, at host path path, with the
@@ -631,6 +630,12 @@ func (im *importer) hostListing(hostPath string) (host []hostEntry, listed map[s
 		}
 		return l.ents, l.cache, nil
 	}
+	if im.held != nil {
+		if host, ok := im.held.dirs[hostPath]; ok {
+			delete(im.held.dirs, hostPath) // taken once, as a listing read now would be
+			return host, nil, nil
+		}
+	}
 	host, err = readHostDir(hostPath)
 	return host, nil, err
 }
@@ -638,6 +643,22 @@ func (im *importer) hostListing(hostPath string) (host []hostEntry, listed map[s
 // decideDir brings host directory pl's entries (host) into the branch
 // and returns its subdirectories to import next.
 func (im *importer) decideDir(tx *journal.Tx, pl *place, host []hostEntry, listed map[string]journal.StatCache) ([]*place, error) {
+	if listed == nil && im.sorted != nil {
+		recs := im.sorted[pl.store]
+		delete(im.sorted, pl.store) // read once: see importer.cache
+		if im.allKeptSorted(pl, pl.host, host, recs) {
+			j := 0 // recs are the recorded entries', in order (allKeptSorted)
+			return im.keepAll(tx, pl, host, func(*hostEntry) (journal.StatCache, bool) {
+				j++
+				return recs[j-1].StatCache, true
+			})
+		}
+		cache, err := tx.StatCacheDir(pl.store)
+		if err != nil {
+			return nil, err
+		}
+		return im.changedDir(tx, pl, host, cache)
+	}
 	cache, err := im.dirRecords(tx, pl, listed)
 	if err != nil {
 		return nil, err
@@ -646,7 +667,10 @@ func (im *importer) decideDir(tx *journal.Tx, pl *place, host []hostEntry, liste
 		// Nothing of the host changed here: a capture keeps whatever the
 		// branch has, a push -m has it already (allKept), so its listing
 		// is not read.
-		return im.keepAll(tx, pl, host, cache)
+		return im.keepAll(tx, pl, host, func(e *hostEntry) (journal.StatCache, bool) {
+			c, ok := cache[string(e.name)]
+			return c, ok
+		})
 	}
 	return im.changedDir(tx, pl, host, cache)
 }
@@ -671,8 +695,9 @@ func (im *importer) dirRecords(tx *journal.Tx, pl *place, listed map[string]jour
 }
 
 // keepAll is decideDir for a directory allKept keeps whole: every entry
-// is kept (keep), without the branch's listing.
-func (im *importer) keepAll(tx *journal.Tx, pl *place, host []hostEntry, cache map[string]journal.StatCache) ([]*place, error) {
+// is kept (keep), without the branch's listing. record gives each entry's
+// import record, called once for each entry not ignored, in order.
+func (im *importer) keepAll(tx *journal.Tx, pl *place, host []hostEntry, record func(*hostEntry) (journal.StatCache, bool)) ([]*place, error) {
 	var subs []*place
 	var ps pathState // one for the directory: keep does not hold on to it
 	for i := range host {
@@ -682,7 +707,7 @@ func (im *importer) keepAll(tx *journal.Tx, pl *place, host []hostEntry, cache m
 			continue
 		}
 		ps = pathState{pl: pl, name: e.name, e: e, hp: hp, sp: pl.store + "/" + string(e.name)}
-		ps.rec, ps.cached = cache[string(e.name)]
+		ps.rec, ps.cached = record(e)
 		sub, err := im.keep(tx, &ps)
 		if err != nil {
 			return nil, err
@@ -870,37 +895,72 @@ func (im *importer) allKept(pl *place, hostPath string, host []hostEntry, cache 
 	kept := 0
 	for i := range host {
 		e := &host[i]
-		if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
-			continue
-		}
-		if e.kind == 0 || im.skipped(hostPath, e.name) {
+		if !im.recorded(pl, hostPath, e) {
 			continue
 		}
 		c, cached := cache[string(e.name)]
-		if !cached {
-			return false // new on the host (or a directory from before records)
-		}
-		mode := e.st.Mode & 0o7777
-		if e.kind == cas.EntrySymlink {
-			mode = 0o777
-		}
-		if c.Kind != e.kind || (c.Mode != journal.ModeUnknown && c.Mode != mode) {
-			return false
-		}
-		if e.kind != cas.EntryDir && !statSame(c, &e.st) {
-			return false
-		}
-		if e.kind != cas.EntryDir && c.Racy && (im.racyOK == nil || !im.racyOK(pl, e)) {
-			return false
-		}
-		if !im.opts.Capture && e.kind != cas.EntryDir && nsOf(e.st.Ctim) >= im.settled {
-			return false // push -m: owner, mtime or xattrs may have changed since the branch took them
+		if !cached || !im.keptEntry(pl, e, &c) {
+			return false // new on the host (or a directory from before records), or changed
 		}
 		kept++
 	}
 	// Every record matched a distinct host name: none is of a path the
 	// host no longer has.
 	return kept == len(cache)
+}
+
+// allKeptSorted is allKept with the directory's records in name order
+// (journal.StatCacheStats), as host is: one pass over both.
+func (im *importer) allKeptSorted(pl *place, hostPath string, host []hostEntry, recs []journal.StatRecord) bool {
+	if (!im.opts.Capture && im.settled == 0) || im.out != io.Discard {
+		return false
+	}
+	j := 0
+	for i := range host {
+		e := &host[i]
+		if !im.recorded(pl, hostPath, e) {
+			continue
+		}
+		// A record of a name before e's is of a path the host no longer
+		// has (or has as an entry never imported); one after it, a host
+		// entry without a record: either way not kept.
+		if j == len(recs) || recs[j].Name != string(e.name) || !im.keptEntry(pl, e, &recs[j].StatCache) {
+			return false
+		}
+		j++
+	}
+	return j == len(recs)
+}
+
+// recorded reports whether host entry e of directory pl is one an import
+// records (allKept's test; the same entries ignored skips).
+func (im *importer) recorded(pl *place, hostPath string, e *hostEntry) bool {
+	if pl.parent == nil && strings.HasPrefix(string(e.name), stagingPrefix) {
+		return false
+	}
+	return e.kind != 0 && !im.skipped(hostPath, e.name)
+}
+
+// keptEntry reports whether record c proves host entry e unchanged (see
+// allKept).
+func (im *importer) keptEntry(pl *place, e *hostEntry, c *journal.StatCache) bool {
+	mode := e.st.Mode & 0o7777
+	if e.kind == cas.EntrySymlink {
+		mode = 0o777
+	}
+	if c.Kind != e.kind || (c.Mode != journal.ModeUnknown && c.Mode != mode) {
+		return false
+	}
+	if e.kind != cas.EntryDir && !statSame(*c, &e.st) {
+		return false
+	}
+	if e.kind != cas.EntryDir && c.Racy && (im.racyOK == nil || !im.racyOK(pl, e)) {
+		return false
+	}
+	if !im.opts.Capture && e.kind != cas.EntryDir && nsOf(e.st.Ctim) >= im.settled {
+		return false // push -m: owner, mtime or xattrs may have changed since the branch took them
+	}
+	return true
 }
 
 // resolve looks up, if not done yet, whether the branch has a directory

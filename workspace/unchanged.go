@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -48,15 +50,57 @@ var errChanged = errors.New("workspace changed")
 // an entry whose ctime is within it of that push's start is read by
 // Import, never taken as unchanged here.
 func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStats, bool, error) {
+	st, same, _, err := unchanged(ctx, db, opts, false)
+	return st, same, err
+}
+
+// CaptureChecked is the capture before a session (opts.Capture): it asks
+// Unchanged first and runs Import only when that cannot prove every entry
+// unchanged (a racy record, any change, any error of the check). It
+// reports whether the workspace was unchanged. The check ignores
+// opts.Message and opts.Progress (they are the import's: no snapshot is
+// made when nothing changed).
+//
+// When the check finds a change it lists the rest of the host tree
+// without comparing (on the reader's goroutines, as before), and the
+// import takes those listings instead of listing and lstat'ing every
+// directory again; its racy window then starts when the check started,
+// before any of those lstats (an earlier start only makes more stats
+// racy). The import's decisions are those it would make had it listed the
+// tree itself at that time: an import is not atomic, and a host change
+// after a listing is seen by the next capture either way. At most
+// cacheLimit entries are held; past that the import lists for itself.
+func CaptureChecked(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportStats, bool, error) {
+	check := opts
+	check.Message, check.Progress = "", nil
+	st, same, held, err := unchanged(ctx, db, check, opts.Capture)
+	if err == nil && same {
+		return st, true, nil
+	}
+	st, err = importWith(ctx, db, opts, held)
+	return st, false, err
+}
+
+// heldListings are the host listings an Unchanged that found a change
+// read, by host path, for the import that follows (CaptureChecked).
+type heldListings struct {
+	start time.Time // the check's start: before every listing's lstats
+	dirs  map[string][]hostEntry
+	n     int // entries in dirs
+}
+
+// unchanged is Unchanged; with hold (a capture), a change found does not
+// end the walk: the rest of the tree is listed and returned.
+func unchanged(ctx context.Context, db *journal.DB, opts ImportOptions, hold bool) (ImportStats, bool, *heldListings, error) {
 	if opts.Entries != nil || opts.Message != "" {
-		return ImportStats{}, false, nil
+		return ImportStats{}, false, nil, nil
 	}
 	if opts.Branch == "" {
-		return ImportStats{}, false, fmt.Errorf("check %s: no branch given", opts.Dir)
+		return ImportStats{}, false, nil, fmt.Errorf("check %s: no branch given", opts.Dir)
 	}
 	name, err := Name(opts.Dir)
 	if err != nil {
-		return ImportStats{}, false, err
+		return ImportStats{}, false, nil, err
 	}
 	abs, _ := filepath.Abs(opts.Dir)
 	var warn bytes.Buffer
@@ -70,6 +114,9 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 	defer cancel()
 	im := &importer{ctx: vctx, db: db, opts: opts, name: name, start: now(), out: io.Discard, warn: &warn}
 	im.skipStore()
+	if hold {
+		im.held = &heldListings{start: im.start, dirs: map[string][]hostEntry{}}
+	}
 	seen := func(dir string, host []hostEntry) {
 		s := settled.Load()
 		if s == 0 {
@@ -111,26 +158,29 @@ func Unchanged(ctx context.Context, db *journal.DB, opts ImportOptions) (ImportS
 			return err
 		}
 		var whole bool
-		if im.cache, whole, err = tx.StatCacheStats("/"+name, cacheLimit); err != nil {
+		if im.sorted, whole, err = tx.StatCacheStats("/"+name, cacheLimit); err != nil {
 			return err
 		}
 		if !whole {
-			im.cache = nil
+			im.sorted = nil
 		}
 		return im.unchangedDir(tx, r, top, &place{host: abs, store: "/" + name, ino: n.Ino})
 	})
 	if recent.Load() && ctx.Err() == nil {
-		return ImportStats{}, false, nil // whatever the interrupted View returned
+		return ImportStats{}, false, nil, nil // whatever the interrupted View returned
+	}
+	if err == nil && im.changed {
+		return ImportStats{}, false, im.held, nil // im.held is the whole tree's listings
 	}
 	if errors.Is(err, errChanged) {
-		return ImportStats{}, false, nil
+		return ImportStats{}, false, nil, nil
 	}
 	if err != nil {
-		return ImportStats{}, false, fmt.Errorf("push %s: %w", abs, err)
+		return ImportStats{}, false, nil, fmt.Errorf("push %s: %w", abs, err)
 	}
 	io.Copy(orDiscard(opts.Warn), &warn)
 	im.stats.NothingChanged = true
-	return im.stats, true, nil
+	return im.stats, true, nil, nil
 }
 
 // unchangedWorkspace fails with errChanged where an Import would write
@@ -223,22 +273,42 @@ func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *
 	if err != nil {
 		return err
 	}
-	var cache map[string]journal.StatCache
-	if im.cache != nil {
-		cache = im.cache[pl.store]
-		delete(im.cache, pl.store)
-	} else if cache, err = tx.StatCacheDir(pl.store); err != nil {
-		return err
+	if im.held != nil {
+		if im.held.n += len(host); im.held.n > cacheLimit {
+			im.held = nil // the import lists for itself
+		} else {
+			im.held.dirs[pl.host] = host
+		}
 	}
-	if !im.allKept(pl, pl.host, host, cache) {
+	if im.changed && im.held == nil {
 		return errChanged
+	}
+	var recs []journal.StatRecord
+	if !im.changed {
+		if im.sorted != nil {
+			recs = im.sorted[pl.store]
+			delete(im.sorted, pl.store)
+		} else if recs, err = statCacheDirSorted(tx, pl.store); err != nil {
+			return err
+		}
+		if !im.allKeptSorted(pl, pl.host, host, recs) {
+			if err := im.change(); err != nil {
+				return err
+			}
+		}
 	}
 	var subs []*place
 	var lists []*listing
+	j := 0 // recs[j] is the record of the next recorded entry (allKeptSorted)
 	for i := range host {
 		e := &host[i]
 		if im.ignored(pl, e, "") {
 			continue
+		}
+		var c *journal.StatCache
+		if !im.changed {
+			c = &recs[j].StatCache
+			j++
 		}
 		switch e.kind {
 		case cas.EntryFile:
@@ -247,8 +317,10 @@ func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *
 		case cas.EntrySymlink:
 			im.stats.Symlinks++
 		case cas.EntryDir:
-			if cache[string(e.name)].Mode == journal.ModeUnknown || (!im.opts.Capture && nsOf(e.st.Ctim) >= im.settled) {
-				return errChanged
+			if c != nil && (c.Mode == journal.ModeUnknown || (!im.opts.Capture && nsOf(e.st.Ctim) >= im.settled)) {
+				if err := im.change(); err != nil {
+					return err
+				}
 			}
 			im.stats.Dirs++
 			subs = append(subs, &place{parent: pl, name: e.name, host: filepath.Join(pl.host, string(e.name)),
@@ -265,6 +337,32 @@ func (im *importer) unchangedDir(tx *journal.Tx, r *treeReader, l *listing, pl *
 		}
 	}
 	return nil
+}
+
+// change notes that an import would write: the check's answer is "changed".
+// Without held listings that ends the walk (errChanged); with them the
+// walk goes on, listing without comparing, for the import that follows.
+func (im *importer) change() error {
+	if im.held == nil {
+		return errChanged
+	}
+	im.changed = true
+	return nil
+}
+
+// statCacheDirSorted is tx.StatCacheDir in name order (a workspace with
+// more records than cacheLimit reads each directory's own).
+func statCacheDirSorted(tx *journal.Tx, dir string) ([]journal.StatRecord, error) {
+	m, err := tx.StatCacheDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]journal.StatRecord, 0, len(m))
+	for name, c := range m {
+		recs = append(recs, journal.StatRecord{Name: name, StatCache: c})
+	}
+	slices.SortFunc(recs, func(a, b journal.StatRecord) int { return strings.Compare(a.Name, b.Name) })
+	return recs, nil
 }
 
 // racyCheckFiles and racyCheckBytes bound the reading one Unchanged with
