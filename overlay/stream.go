@@ -139,7 +139,7 @@ func (s *fileStream) run() {
 			s.err = err // nothing is kept any more (failed.go): store no more bytes
 			return
 		}
-		if err := s.st.Advance(s.ctx, s.end.Load()); err != nil {
+		if err := s.st.AdvanceLooking(s.ctx, s.end.Load(), s.lookup); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				s.err = err
 			}
@@ -157,6 +157,24 @@ func (s *fileStream) run() {
 			}
 		}
 	}
+}
+
+// lookup looks chunks up through the journal's batch: in its open
+// transaction, whose connection keeps the index pages in its cache. Each
+// statement of the database's pool found its cache emptied by the
+// commits since its last and read the pages back: a 2 GiB write's
+// lookups cost as much CPU as its row inserts. As an Update each lookup
+// would start the batch's commit timer, and commit (syncing the packs)
+// every few MiB. What it finds is a hint, as before: a row of the open
+// transaction may be rolled back, which finish checks.
+func (s *fileStream) lookup(ctx context.Context, ids []cas.ID) ([]bool, error) {
+	var present []bool
+	err := s.fsys.batch.ReadObjects(ctx, func(objs *cas.Store) error {
+		var err error
+		present, err = objs.HasMany(ctx, ids)
+		return err
+	})
+	return present, err
 }
 
 // close lets go of the private copy's descriptor, once the goroutine is
