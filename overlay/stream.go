@@ -29,7 +29,8 @@ import (
 // What the stream did outside the journaling transaction is checked in it:
 // if a gc completed since the stream began, a chunk it found present may
 // be gone; if the batch rolled a transaction back, rows the stream
-// inserted may be; either way the stream is not used.
+// inserted, or found in the batch's open transaction, may be; either way
+// the stream is not used.
 
 // streamFrom is the length at which a file being appended to starts
 // streaming: smaller ones are stored at close in one go, where the head
@@ -202,7 +203,8 @@ func (s *fileStream) halt() bool {
 // finish stores the file through tx from where the stream got to, if
 // nothing the stream did outside tx can have been undone since: no gc
 // completed (it may have collected an object the stream found present)
-// and the batch rolled nothing back (rows the stream inserted). ok is
+// and the batch rolled nothing back (rows the stream inserted or found in
+// its open transaction). ok is
 // false when the caller must store the file whole instead.
 func (s *fileStream) finish(ctx context.Context, tx *journal.Tx) (id cas.ID, st cas.FileStats, ok bool, err error) {
 	if g, err := tx.GCGeneration(); err != nil || g != s.gen || s.fsys.batch.Rollbacks() != s.lost {
