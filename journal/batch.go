@@ -295,13 +295,18 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 // transaction may still be rolled back (Rollbacks).
 func (b *Batch) ReadObjects(ctx context.Context, fn func(*cas.Store) error) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.conn != nil {
+		defer b.mu.Unlock()
 		if b.Failed() != nil {
-			return fn(b.op.db.objs) // its transaction is gone: what is committed
+			// Lost: the committed rows, through the reader pool (the
+			// writer's connection is still the Batch's).
+			return fn(b.op.db.objs)
 		}
 		return fn(b.t.Objects())
 	}
+	// Not waiting for the connection under mu: an update waits for it
+	// only as long as fn reads.
+	b.mu.Unlock()
 	conn, err := b.op.db.w.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("read objects: %w", err)
