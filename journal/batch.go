@@ -305,14 +305,15 @@ func (b *Batch) ReadObjects(ctx context.Context, fn func(*cas.Store) error) erro
 		return fn(b.t.Objects())
 	}
 	// Not waiting for the connection under mu: an update waits for it
-	// only as long as fn reads.
+	// only as long as fn reads. (op may change under mu; its db not.)
+	db := b.op.db
 	b.mu.Unlock()
-	conn, err := b.op.db.w.Conn(ctx)
+	conn, err := db.w.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("read objects: %w", err)
 	}
 	defer conn.Close()
-	return fn(b.op.db.objs.With(conn))
+	return fn(db.objs.With(conn))
 }
 
 // Record appends an event that changes no file (see Tx.Record) as one
