@@ -59,22 +59,45 @@ func Cut(data []byte) int {
 		n = MaxChunk
 	}
 	normal := min(n, AvgChunk)
-	var h uint64
-	small := data[MinChunk:normal]
-	for i, b := range small {
-		h = h<<1 + gear[b]
-		if h&maskS == 0 {
-			return MinChunk + i + 1
-		}
+	h, i := scan(0, data[MinChunk:normal], maskS)
+	if i > 0 {
+		return MinChunk + i
 	}
-	large := data[normal:n]
-	for i, b := range large {
-		h = h<<1 + gear[b]
-		if h&maskL == 0 {
-			return normal + i + 1
-		}
+	if _, i = scan(h, data[normal:n], maskL); i > 0 {
+		return normal + i
 	}
 	return n
+}
+
+// scan rolls the gear hash h over p and returns it with the length of
+// p's prefix after which it first satisfies mask, or 0 if none does.
+//
+// Two bytes a step: the hash after the second byte is h<<2 plus a term
+// of the two bytes alone, so the chain from one step's h to the next is
+// one shift-and-add (an LEA), and the lookups of both bytes run beside
+// it. One byte a step, every byte waited for the previous one's add:
+// 1.6x the time (the stream's cutting was 1.26 s of a 2 GiB dd's 12 s
+// of CPU).
+func scan(h uint64, p []byte, mask uint64) (uint64, int) {
+	i := 0
+	for ; i+2 <= len(p); i += 2 {
+		g0, g1 := gear[p[i]], gear[p[i+1]]
+		h1 := h<<1 + g0
+		h = h<<2 + (g0<<1 + g1)
+		if h1&mask == 0 {
+			return h1, i + 1
+		}
+		if h&mask == 0 {
+			return h, i + 2
+		}
+	}
+	if i < len(p) {
+		h = h<<1 + gear[p[i]]
+		if h&mask == 0 {
+			return h, i + 1
+		}
+	}
+	return h, 0
 }
 
 // chunkerBufSize is the read buffer of a Chunker: large enough that the

@@ -51,6 +51,73 @@ func cutPoints(data []byte) []int {
 	return ends
 }
 
+// cutRef is Cut as docs/store-format.md states it, one byte a step: the
+// two-byte scan must cut exactly where it does.
+func cutRef(data []byte) int {
+	n := len(data)
+	if n <= MinChunk {
+		return n
+	}
+	n = min(n, MaxChunk)
+	normal := min(n, AvgChunk)
+	var h uint64
+	for i := MinChunk; i < n; i++ {
+		h = h<<1 + gear[data[i]]
+		mask := uint64(maskL)
+		if i < normal {
+			mask = maskS
+		}
+		if h&mask == 0 {
+			return i + 1
+		}
+	}
+	return n
+}
+
+// Every cut of random streams (where cuts fall after odd and even
+// counts of bytes in both masks' ranges), and inputs ending at and
+// around the bounds, one byte past or short of a pair.
+func TestCutMatchesReference(t *testing.T) {
+	var odd, even, maxed int
+	for seed := uint64(100); seed < 108; seed++ {
+		data := randBytes(seed, 2<<20)
+		for p := 0; p < len(data); {
+			want := cutRef(data[p:])
+			if got := Cut(data[p:]); got != want {
+				t.Fatalf("seed %d: Cut at %d = %d, reference %d", seed, p, got, want)
+			}
+			switch {
+			case want == MaxChunk:
+				maxed++
+			case want%2 == 1:
+				odd++
+			default:
+				even++
+			}
+			p += want
+		}
+	}
+	if odd == 0 || even == 0 {
+		t.Fatalf("cuts after odd lengths %d, even %d: the test does not cover both", odd, even)
+	}
+	data := randBytes(7, MaxChunk+3)
+	for _, n := range []int{MinChunk + 1, MinChunk + 2, MinChunk + 3, AvgChunk - 1, AvgChunk, AvgChunk + 1,
+		AvgChunk + 2, MaxChunk - 1, MaxChunk, MaxChunk + 1, MaxChunk + 3} {
+		for off := 0; off < 3; off++ {
+			if got, want := Cut(data[off:n]), cutRef(data[off:n]); got != want {
+				t.Fatalf("Cut of %d bytes = %d, reference %d", n-off, got, want)
+			}
+		}
+	}
+	// Zeros never match a mask with this gear table: a cut at the limit,
+	// after an odd and an even number of scanned bytes.
+	for _, n := range []int{MinChunk + 1, AvgChunk + 1, AvgChunk + 2, MaxChunk - 1} {
+		if got := Cut(make([]byte, n)); got != n {
+			t.Fatalf("Cut of %d zeros = %d, want %d", n, got, n)
+		}
+	}
+}
+
 func TestCutBounds(t *testing.T) {
 	for _, n := range []int{0, 1, MinChunk - 1, MinChunk} {
 		if got, want := Cut(make([]byte, n)), n; got != want {

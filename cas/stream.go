@@ -89,15 +89,30 @@ func (st *Stream) Rows() (int, int64) { return len(st.rows), st.rowMem }
 // (whose cut a later byte could still move): it hashes each chunk, looks
 // it up, compresses a new one and appends it to the pack when a
 // PutSparseFile of the file would pack it. It stops early when ctx is
-// done.
+// done. Its lookups read what the store's database has committed.
 func (st *Stream) Advance(ctx context.Context, end int64) error {
-	return st.advance(ctx, st.s, end, false)
+	return st.advance(ctx, st.s.hasMany, end, false)
+}
+
+// Lookup reports, for each of ids, whether the store holds an object
+// with that id (Store.HasMany of some store of the database).
+type Lookup func(ctx context.Context, ids []ID) ([]bool, error)
+
+// AdvanceLooking is Advance with its lookups through look: the caller's
+// open transaction, say, whose connection keeps the index pages it reads
+// in its cache, where a statement of the database's own pool finds its
+// cache emptied by every commit since its last (and reads the pages
+// back). Whatever look finds present is, as for Advance, a hint that the
+// caller checks still holds before Finish (a row look saw may be rolled
+// back).
+func (st *Stream) AdvanceLooking(ctx context.Context, end int64, look Lookup) error {
+	return st.advance(ctx, look, end, false)
 }
 
 // advance is Advance with lookups through look; with last, end is the
 // file's end and the bytes before it are cut to the last one, as a
 // Chunker cuts a stream's end.
-func (st *Stream) advance(ctx context.Context, look *Store, end int64, last bool) error {
+func (st *Stream) advance(ctx context.Context, look Lookup, end int64, last bool) error {
 	for end-st.pos >= MaxChunk || (last && end > st.pos) {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -125,7 +140,7 @@ func (st *Stream) advance(ctx context.Context, look *Store, end int64, last bool
 			return nil // cannot happen with want >= MaxChunk; no spin
 		}
 		ids := st.hashCuts(data)
-		present, err := look.hasMany(context.WithoutCancel(ctx), ids)
+		present, err := look(context.WithoutCancel(ctx), ids)
 		if err != nil {
 			return fmt.Errorf("stream: look up chunks: %w", err)
 		}
@@ -223,7 +238,7 @@ func (st *Stream) chunk(id ID, present bool, chunk []byte) error {
 // store of the same database (and pack directory) as the stream's:
 // packed rows many to a statement.
 func (st *Stream) Flush(ctx context.Context, s *Store) error {
-	var packed []packedRow
+	packed := make([]packedRow, 0, len(st.rows))
 	for _, r := range st.rows {
 		if r.stored == nil {
 			packed = append(packed, r.packedRow)
@@ -268,7 +283,7 @@ func (st *Stream) Finish(ctx context.Context, s *Store) (ID, FileStats, error) {
 	}
 	// The rest the same way, its lookups inside s's transaction (which
 	// holds the rows just flushed).
-	if err := st.advance(ctx, s, fi.Size(), true); err != nil {
+	if err := st.advance(ctx, s.hasMany, fi.Size(), true); err != nil {
 		return ID{}, st.st, err
 	}
 	if err := st.Flush(ctx, s); err != nil {

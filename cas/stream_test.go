@@ -3,6 +3,7 @@ package cas
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -236,5 +237,45 @@ func TestStreamSkipsCompressionOfIncompressibleRuns(t *testing.T) {
 	var out bytes.Buffer
 	if _, err := s.ReadFile(ctx, id, &out); err != nil || !bytes.Equal(out.Bytes(), data) {
 		t.Fatalf("read back: %v", err)
+	}
+}
+
+// AdvanceLooking asks the caller's lookup, not the store: chunks it
+// reports present are neither packed nor kept as rows, and its error
+// stops the stream.
+func TestStreamAdvanceLooking(t *testing.T) {
+	ctx := context.Background()
+	data := randBytes(61, 2<<20)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, _ := newTestStore(t)
+	asked := 0
+	all := func(_ context.Context, ids []ID) ([]bool, error) {
+		asked += len(ids)
+		out := make([]bool, len(ids))
+		for i := range out {
+			out[i] = true
+		}
+		return out, nil
+	}
+	st := s.NewStream(f)
+	if err := st.AdvanceLooking(ctx, int64(len(data)), all); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := st.Rows(); n != 0 || asked == 0 || st.Pos() == 0 {
+		t.Fatalf("%d rows kept, %d ids asked, at %d: the lookup was not the one used", n, asked, st.Pos())
+	}
+	boom := fmt.Errorf("boom")
+	st = s.NewStream(f)
+	err = st.AdvanceLooking(ctx, int64(len(data)), func(context.Context, []ID) ([]bool, error) { return nil, boom })
+	if !errors.Is(err, boom) || st.Pos() != 0 {
+		t.Fatalf("AdvanceLooking = %v at %d, want boom at 0", err, st.Pos())
 	}
 }

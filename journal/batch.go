@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/termtext"
 )
 
@@ -279,6 +280,40 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 		})
 	}
 	return nil
+}
+
+// ReadObjects runs fn against the object store of the Batch's open
+// transaction, or when none is open of the process's writer connection in
+// autocommit (a read transaction per statement: no write lock), without
+// counting as an update toward a commit: fn must only read. For reads
+// frequent enough that an Update each would commit the batch every few
+// milliseconds, each commit syncing the packs (a stream's chunk lookups,
+// every 2 MiB of a big write). The writer's connection keeps the pages it
+// read and wrote in its cache across its own commits, where a connection
+// of the reader pool finds its cache emptied by every commit since its
+// last statement and reads the pages back. What fn reads in the open
+// transaction may still be rolled back (Rollbacks).
+func (b *Batch) ReadObjects(ctx context.Context, fn func(*cas.Store) error) error {
+	b.mu.Lock()
+	if b.conn != nil {
+		defer b.mu.Unlock()
+		if b.Failed() != nil {
+			// Lost: the committed rows, through the reader pool (the
+			// writer's connection is still the Batch's).
+			return fn(b.op.db.objs)
+		}
+		return fn(b.t.Objects())
+	}
+	// Not waiting for the connection under mu: an update waits for it
+	// only as long as fn reads. (op may change under mu; its db not.)
+	db := b.op.db
+	b.mu.Unlock()
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("read objects: %w", err)
+	}
+	defer conn.Close()
+	return fn(db.objs.With(conn))
 }
 
 // Record appends an event that changes no file (see Tx.Record) as one

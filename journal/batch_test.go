@@ -673,3 +673,99 @@ func TestBatchCancelledContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// ReadObjects reads in the Batch's open transaction (its uncommitted
+// rows), or committed rows when none is open, and never counts as an
+// update: reads past MaxOps commit nothing, and none begins a
+// transaction that would hold the store's write lock.
+func TestBatchReadObjects(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "b.db")
+	db, err := journal.Open(ctx, path, journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	op, err := db.BeginOp(ctx, "main", "test", "batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 3)
+	has := func(id cas.ID) bool {
+		t.Helper()
+		var got []bool
+		if err := b.ReadObjects(ctx, func(s *cas.Store) error {
+			var err error
+			got, err = s.HasMany(ctx, []cas.ID{id, cas.Sum([]byte("never stored"))})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got[1] {
+			t.Fatal("found an object never stored")
+		}
+		return got[0]
+	}
+	put := func(data string) cas.ID {
+		t.Helper()
+		var id cas.ID
+		if err := b.Update(ctx, func(tx *journal.Tx) error {
+			var err error
+			id, _, err = tx.Objects().PutFile(ctx, strings.NewReader(data))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	committed := func(id cas.ID) bool {
+		t.Helper()
+		ok, err := db.Objects().Has(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	a := put("first")
+	for range 10 {
+		if !has(a) {
+			t.Fatal("ReadObjects does not see the open transaction's row")
+		}
+	}
+	if committed(a) {
+		t.Fatal("reads counted as updates: the batch committed after MaxOps of them")
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// None open: committed rows, and the store's write lock stays free
+	// for another writer (a second store handle, as another process).
+	if !has(a) {
+		t.Fatal("ReadObjects does not see a committed row")
+	}
+	other, err := journal.Open(ctx, path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	oop, err := other.BeginOp(ctx, "main", "test", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := oop.NewBatch(time.Hour, 0)
+	var c cas.ID
+	if err := ob.Update(ctx, func(tx *journal.Tx) error {
+		var err error
+		c, _, err = tx.Objects().PutFile(ctx, strings.NewReader("the other writer's"))
+		return err
+	}); err != nil {
+		t.Fatalf("another writer after ReadObjects: %v", err)
+	}
+	if err := ob.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if !has(c) {
+		t.Fatal("ReadObjects does not see another writer's committed row")
+	}
+}

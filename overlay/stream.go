@@ -29,7 +29,8 @@ import (
 // What the stream did outside the journaling transaction is checked in it:
 // if a gc completed since the stream began, a chunk it found present may
 // be gone; if the batch rolled a transaction back, rows the stream
-// inserted may be; either way the stream is not used.
+// inserted, or found in the batch's open transaction, may be; either way
+// the stream is not used.
 
 // streamFrom is the length at which a file being appended to starts
 // streaming: smaller ones are stored at close in one go, where the head
@@ -139,7 +140,7 @@ func (s *fileStream) run() {
 			s.err = err // nothing is kept any more (failed.go): store no more bytes
 			return
 		}
-		if err := s.st.Advance(s.ctx, s.end.Load()); err != nil {
+		if err := s.st.AdvanceLooking(s.ctx, s.end.Load(), s.lookup); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				s.err = err
 			}
@@ -157,6 +158,24 @@ func (s *fileStream) run() {
 			}
 		}
 	}
+}
+
+// lookup looks chunks up through the journal's batch: in its open
+// transaction, whose connection keeps the index pages in its cache. Each
+// statement of the database's pool found its cache emptied by the
+// commits since its last and read the pages back: a 2 GiB write's
+// lookups cost as much CPU as its row inserts. As an Update each lookup
+// would start the batch's commit timer, and commit (syncing the packs)
+// every few MiB. What it finds is a hint, as before: a row of the open
+// transaction may be rolled back, which finish checks.
+func (s *fileStream) lookup(ctx context.Context, ids []cas.ID) ([]bool, error) {
+	var present []bool
+	err := s.fsys.batch.ReadObjects(ctx, func(objs *cas.Store) error {
+		var err error
+		present, err = objs.HasMany(ctx, ids)
+		return err
+	})
+	return present, err
 }
 
 // close lets go of the private copy's descriptor, once the goroutine is
@@ -184,7 +203,8 @@ func (s *fileStream) halt() bool {
 // finish stores the file through tx from where the stream got to, if
 // nothing the stream did outside tx can have been undone since: no gc
 // completed (it may have collected an object the stream found present)
-// and the batch rolled nothing back (rows the stream inserted). ok is
+// and the batch rolled nothing back (rows the stream inserted or found in
+// its open transaction). ok is
 // false when the caller must store the file whole instead.
 func (s *fileStream) finish(ctx context.Context, tx *journal.Tx) (id cas.ID, st cas.FileStats, ok bool, err error) {
 	if g, err := tx.GCGeneration(); err != nil || g != s.gen || s.fsys.batch.Rollbacks() != s.lost {
