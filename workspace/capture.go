@@ -798,8 +798,15 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 		}
 	}
 	// The pull's writes set every file's ctime just now: the records are
-	// racy by it unless the host's filesystem has fine change times.
-	fine := fineCtime(st.Dev, probeDirs(tx.StorePath(), dir)...)
+	// racy by it unless the host's filesystem has fine change times
+	// (probed at the first record that needs it).
+	var fine, probed bool
+	fineHere := func() bool {
+		if !probed {
+			fine, probed = fineCtime(st.Dev, probeDirs(tx.StorePath(), dir)...), true
+		}
+		return fine
+	}
 	for p, sc := range written {
 		if !strings.HasPrefix(p, "/"+name+"/") {
 			continue
@@ -809,7 +816,7 @@ func RecordPulled(tx *journal.Tx, dir string, written map[string]journal.StatCac
 		// racy already (a pull --merge's of a path it left with the
 		// host's content) stays so.
 		cut := began.UnixNano() - racyWindow
-		sc.Racy = sc.Kind != cas.EntryDir && (sc.Racy || sc.MTime >= cut || (sc.CTime >= cut && !fine))
+		sc.Racy = sc.Kind != cas.EntryDir && (sc.Racy || sc.MTime >= cut || (sc.CTime >= cut && !fineHere()))
 		if err := tx.SetStatCache(p, sc); err != nil {
 			return err
 		}

@@ -91,29 +91,33 @@ func probeCtime(dir string, dev uint64) (fine, ok bool) {
 
 // probeDirs are the directories where a probe file may be made for an
 // import of host directory ws into the store at dbPath: the store's packs
-// directory, which no import walks into (StoreFiles), when it exists; the
-// system's temporary directory; and the store file's own directory unless
-// it is inside ws - a probe there would change a directory of the
+// directory, which no walk of a workspace enters (StoreFiles), and the
+// system's temporary directory and the store file's own directory when
+// they are not inside ws - a probe there would change a directory of the
 // workspace (its mtime and ctime), which the next check would take for a
-// host change. fineCtime uses the first on the device in question.
+// host change, and a walk under way could meet the probe file.
+// fineCtime uses the first on the device in question.
 func probeDirs(dbPath, ws string) []string {
-	dirs := []string{os.TempDir()}
-	if dbPath == "" {
-		return dirs
-	}
-	dirs = append([]string{cas.PacksDir(dbPath)}, dirs...)
-	storeDir, err := filepath.Abs(filepath.Dir(dbPath))
-	if err != nil {
-		return dirs
+	var dirs []string
+	others := []string{os.TempDir()}
+	if dbPath != "" {
+		dirs = append(dirs, cas.PacksDir(dbPath))
+		others = append(others, filepath.Dir(dbPath))
 	}
 	if real, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = real // the store's path is a real one (journal.Open)
 	}
-	if ws, err = filepath.Abs(ws); err != nil {
+	ws, err := filepath.Abs(ws)
+	if err != nil {
 		return dirs
 	}
-	if rel, err := filepath.Rel(ws, storeDir); err == nil && (rel == ".." || strings.HasPrefix(rel, "../")) {
-		dirs = append(dirs, storeDir)
+	for _, d := range others {
+		if d, err = filepath.Abs(d); err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(ws, d); err == nil && (rel == ".." || strings.HasPrefix(rel, "../")) {
+			dirs = append(dirs, d)
+		}
 	}
 	return dirs
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -238,11 +237,6 @@ func importWith(ctx context.Context, db *journal.DB, opts ImportOptions, held *h
 	// directory (journal.Batch.Unguarded).
 	im.batch.Unguarded()
 	im.skipStore()
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		// Probed before the walk starts: where the store's directory is
-		// inside the workspace, the walk must not meet the probe file.
-		im.fineCtime(uint64(sys.Dev))
-	}
 	err = im.run(abs)
 	if cerr := im.batch.Commit(); err == nil {
 		err = cerr
