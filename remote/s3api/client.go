@@ -63,7 +63,7 @@ type Config struct {
 }
 
 // DefaultAttempts is how many times a request is tried, the first
-// included: as many as minio-go tried, with the same back-off (200 ms
+// included: as many as minio-go tried, with a back-off like its (200 ms
 // doubling to at most 1 s, jittered), so a store restarting for a few
 // seconds does not fail a push.
 const DefaultAttempts = 10
