@@ -21,7 +21,8 @@
 //     ending in .amazonaws.com or .amazonaws.com.cn), Google Cloud Storage
 //     (storage.googleapis.com) and Aliyun OSS (*.aliyuncs.com), except over
 //     https for a bucket with a dot in its name (the wildcard certificate
-//     would not match) and for creating a bucket.
+//     would not match), for a name that is not a DNS name (upper case,
+//     '_', ':', which some stores still allow), and for creating a bucket.
 //   - The global AWS endpoints s3.amazonaws.com and s3-external-1.amazonaws.com
 //     are replaced by the region's endpoint s3.REGION.amazonaws.com
 //     (s3.REGION.amazonaws.com.cn for cn- regions): requests are signed for
@@ -270,7 +271,7 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 func (c *Client) newRequest(ctx context.Context, r request, payload string) (*http.Request, error) {
 	host, path := c.host, "/"
 	if r.bucket != "" {
-		if r.virtual && c.virtual && !(c.scheme == "https" && strings.Contains(r.bucket, ".")) {
+		if r.virtual && c.virtual && dnsName(r.bucket) && !(c.scheme == "https" && strings.Contains(r.bucket, ".")) {
 			host = r.bucket + "." + host
 		} else {
 			path += r.bucket + "/"
@@ -402,6 +403,20 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// dnsName says whether bucket can be the first labels of a host name
+// (virtual-hosted style): lower case letters, digits, dots and hyphens.
+// Other names checkBucket lets through (upper case, '_', ':') go in the
+// path.
+func dnsName(bucket string) bool {
+	for i := 0; i < len(bucket); i++ {
+		c := bucket[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkBucket accepts the bucket names S3-compatible stores accept (the

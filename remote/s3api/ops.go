@@ -79,8 +79,14 @@ func (c *Client) GetObject(ctx context.Context, bucket, key string) (*Object, er
 }
 
 // errShort reports an object with fewer bytes than a ranged read asked for
-// (callers test for io.ErrUnexpectedEOF).
-var errShort = fmt.Errorf("object shorter than the range read: %w", io.ErrUnexpectedEOF)
+// (callers test for io.ErrUnexpectedEOF). A type, not fmt.Errorf: nothing
+// here runs at package initialisation.
+var errShort error = shortRead{}
+
+type shortRead struct{}
+
+func (shortRead) Error() string { return "object shorter than the range read" }
+func (shortRead) Unwrap() error { return io.ErrUnexpectedEOF }
 
 // ReadRange reads bytes [start, end) of key: all of them, or an error
 // (wrapping io.ErrUnexpectedEOF when the object is shorter). A server that

@@ -146,6 +146,7 @@ func TestAddressing(t *testing.T) {
 		{"storage.googleapis.com", "auto", "bkt", "k", false, "https://bkt.storage.googleapis.com/k"},
 		{"oss-cn-hangzhou.aliyuncs.com", "oss-cn-hangzhou", "bkt", "k", false, "https://bkt.oss-cn-hangzhou.aliyuncs.com/k"},
 		{"s3.amazonaws.com", "us-east-1", "bkt", "", true, "https://s3.us-east-1.amazonaws.com/bkt/"},
+		{"s3.amazonaws.com", "us-east-1", "Old_Bkt", "k", false, "https://s3.us-east-1.amazonaws.com/Old_Bkt/k"},
 	} {
 		tr := &captured{}
 		c, err := New(Config{Endpoint: tc.endpoint, Region: tc.region, AccessKey: "a", SecretKey: "s", Transport: tr})
