@@ -301,3 +301,25 @@ func TestXMLWalk(t *testing.T) {
 		}
 	}
 }
+
+// FuzzListing: any answer is read without a panic, and what is accepted
+// keeps the listing's promises (keys under the prefix, sizes not
+// negative).
+func FuzzListing(f *testing.F) {
+	f.Add([]byte(`<?xml version="1.0"?><ListBucketResult xmlns="x"><EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>` +
+		`<NextContinuationToken>t</NextContinuationToken><Contents><Key>p/a%20b</Key><Size>3</Size><ETag>&#34;e&#34;</ETag>` +
+		`<LastModified>2026-12-02T01:02:03.000Z</LastModified></Contents></ListBucketResult>`))
+	f.Add([]byte(`<Error><Code>NoSuchKey</Code><Message>m</Message></Error>`))
+	f.Add([]byte(`<ListBucketResult><Contents><Key><![CDATA[p/<x>]]></Key><Size>0</Size></Contents><!-- c --></ListBucketResult>`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parseListing(b, "p/")
+		if err != nil {
+			return
+		}
+		for _, o := range p.objects {
+			if !strings.HasPrefix(o.Key, "p/") || o.Size < 0 {
+				t.Fatalf("accepted %+v", o)
+			}
+		}
+	})
+}

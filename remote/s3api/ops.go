@@ -242,11 +242,17 @@ func (c *Client) listPage(ctx context.Context, r request, prefix string) (listPa
 	if len(b) > maxListBody {
 		return listPage{}, fmt.Errorf("s3 LIST: a listing page over %d bytes", maxListBody)
 	}
+	return parseListing(b, prefix)
+}
+
+// parseListing reads a ListObjectsV2 answer; every key it returns is
+// under prefix and every size is not negative.
+func parseListing(b []byte, prefix string) (listPage, error) {
 	var p listPage
 	var cur ObjectInfo
 	var raw struct{ key, size, modified string }
 	encoded := false
-	err = xmlWalk(b, func(path []string) error {
+	err := xmlWalk(b, func(path []string) error {
 		if len(path) == 1 && path[0] != "ListBucketResult" {
 			return fmt.Errorf("%w: root element %s is not ListBucketResult", errXML, termtext.Quote(path[0]))
 		}
@@ -301,6 +307,7 @@ func (c *Client) listPage(ctx context.Context, r request, prefix string) (listPa
 		k := p.objects[i].Key
 		if encoded {
 			// encoding-type=url encodes keys as a query value would be.
+			var err error
 			if k, err = url.QueryUnescape(k); err != nil {
 				return listPage{}, fmt.Errorf("s3 LIST: key %s: %w", termtext.Quote(p.objects[i].Key), err)
 			}
