@@ -54,6 +54,7 @@ fuzz:
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/termtext -run '^$$' -fuzz '^FuzzSafeOutput$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzCheckSpecial$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./remote/s3api -run '^$$' -fuzz '^FuzzListing$$' -fuzztime $(FUZZTIME)
 
 ## bench: measure art against native tools; writes docs/benchmarks.md
 bench:

@@ -1,20 +1,18 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
-	"github.com/minio/minio-go/v7"
+	"github.com/artrt/art/remote/s3api"
 )
 
 // Garbage collection of a remote (docs/remotes.md, "Garbage collection").
@@ -127,17 +125,15 @@ func (s *S3Remote) writeMarker(ctx context.Context, m *gcMarker, etag string) (s
 	if err != nil {
 		return "", err
 	}
-	opts := minio.PutObjectOptions{ContentType: "application/json"}
+	opts := s3api.PutOptions{ContentType: "application/json"}
 	if etag == "" {
-		opts.SetMatchETagExcept("*")
+		opts.IfNoneMatch = true
 	} else {
-		opts.SetMatchETag(etag)
+		opts.IfMatch = etag
 	}
-	info, err := s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(b), int64(len(b)), opts)
+	info, err := s.c.PutObject(ctx, s.bucket, key, b, opts)
 	if err != nil {
-		resp := minio.ToErrorResponse(err)
-		if resp.StatusCode == http.StatusPreconditionFailed || resp.StatusCode == http.StatusConflict ||
-			resp.Code == "PreconditionFailed" || resp.Code == "ConditionalRequestConflict" {
+		if s3api.IsPreconditionFailed(err) {
 			return "", fmt.Errorf("write %s: %w (another gc is running)", s.where(key), ErrRefChanged)
 		}
 		return "", fmt.Errorf("write %s: %w", s.where(key), err)
@@ -149,7 +145,7 @@ func (s *S3Remote) writeMarker(ctx context.Context, m *gcMarker, etag string) (s
 // written: its Last-Modified against the Date of the same response.
 func (s *S3Remote) markerAge(ctx context.Context) (time.Duration, error) {
 	key := s.key(gcMarkerName)
-	info, err := s.c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	info, err := s.c.StatObject(ctx, s.bucket, key)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", s.where(key), err)
 	}
@@ -638,7 +634,7 @@ func (s *S3Remote) gcFinish(ctx context.Context, m *gcMarker, etag string, marke
 	// last, so a kill leaves the list for the next gc.
 	total := len(m.Condemned) + len(m.Orphans)
 	del := func(key string) error {
-		if err := s.c.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil && !isNotFound(err) {
+		if err := s.c.RemoveObject(ctx, s.bucket, key); err != nil && !isNotFound(err) {
 			return fmt.Errorf("delete %s: %w", s.where(key), err)
 		}
 		return nil

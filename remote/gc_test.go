@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,8 +15,8 @@ import (
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/remote/s3api"
 	"github.com/artrt/art/workspace"
-	"github.com/minio/minio-go/v7"
 )
 
 // randomFile writes n incompressible bytes.
@@ -57,9 +56,9 @@ func importAs(t *testing.T, db *journal.DB, dir, branch string) cas.ID {
 // bucketBytes is what the remote's prefix holds: keys and bytes.
 func bucketBytes(t *testing.T, s *S3Remote) (keys int, n int64) {
 	t.Helper()
-	for o := range s.c.ListObjects(context.Background(), s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + "/", Recursive: true}) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
+	for o, err := range s.c.ListObjects(context.Background(), s.bucket, s.prefix+"/", 0) {
+		if err != nil {
+			t.Fatal(err)
 		}
 		keys++
 		n += o.Size
@@ -258,11 +257,11 @@ func TestGCS3(t *testing.T) {
 	}
 	// A .pack without an index (an interrupted push) goes once it is old.
 	orphan := s.key("packs/", cas.Sum([]byte("orphan")).String(), ".pack")
-	if _, err := s.c.PutObject(context.Background(), s.bucket, orphan, strings.NewReader("lost"), 4, minio.PutObjectOptions{}); err != nil {
+	if _, err := s.c.PutObject(context.Background(), s.bucket, orphan, []byte("lost"), s3api.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	exists := func() bool {
-		_, err := s.c.StatObject(context.Background(), s.bucket, orphan, minio.StatObjectOptions{})
+		_, err := s.c.StatObject(context.Background(), s.bucket, orphan)
 		return err == nil
 	}
 	runGC(t, f.reopen(), GCOptions{Grace: 0})

@@ -14,9 +14,8 @@ import (
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/remote/s3api"
 	"github.com/artrt/art/workspace"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // TestMain runs the tests with a private TMPDIR that must be empty after
@@ -130,15 +129,14 @@ func s3Kind(t *testing.T) *kind {
 
 func newBucket(t *testing.T, cfg S3Config) string {
 	t.Helper()
-	c, err := minio.New(cfg.Endpoint[len("http://"):], &minio.Options{
-		Creds: credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""), Region: cfg.Region})
+	c, err := s3api.New(s3api.Config{Endpoint: cfg.Endpoint, Region: cfg.Region, AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, 6)
 	rand.Read(b)
 	name := "art-" + hex.EncodeToString(b)
-	if err := c.MakeBucket(context.Background(), name, minio.MakeBucketOptions{Region: cfg.Region}); err != nil {
+	if err := c.MakeBucket(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
 	return name

@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,8 +16,7 @@ import (
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/termtext"
 	"github.com/artrt/art/journal"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/artrt/art/remote/s3api"
 )
 
 // S3Config says how to reach an S3-compatible service.
@@ -54,6 +52,15 @@ func S3ConfigFromEnv() (S3Config, error) {
 	return c, nil
 }
 
+// maxListed bounds the keys one listing of refs or packs may return: a
+// hostile or broken store could otherwise grow the maps they fill without
+// end. A million is half a million packs, terabytes at packTarget.
+const maxListed = 1 << 20
+
+// listPageKeys is the page size of the packs listing: the store's
+// default; tests lower it to exercise continuation.
+var listPageKeys = 0
+
 // packTarget is the size at which Push starts a new pack: large enough that
 // a 16 KiB chunk is not one request, small enough that an interrupted push
 // loses little.
@@ -63,7 +70,7 @@ const packTarget = 8 << 20
 // doc). Its pack index is read once, on the first Has or Fetch, and kept up
 // to date with what it sends.
 type S3Remote struct {
-	c      *minio.Client
+	c      *s3api.Client
 	bucket string
 	prefix string
 	index  map[cas.ID]packLoc // nil until loaded; packs not condemned by a gc round
@@ -160,30 +167,21 @@ func (d *dateRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // OpenS3 opens the remote at bucket/prefix. It makes no request.
 func OpenS3(ctx context.Context, cfg S3Config, bucket, prefix string) (*S3Remote, error) {
-	endpoint, secure := cfg.Endpoint, true
-	if rest, ok := strings.CutPrefix(endpoint, "http://"); ok {
-		endpoint, secure = rest, false
-	} else if rest, ok := strings.CutPrefix(endpoint, "https://"); ok {
-		endpoint = rest
-	}
-	endpoint = strings.TrimSuffix(endpoint, "/")
 	next := cfg.Transport
 	if next == nil {
-		tr, err := minio.DefaultTransport(secure)
-		if err != nil {
-			return nil, fmt.Errorf("%w: s3 endpoint %s: %v", ErrBadURL, cfg.Endpoint, err)
-		}
-		next = tr
+		next = s3api.NewTransport()
 	}
 	clock := &dateRecorder{next: next}
-	c, err := minio.New(endpoint, &minio.Options{
-		Creds:     credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.Token),
-		Secure:    secure,
+	c, err := s3api.New(s3api.Config{
+		Endpoint:  cfg.Endpoint,
 		Region:    cfg.Region, // known: no bucket-location request
+		AccessKey: cfg.AccessKey,
+		SecretKey: cfg.SecretKey,
+		Token:     cfg.Token,
 		Transport: clock,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: s3 endpoint %s: %v", ErrBadURL, cfg.Endpoint, err)
+		return nil, fmt.Errorf("%w: s3 endpoint: %v", ErrBadURL, err)
 	}
 	return &S3Remote{c: c, bucket: bucket, prefix: prefix, clock: clock}, nil
 }
@@ -200,33 +198,29 @@ func (s *S3Remote) key(parts ...string) string {
 // anyone's text.
 func (s *S3Remote) where(key string) string { return termtext.Quote("s3://" + s.bucket + "/" + key) }
 
-func isNotFound(err error) bool {
-	code := minio.ToErrorResponse(err).Code
-	return code == "NoSuchKey" || code == "NotFound"
-}
+func isNotFound(err error) bool { return s3api.IsNotFound(err) }
 
 // get reads a whole object and its ETag; a missing key is (nil, "", nil).
 func (s *S3Remote) get(ctx context.Context, key string, limit int64) ([]byte, string, error) {
-	obj, err := s.c.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		return nil, "", err
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(io.LimitReader(obj, limit+1))
+	obj, err := s.c.GetObject(ctx, s.bucket, key)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, "", nil
 		}
 		return nil, "", err
 	}
-	if int64(len(b)) > limit {
+	defer obj.Body.Close()
+	if obj.Size > limit {
 		return nil, "", fmt.Errorf("%w: %s is over %d bytes", ErrMalformed, s.where(key), limit)
 	}
-	info, err := obj.Stat() // cached from the GET above: no request
+	b, err := io.ReadAll(io.LimitReader(obj.Body, limit+1))
 	if err != nil {
 		return nil, "", err
 	}
-	return b, info.ETag, nil
+	if int64(len(b)) > limit {
+		return nil, "", fmt.Errorf("%w: %s is over %d bytes", ErrMalformed, s.where(key), limit)
+	}
+	return b, obj.ETag, nil
 }
 
 // refDoc is the JSON of PREFIX/refs/BRANCH.
@@ -262,9 +256,13 @@ func (s *S3Remote) Ref(ctx context.Context, branch string) (Ref, error) {
 func (s *S3Remote) Refs(ctx context.Context) ([]Ref, error) {
 	pre := s.key("refs/")
 	var out []Ref
-	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
-		if o.Err != nil {
-			return nil, fmt.Errorf("list %s: %w", s.where(pre), o.Err)
+	n := 0
+	for o, err := range s.c.ListObjects(ctx, s.bucket, pre, 0) {
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", s.where(pre), err)
+		}
+		if n++; n > maxListed {
+			return nil, fmt.Errorf("%w: %s: over %d objects", ErrMalformed, s.where(pre), maxListed)
 		}
 		r, err := s.Ref(ctx, strings.TrimPrefix(o.Key, pre))
 		if err != nil {
@@ -375,7 +373,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 
 // packListing is what one listing of PREFIX/packs/ found.
 type packListing struct {
-	idxKeys []minio.ObjectInfo  // the .idx objects
+	idxKeys []s3api.ObjectInfo  // the .idx objects
 	bare    map[string]packInfo // the .pack objects, by name
 	marker  string              // the gc round marker's ETag, "" if none
 }
@@ -385,9 +383,13 @@ type packListing struct {
 func (s *S3Remote) listPacks(ctx context.Context, pre string) (packListing, error) {
 	l := packListing{bare: map[string]packInfo{}}
 	markerKey := s.key(gcMarkerName)
-	for o := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: pre, Recursive: true}) {
-		if o.Err != nil {
-			return l, fmt.Errorf("list %s: %w", s.where(pre), o.Err)
+	n := 0
+	for o, err := range s.c.ListObjects(ctx, s.bucket, pre, listPageKeys) {
+		if err != nil {
+			return l, fmt.Errorf("list %s: %w", s.where(pre), err)
+		}
+		if n++; n > maxListed {
+			return l, fmt.Errorf("%w: %s: over %d objects", ErrMalformed, s.where(pre), maxListed)
 		}
 		if o.Key == markerKey {
 			l.marker = o.ETag
@@ -468,7 +470,7 @@ func (s *S3Remote) checkMarker(ctx context.Context, force bool) error {
 		s.hook("before-check")
 	}
 	key := s.key(gcMarkerName)
-	info, err := s.c.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
+	info, err := s.c.StatObject(ctx, s.bucket, key)
 	etag := info.ETag
 	if err != nil {
 		if !isNotFound(err) {
@@ -560,8 +562,7 @@ func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) 
 		if err := s.checkMarker(ctx, false); err != nil {
 			return "", 0, err
 		}
-		_, err := s.c.PutObject(ctx, s.bucket, p.key, bytes.NewReader(p.data), int64(len(p.data)),
-			minio.PutObjectOptions{ContentType: "application/octet-stream"})
+		_, err := s.c.PutObject(ctx, s.bucket, p.key, p.data, s3api.PutOptions{ContentType: "application/octet-stream"})
 		if err != nil {
 			return "", 0, fmt.Errorf("write %s: %w", s.where(p.key), err)
 		}
@@ -849,26 +850,14 @@ func (s *S3Remote) remember(pack string, start int64, data []byte) {
 
 // readRange reads bytes [start, end) of key, all of them or an error.
 func (s *S3Remote) readRange(ctx context.Context, key string, start, end int64) ([]byte, error) {
-	var opts minio.GetObjectOptions
 	if end <= start {
 		return nil, nil
 	}
-	if err := opts.SetRange(start, end-1); err != nil {
-		return nil, err
+	buf, err := s.c.ReadRange(ctx, s.bucket, key, start, end)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("pack shorter than its index says (want bytes %d-%d)", start, end)
 	}
-	obj, err := s.c.GetObject(ctx, s.bucket, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer obj.Close()
-	buf := make([]byte, end-start)
-	if _, err := io.ReadFull(obj, buf); err != nil {
-		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			return nil, fmt.Errorf("pack shorter than its index says (want bytes %d-%d)", start, end)
-		}
-		return nil, err
-	}
-	return buf, nil
+	return buf, err
 }
 
 // SetRef implements Remote with a conditional PUT: If-Match on the ETag that
@@ -899,17 +888,15 @@ func (s *S3Remote) SetRef(ctx context.Context, old Ref, root cas.ID) error {
 	if s.hook != nil {
 		s.hook("after-check")
 	}
-	opts := minio.PutObjectOptions{ContentType: "application/json"}
+	opts := s3api.PutOptions{ContentType: "application/json"}
 	if old.Exists() {
-		opts.SetMatchETag(old.Version)
+		opts.IfMatch = old.Version
 	} else {
-		opts.SetMatchETagExcept("*")
+		opts.IfNoneMatch = true
 	}
-	_, err = s.c.PutObject(ctx, s.bucket, key, bytes.NewReader(b), int64(len(b)), opts)
+	_, err = s.c.PutObject(ctx, s.bucket, key, b, opts)
 	if err != nil {
-		resp := minio.ToErrorResponse(err)
-		if resp.StatusCode == http.StatusPreconditionFailed || resp.StatusCode == http.StatusConflict ||
-			resp.Code == "PreconditionFailed" || resp.Code == "ConditionalRequestConflict" {
+		if s3api.IsPreconditionFailed(err) {
 			return fmt.Errorf("write %s: %w", s.where(key), ErrRefChanged)
 		}
 		return fmt.Errorf("write %s: %w", s.where(key), err)

@@ -363,8 +363,20 @@ func TestIndexCache(t *testing.T) {
 	if n := push(); n != 6 {
 		t.Fatalf("push after the cache was repaired made %d requests, want 6", n)
 	}
+	// The 6 packs (12 objects) listed 5 to a page: a pull without the
+	// cache follows the continuation tokens (3 pages) and finds them all.
+	listPageKeys = 5
+	t.Cleanup(func() { listPageKeys = 0 })
+	r := reopen().(*S3Remote)
+	before := k.requests.n.Load()
+	if err := r.loadIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.requests.n.Load() - before; len(r.packs) != 6 || n != 3+6 {
+		t.Fatalf("index load in pages of 5: %d packs, %d requests; want 6 packs, 9 requests", len(r.packs), n)
+	}
 	b := newStore(t)
-	if _, err := Pull(ctx, b, reopen(), []string{"main"}, Options{}); err != nil {
+	if _, err := Pull(ctx, b, r, []string{"main"}, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := head(t, b, "main"); got != root {

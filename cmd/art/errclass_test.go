@@ -25,6 +25,7 @@ import (
 	"github.com/artrt/art/netproxy"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/remote"
+	"github.com/artrt/art/remote/s3api"
 	"github.com/artrt/art/retention"
 	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/seccomp"
@@ -116,6 +117,9 @@ var typeRows = []surfaceRow{
 	{"journal.BranchInUseError", &journal.BranchInUseError{Store: "ws.db", Branch: "main"}, errclass.Conflict, exitFailure, "end that session first", execapi.CodeStore},
 	{"overlay.FailedError", &overlay.FailedError{Err: syscall.ENOSPC}, errclass.Unavailable, exitFailure, hintFull, execapi.CodeStore},
 	{"remote.ObjectError", &remote.ObjectError{Kind: cas.KindChunk, Err: cas.ErrNotFound}, errclass.Corrupt, exitCorrupt, hintDamaged, execapi.CodeStore},
+	// An S3 answer (access denied, no such bucket...) is the store's word
+	// on the request, as minio-go's error was: a plain failure.
+	{"s3api.Error", &s3api.Error{Op: "GET", StatusCode: 403, Code: "AccessDenied"}, errclass.Failure, exitFailure, "", execapi.CodeStore},
 	{"session.FailedError", &session.FailedError{FailedError: &overlay.FailedError{Err: syscall.EIO}}, errclass.Failure, exitFailure, "", execapi.CodeStore},
 	{"session.UsageError", &session.UsageError{}, errclass.Usage, exitUsage, "see art help", execapi.CodeMalformed},
 }

@@ -13,8 +13,7 @@ import (
 
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/journal"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/artrt/art/remote/s3api"
 )
 
 func headRoot(t *testing.T, path, branch string) string {
@@ -39,15 +38,14 @@ func TestRemoteS3RoundTrip(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
 	t.Setenv("AWS_REGION", srv.Region)
 	t.Setenv("ART_S3_ENDPOINT", srv.Endpoint)
-	c, err := minio.New(strings.TrimPrefix(srv.Endpoint, "http://"), &minio.Options{
-		Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""), Region: srv.Region})
+	c, err := s3api.New(s3api.Config{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, 6)
 	rand.Read(b)
 	bucket := "art-cli-" + hex.EncodeToString(b)
-	if err := c.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{Region: srv.Region}); err != nil {
+	if err := c.MakeBucket(context.Background(), bucket); err != nil {
 		t.Fatal(err)
 	}
 	url := "s3://" + bucket + "/team/store"

@@ -6,12 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/artrt/art/internal/minioserver"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/artrt/art/remote/s3api"
 )
 
 // startS3 starts MinIO on loopback (see internal/minioserver) with a bucket and
@@ -21,12 +19,11 @@ func (b *bench) startS3() ([]string, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := minio.New(strings.TrimPrefix(srv.Endpoint, "http://"), &minio.Options{
-		Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""), Region: srv.Region})
+	c, err := s3api.New(s3api.Config{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey})
 	if err != nil {
 		return nil, "", err
 	}
-	if err := c.MakeBucket(b.ctx, "bench", minio.MakeBucketOptions{Region: srv.Region}); err != nil {
+	if err := c.MakeBucket(b.ctx, "bench"); err != nil {
 		return nil, "", err
 	}
 	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,

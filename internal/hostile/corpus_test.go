@@ -22,8 +22,7 @@ import (
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/testutil"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/artrt/art/remote/s3api"
 	"golang.org/x/sys/unix"
 )
 
@@ -294,10 +293,9 @@ func diff(a, b map[string]string) string {
 }
 
 // s3Env starts MinIO and returns art's environment for it and a client.
-func s3Env(t *testing.T) ([]string, *minio.Client) {
+func s3Env(t *testing.T) ([]string, *s3api.Client) {
 	srv := testutil.MinIO(t)
-	c, err := minio.New(strings.TrimPrefix(srv.Endpoint, "http://"), &minio.Options{
-		Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""), Region: srv.Region})
+	c, err := s3api.New(s3api.Config{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,17 +306,17 @@ func s3Env(t *testing.T) ([]string, *minio.Client) {
 
 // upload puts packs and a ref to root under a new bucket and returns the
 // remote's URL.
-func upload(t *testing.T, c *minio.Client, packs []*Pack, root cas.ID) string {
+func upload(t *testing.T, c *s3api.Client, packs []*Pack, root cas.ID) string {
 	t.Helper()
 	ctx := context.Background()
 	b := make([]byte, 6)
 	rand.Read(b)
 	bucket := "hostile-" + hex.EncodeToString(b)
-	if err := c.MakeBucket(ctx, bucket, minio.MakeBucketOptions{}); err != nil {
+	if err := c.MakeBucket(ctx, bucket); err != nil {
 		t.Fatal(err)
 	}
 	put := func(key string, data []byte) {
-		if _, err := c.PutObject(ctx, bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		if _, err := c.PutObject(ctx, bucket, key, data, s3api.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -422,7 +420,7 @@ func runCase(t *testing.T, c Case, way Way) {
 	case WayFile:
 		steps = [][]string{{"pull", "-d", local, store}, {"pull", "-m", dest, "-d", local, "--force"}}
 	case WayS3:
-		var client *minio.Client
+		var client *s3api.Client
 		env, client = s3Env(t)
 		if packs == nil {
 			objs, err := Objects(ctx, store)
