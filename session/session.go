@@ -173,6 +173,19 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	}
 	cfg.Home = mnt
 	cfg.Hide = append(workspace.StoreFiles(db.Path()), base, upper)
+	if cfg.Name != "" {
+		// The sandbox's first request on the mount after its release
+		// is the lookup of the workspace's directory, bwrap's --chdir
+		// into /home/agent/<Name>. Made now, on another goroutine while
+		// bwrap starts, it is in the kernel's cache (the mount's entry
+		// timeout) when bwrap gets there, and the command starts a
+		// round trip to this process sooner. A stat is a system call,
+		// not a page fault of this process on its own mount (which
+		// could deadlock with the runtime stopping the world): the
+		// runtime does not wait for a goroutine blocked in one. Not
+		// waited for: a lookup still going when the mount goes fails.
+		go unix.Lstat(filepath.Join(mnt, cfg.Name), new(unix.Stat_t))
+	}
 	return s, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artrt/art/execapi"
 	"github.com/artrt/art/internal/testutil"
@@ -249,5 +250,25 @@ func TestExecutorOverOneSession(t *testing.T) {
 	}
 	if r := resps[1]; r.Status != execapi.StatusSuccess || r.Stdout != "a\n" || r.SnapshotBefore != resps[0].SnapshotAfter {
 		t.Errorf("second: %s stdout %q, error %+v", r.Status, r.Stdout, r.Error)
+	}
+}
+
+// TestOpenLooksUpTheWorkspace: Open looks up the workspace's directory on
+// the new mount (bwrap's --chdir target) on its own, so the kernel has
+// it cached when the sandbox starts; nothing else here touches the mount.
+func TestOpenLooksUpTheWorkspace(t *testing.T) {
+	testutil.RequireFUSE(t)
+	ctx := context.Background()
+	o := testWorkspace(t)
+	cfg := sandbox.Config{Name: filepath.Base(o.Workspace)}
+	s, err := Open(ctx, o, &cfg, nil)
+	defer closeSession(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); s.FS.Stats().LookupQueries == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("no lookup on the mount after Open: %+v", s.FS.Stats())
+		}
 	}
 }
