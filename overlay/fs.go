@@ -95,9 +95,7 @@ type FS struct {
 	mountpoint    string
 	mountID       uint64      // the kernel's id of our mount at mountpoint (0: unknown)
 	conn          string      // the FUSE connection's name in the control file system (unmount.go)
-	// ctl is the connection's control files, opened by Mount (nil when
-	// they could not be) and taken by Unmount.
-	ctl *connCtl
+	ctl           *connCtl    // the connection's control files: opened by Mount (nil: they could not be), taken by Unmount
 	aborted       atomic.Bool // Unmount aborted the connection (unmount.go)
 	upperDir      string
 	releaseUpper  func() // removes the upper dir Mount made (nil: the caller's)
