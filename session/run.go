@@ -133,14 +133,17 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		})
 		return op, err
 	})
+	released := func() {} // CloseAside's wait
 	defer func() {
 		if op != nil { // an early failure: close the op so the log is true
 			op.End(bg, &status)
 		}
 		if s.DB != nil {
-			defer phase.Start("db close")()
+			endDB := phase.Start("db close")
 			s.DB.Close()
+			endDB()
 		}
+		released()
 	}()
 	endOpen()
 	if err != nil {
@@ -166,8 +169,10 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		// the proxy records through it.
 		proxy.Close()
 	}
-	endClose := phase.Start("session close (unmount, undo)")
-	uerr := s.Close(bg)
+	endClose := phase.Start("session close (unmount; the rest aside)")
+	// The session's state (directories, locks) is released beside the
+	// end's records and the store's close; the deferred function waits.
+	released, uerr := s.CloseAside(bg)
 	endClose()
 	var failed *overlay.FailedError
 	if errors.As(uerr, &failed) {

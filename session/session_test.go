@@ -272,3 +272,39 @@ func TestOpenLooksUpTheWorkspace(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseAside: CloseAside unmounts and lets go of the failure reserve
+// before it returns (the end's records may need the space), and its wait
+// leaves what Close leaves: no session directory, the branch free.
+func TestCloseAside(t *testing.T) {
+	testutil.RequireFUSE(t)
+	ctx := context.Background()
+	o := testWorkspace(t)
+	var cfg sandbox.Config
+	s, err := Open(ctx, o, &cfg, nil)
+	if err != nil {
+		closeSession(t, s)
+		t.Fatal(err)
+	}
+	if s.reserve == nil {
+		t.Log("no failure reserve on this file system")
+	}
+	wait, err := s.CloseAside(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.FS != nil || s.reserve != nil {
+		t.Errorf("CloseAside returned with the mount (%v) or the reserve (%v) still held", s.FS != nil, s.reserve != nil)
+	}
+	wait()
+	if _, err := os.Stat(s.Dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("session directory after CloseAside's wait: %v", err)
+	}
+	var cfg2 sandbox.Config
+	s2, err := Open(ctx, o, &cfg2, nil)
+	closeSession(t, s2)
+	if err != nil {
+		t.Errorf("the branch after CloseAside's wait: %v", err)
+	}
+	s.DB.Close()
+}
