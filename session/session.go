@@ -185,7 +185,8 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		// not a page fault of this process on its own mount (which
 		// could deadlock with the runtime stopping the world): the
 		// runtime does not wait for a goroutine blocked in one. Not
-		// waited for: a lookup still going when the mount goes fails.
+		// waited for: it is over long before the run ends (were it
+		// still going, the unmount's retries on EBUSY would wait).
 		go unix.Lstat(filepath.Join(mnt, cfg.Name), new(unix.Stat_t))
 	}
 	return s, nil
