@@ -87,6 +87,10 @@ type DB struct {
 	// full: opened read-only because the disk is full (openReadOnly);
 	// writes fail with ENOSPC.
 	full bool
+	// warmed is closed once the reader pool's first connection, opened
+	// in the background by Open (warmReader), is in the pool; nil when
+	// none was.
+	warmed chan struct{}
 	// syncFault, set by tests, runs before every pack sync of a commit;
 	// its error fails that commit as a failed fdatasync would.
 	syncFault func() error
@@ -145,7 +149,21 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	w := db.w
+	// A store already in WAL mode (any store art has written) can have
+	// its first reader connection opened while the writer's opens:
+	// SQLite's open of a connection (the file, the -shm index, the
+	// pragmas, the schema parsed at its first statement) is about a
+	// millisecond of every run's start that would otherwise come after
+	// the writer's, at the first read. A file not yet in WAL mode waits
+	// for the writer to convert it (two connections converting a new
+	// file at once can deadlock on the lock upgrade).
+	if wal, _ := sniffStore(path); wal {
+		db.warmReader(ctx)
+	}
 	err = w.PingContext(ctx)
+	if err == nil && db.warmed == nil {
+		db.warmReader(ctx)
+	}
 	var v int
 	if err == nil {
 		// Before anything else reads it: the schema must be art's.
@@ -181,6 +199,29 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	db.markGeneration(ctx)
 	return db, nil
+}
+
+// warmReader opens the reader pool's first connection on another
+// goroutine. Until it is open the pool allows one connection, so that a
+// read meanwhile waits for it (and gets it) rather than opening a second;
+// then the pool's limits are restored (readerConns, and database/sql's
+// default of two idle connections, which the lower limit lowered).
+// Nothing is read through it before the writer has checked the schema
+// (Open): the warm-up runs only SQLite's open and the pragmas, as the
+// writer's own connection does before checkSchema. Close waits for it.
+func (db *DB) warmReader(ctx context.Context) {
+	db.r.SetMaxOpenConns(1)
+	done := make(chan struct{})
+	db.warmed = done
+	go func() {
+		defer close(done)
+		if c, err := db.r.Conn(context.WithoutCancel(ctx)); err == nil {
+			c.Close() // to the pool, idle (or to a read waiting for it)
+		}
+		// An error is left to the read that meets it again.
+		db.r.SetMaxOpenConns(readerConns)
+		db.r.SetMaxIdleConns(readerIdle)
+	}()
 }
 
 // fill sets opts' defaults and returns its durability as SQLite's
@@ -267,12 +308,19 @@ func openPools(path string, opts Options, synchronous string) (*DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	r.SetMaxOpenConns(4)
+	r.SetMaxOpenConns(readerConns)
 	packs := cas.OpenPacks(cas.PacksDir(path), false)
 	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock,
 		lockDir: opts.LockDir, held: map[string]*BranchLock{}}
 	return db, nil
 }
+
+// readerConns and readerIdle bound the reader pool's open and idle
+// connections (readerIdle is database/sql's default).
+const (
+	readerConns = 4
+	readerIdle  = 2
+)
 
 // openReadOnly opens an existing store for Options.ReadOnly: one pool of
 // read-only connections serves as both reader and "writer" (whose
@@ -419,6 +467,9 @@ func (db *DB) PacksDir() string { return db.packs.Dir() }
 // this process wrote, which gc may then compact). It is safe to call
 // twice.
 func (db *DB) Close() error {
+	if db.warmed != nil {
+		<-db.warmed
+	}
 	if !db.readOnly {
 		// Bytes of transactions that rolled back (a failed or interrupted
 		// push) go back to the file system now rather than at the next
@@ -437,7 +488,9 @@ func (db *DB) Close() error {
 // with a branch event at the empty tree.
 func (db *DB) ensureDefaultBranch(ctx context.Context) error {
 	var n int
-	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM branches`).Scan(&n); err != nil {
+	// On the writer, whose connection Open has just opened: the reader's
+	// is still opening (warmReader).
+	if err := db.w.QueryRowContext(ctx, `SELECT count(*) FROM branches`).Scan(&n); err != nil {
 		return err
 	}
 	if n > 0 {

@@ -249,7 +249,8 @@ const markInterval = 10 * time.Minute
 func (db *DB) markGeneration(ctx context.Context) {
 	now := db.now()
 	var recent int
-	if db.r.QueryRowContext(ctx, `SELECT count(*) FROM gc_marks WHERE time_ns > ?`, now-markInterval.Nanoseconds()).Scan(&recent) != nil || recent > 0 {
+	// On the writer, as Open's other reads: the reader is warming up.
+	if db.w.QueryRowContext(ctx, `SELECT count(*) FROM gc_marks WHERE time_ns > ?`, now-markInterval.Nanoseconds()).Scan(&recent) != nil || recent > 0 {
 		return
 	}
 	db.w.ExecContext(ctx, `INSERT OR IGNORE INTO gc_marks (time_ns, max_rowid) SELECT ?, coalesce(max(rowid), 0) FROM objects`, now)

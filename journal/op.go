@@ -187,6 +187,28 @@ func (db *DB) BeginOp(ctx context.Context, branch, kind, description string) (*O
 	return op, err
 }
 
+// BeginOpWith starts an operation on branch and runs fn as its first
+// update, in one transaction: the op and what fn records (a run's begin
+// event) are kept together or not at all. When fn fails there is no op.
+func (db *DB) BeginOpWith(ctx context.Context, branch, kind, description string, fn func(*Tx) error) (*Op, error) {
+	var op *Op
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		o, err := db.beginOpTx(ctx, tx, branch, kind, description)
+		if err != nil {
+			return err
+		}
+		if err := o.updateTx(ctx, tx, fn); err != nil {
+			return err
+		}
+		op = o
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
 func (db *DB) beginOpTx(ctx context.Context, tx *sql.Tx, branch, kind, description string) (*Op, error) {
 	b, err := branchByName(ctx, tx, branch)
 	if err != nil {
@@ -244,6 +266,19 @@ func (op *Op) openTx(ctx context.Context, tx cas.DBTX) (*Tx, error) {
 // End closes the op, recording the branch head and an optional exit status.
 func (op *Op) End(ctx context.Context, status *int) error {
 	return op.db.writeTx(ctx, func(tx *sql.Tx) error { return op.endTx(ctx, tx, status) })
+}
+
+// EndWith runs fn as the op's last update and closes the op, in one
+// transaction: what fn records (a run's end event and snapshot) and the
+// op's end are kept together or not at all. When it fails the op is still
+// open, and nothing of fn is kept.
+func (op *Op) EndWith(ctx context.Context, status *int, fn func(*Tx) error) error {
+	return op.db.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := op.updateTx(ctx, tx, fn); err != nil {
+			return err
+		}
+		return op.endTx(ctx, tx, status)
+	})
 }
 
 func (op *Op) endTx(ctx context.Context, tx *sql.Tx, status *int) error {

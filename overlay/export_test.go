@@ -21,3 +21,7 @@ func CopyOnRead() (restore func()) {
 	storeReadMax = 0
 	return func() { storeReadMax = old }
 }
+
+// HasConnCtl reports whether f holds its connection's control files
+// (opened by Mount).
+func HasConnCtl(f *FS) bool { return f.ctl != nil }

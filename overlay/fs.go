@@ -95,6 +95,7 @@ type FS struct {
 	mountpoint    string
 	mountID       uint64      // the kernel's id of our mount at mountpoint (0: unknown)
 	conn          string      // the FUSE connection's name in the control file system (unmount.go)
+	ctl           *connCtl    // the connection's control files: opened by Mount (nil: they could not be), taken by Unmount
 	aborted       atomic.Bool // Unmount aborted the connection (unmount.go)
 	upperDir      string
 	releaseUpper  func() // removes the upper dir Mount made (nil: the caller's)
@@ -240,6 +241,12 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		f.mountpoint = abs
 	}
 	f.mountID, f.conn = mountID(f.mountpoint)
+	if f.mountID != 0 {
+		// The control files of the connection, opened while the mount
+		// is certainly ours (its number cannot have been reused): now,
+		// beside the sandbox's start, rather than on the unmount's path.
+		f.ctl = openConnCtl(f.conn)
+	}
 	f.served = make(chan struct{})
 	go func() { server.Wait(); close(f.served) }()
 	f.ptOK.Store(f.probePassthrough())
@@ -418,12 +425,16 @@ func (f *FS) Wait() { f.server.Wait() }
 func (f *FS) Unmount(ctx context.Context) error {
 	var err error
 	if f.server != nil {
-		// The control files of the connection, opened while the mount is
-		// certainly ours (its number cannot have been reused): the mount
-		// is still where Mount put it.
-		var ctl *connCtl
-		if id, _ := mountID(f.mountpoint); id != 0 && id == f.mountID {
-			ctl = openConnCtl(f.conn)
+		// The control files of the connection: Mount's, or - after an
+		// unmount that failed and closed them - opened again while the
+		// mount is certainly ours (its number cannot have been reused):
+		// the mount is still where Mount put it.
+		ctl := f.ctl
+		f.ctl = nil
+		if ctl == nil {
+			if id, _ := mountID(f.mountpoint); id != 0 && id == f.mountID {
+				ctl = openConnCtl(f.conn)
+			}
 		}
 		detached := false
 		for i, delay := 0, 5*time.Millisecond; i < 50; i++ {

@@ -14,7 +14,20 @@ import (
 	"time"
 
 	"github.com/artrt/art/internal/testutil"
+	"github.com/artrt/art/overlay"
 )
+
+// TestMountOpensConnCtl: Mount opens the connection's control files (as
+// root: a private control file system where the host mounts none), so
+// the unmount does not pay for them - dissolving the private instance
+// waits for an RCU grace period - and its abort reaches this connection.
+func TestMountOpensConnCtl(t *testing.T) {
+	testutil.RequireMount(t)
+	_, _, fsys := mount(t)
+	if !overlay.HasConnCtl(fsys) {
+		t.Fatal("no control files of the connection after Mount")
+	}
+}
 
 // TestUnmountWithCopyInAnotherNamespace: a mount namespace made while the
 // mount exists holds a copy of it, and the kernel keeps the FUSE

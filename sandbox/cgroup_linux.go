@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -39,36 +38,49 @@ const cgroupRoot = "/sys/fs/cgroup"
 // newCgroup makes a cgroup for one sandbox, named name, with lim applied.
 // It returns nil and the reason when this machine does not let art make
 // one (not root, no delegation): the caller falls back to rlimits.
-func newCgroup(name string, lim Limits) (*cgroup, error) {
+// own is this process's cgroups (readOwnCgroups), read once for both.
+func newCgroup(name string, lim Limits, own ownCgroups) (*cgroup, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(cgroupRoot, &st); err != nil {
 		return nil, fmt.Errorf("no cgroup filesystem: %w", err)
 	}
 	if st.Type == unix.CGROUP2_SUPER_MAGIC {
-		return newCgroupV2(filepath.Join(cgroupRoot, ownCgroup("")), name, lim)
+		return newCgroupV2(filepath.Join(cgroupRoot, own.of("")), name, lim)
 	}
-	return newCgroupV1(name, lim)
+	return newCgroupV1(name, lim, own)
 }
 
-// ownCgroup is this process's cgroup path in the hierarchy with the
-// controller (v1) or the unified hierarchy ("").
-func ownCgroup(controller string) string {
-	f, err := os.Open("/proc/self/cgroup")
+// ownCgroups is this process's cgroup path in each hierarchy, by
+// controller (v1; a hierarchy of several controllers under each of them)
+// and "" for the unified hierarchy: /proc/self/cgroup, read once a
+// sandbox start (it was read five times, once per use).
+type ownCgroups map[string]string
+
+func readOwnCgroups() ownCgroups {
+	own := ownCgroups{}
+	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return "/"
+		return own
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		parts := strings.SplitN(s.Text(), ":", 3)
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
 		}
 		for _, c := range strings.Split(parts[1], ",") {
-			if c == controller {
-				return parts[2]
+			if _, dup := own[c]; !dup {
+				own[c] = parts[2] // the first line naming c, as before
 			}
 		}
+	}
+	return own
+}
+
+// of is the path in the hierarchy with the controller (v1) or the
+// unified hierarchy (""); "/" when unknown.
+func (own ownCgroups) of(controller string) string {
+	if p, ok := own[controller]; ok {
+		return p
 	}
 	return "/"
 }
@@ -101,7 +113,7 @@ func newCgroupV2(base, name string, lim Limits) (*cgroup, error) {
 	return cg, nil
 }
 
-func newCgroupV1(name string, lim Limits) (*cgroup, error) {
+func newCgroupV1(name string, lim Limits, own ownCgroups) (*cgroup, error) {
 	cg := &cgroup{version: 1, dirs: map[string]string{}}
 	// memory and pids always (peak memory, the process list); cpu when a
 	// limit asks for it.
@@ -114,7 +126,7 @@ func newCgroupV1(name string, lim Limits) (*cgroup, error) {
 			cg.remove()
 			return nil, fmt.Errorf("cgroup v1: no %s controller", c)
 		}
-		dir := filepath.Join(root, ownCgroup(c), name)
+		dir := filepath.Join(root, own.of(c), name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			cg.remove()
 			return nil, fmt.Errorf("cgroup v1: %w", err)
@@ -329,17 +341,20 @@ func (cg *cgroup) remove() {
 // with it (--die-with-parent, the pid namespace), so a cgroup with
 // processes belongs to a live art in another pid namespace, whose PID
 // this one cannot see.
-func cleanStaleCgroups() {
+//
+// It never touches this process's own cgroups (art-PID-N of its PID), so
+// a sandbox start runs it beside its own (chooseLimits).
+func cleanStaleCgroups(own ownCgroups) {
 	var st unix.Statfs_t
 	if unix.Statfs(cgroupRoot, &st) != nil {
 		return
 	}
 	var parents []string
 	if st.Type == unix.CGROUP2_SUPER_MAGIC {
-		parents = []string{filepath.Join(cgroupRoot, ownCgroup(""))}
+		parents = []string{filepath.Join(cgroupRoot, own.of(""))}
 	} else {
 		for _, c := range []string{"memory", "pids", "cpu"} {
-			parents = append(parents, filepath.Join(cgroupRoot, c, ownCgroup(c)))
+			parents = append(parents, filepath.Join(cgroupRoot, c, own.of(c)))
 		}
 	}
 	for _, parent := range parents {

@@ -80,6 +80,10 @@ type Process struct {
 	// The sandbox's init (bwrap's child, pid 1 inside): its pid on the
 	// host and a pidfd for it (-1 when none), to reap it (reapInit).
 	initPid, initFD int
+
+	// cleaned is closed when the clean-up of killed arts' cgroups that
+	// chooseLimits started is over (nil: none started).
+	cleaned chan struct{}
 }
 
 // births holds the cgroup each started command is to be born in until its
@@ -237,8 +241,16 @@ func (p *Process) bwrapCmd(bw string, args []string, files []*os.File, stdio IO)
 func (p *Process) chooseLimits(l Limits) {
 	name := fmt.Sprintf("art-%d-%d", os.Getpid(), seq.Add(1))
 	if os.Geteuid() == 0 {
-		cleanStaleCgroups()
-		cg, err := newCgroup(name, l)
+		own := readOwnCgroups()
+		// Off the start's path (globs of three cgroup directories): the
+		// sandbox's Wait waits for it, so nothing of it outlives the run.
+		cleaned := make(chan struct{})
+		p.cleaned = cleaned
+		go func() {
+			defer close(cleaned)
+			cleanStaleCgroups(own)
+		}()
+		cg, err := newCgroup(name, l, own)
 		if err == nil {
 			p.cg, p.limitBy = cg, cg.String()
 		} else {
@@ -409,6 +421,9 @@ func (p *Process) wait(wait func() (syscall.WaitStatus, *syscall.Rusage, error))
 	if p.timedOut.Load() {
 		p.res.TimedOut = true
 		p.res.ExitCode = 124
+	}
+	if p.cleaned != nil {
+		<-p.cleaned
 	}
 	close(p.done)
 }

@@ -457,7 +457,8 @@ func TestValidateRefusesUnsafeConfigs(t *testing.T) {
 }
 
 // Regression: an art killed with SIGKILL never removes its cgroups; the
-// next sandbox removes the empty ones whose art is gone, and no other.
+// next sandbox removes the empty ones whose art is gone, and no other
+// (beside its start; its Wait waits for the sweep).
 func TestStartSweepsCgroupsOfDeadArt(t *testing.T) {
 	requireRoot(t)
 	if cgroupMechanism(t) != "cgroup v1" {

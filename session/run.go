@@ -126,23 +126,24 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 	endOpen := phase.Start("session open")
 	s, err := Open(ctx, o, cfg, func(db *journal.DB, branch string) (*journal.Op, error) {
 		defer phase.Start("begin op + begin event")()
+		// One transaction: a run op is never without its begin event.
 		var err error
-		if op, err = db.BeginOp(ctx, branch, "run", desc); err != nil {
-			return nil, err
-		}
-		err = op.Update(ctx, func(tx *journal.Tx) error {
+		op, err = db.BeginOpWith(ctx, branch, "run", desc, func(tx *journal.Tx) error {
 			return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(os.Getpid()), Text: desc})
 		})
 		return op, err
 	})
+	released := func() {} // CloseAside's wait
 	defer func() {
 		if op != nil { // an early failure: close the op so the log is true
 			op.End(bg, &status)
 		}
 		if s.DB != nil {
-			defer phase.Start("db close")()
+			endDB := phase.Start("db close")
 			s.DB.Close()
+			endDB()
 		}
+		released()
 	}()
 	endOpen()
 	if err != nil {
@@ -168,8 +169,10 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		// the proxy records through it.
 		proxy.Close()
 	}
-	endClose := phase.Start("session close (unmount, undo)")
-	uerr := s.Close(bg)
+	endClose := phase.Start("session close (unmount; the rest aside)")
+	// The session's state (directories, locks) is released beside the
+	// end's records and the store's close; the deferred function waits.
+	released, uerr := s.CloseAside(bg)
 	endClose()
 	var failed *overlay.FailedError
 	if errors.As(uerr, &failed) {
@@ -191,17 +194,12 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 		return r, uerr
 	}
 	status = res.ExitCode
-	endSnap := phase.Start("end event + snapshot")
-	snap, err := recordEnd(bg, op, res, desc)
+	endSnap := phase.Start("end event + snapshot + op end")
+	snap, err := recordEnd(bg, op, res, desc, status)
 	if err != nil {
-		return r, err
+		return r, err // the op is still open: the deferred End closes it
 	}
 	endSnap()
-	endOpEnd := phase.Start("op end")
-	if err := op.End(bg, &status); err != nil {
-		return r, err
-	}
-	endOpEnd()
 	op = nil
 	r = Result{Result: res, Branch: s.Branch, Snapshot: snap, Capture: s.Capture}
 	if !c.Quiet {
@@ -211,11 +209,13 @@ func runOverlay(ctx context.Context, o Options, c Command, cfg *sandbox.Config) 
 	return r, nil
 }
 
-// recordEnd records the end event of a run that ended with res and the
-// snapshot it leaves, in one transaction of op.
-func recordEnd(ctx context.Context, op *journal.Op, res sandbox.Result, desc string) (journal.Snapshot, error) {
+// recordEnd records the end event of a run that ended with res, the
+// snapshot it leaves and the op's end with status, in one transaction of
+// op (one commit fewer than an update and an End): all of them or, when it
+// fails, none, and the op is still open.
+func recordEnd(ctx context.Context, op *journal.Op, res sandbox.Result, desc string, status int) (journal.Snapshot, error) {
 	var snap journal.Snapshot
-	err := op.Update(ctx, func(tx *journal.Tx) error {
+	err := op.EndWith(ctx, &status, func(tx *journal.Tx) error {
 		if err := tx.Record(journal.Event{Kind: journal.EvEnd, Status: int64(res.ExitCode), Text: DescribeExit(res)}); err != nil {
 			return err
 		}

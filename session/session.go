@@ -72,6 +72,10 @@ type Session struct {
 	// the host and the branch changed, reported to the user.
 	Capture workspace.ImportStats
 	undo    []func() // run by Close, last first
+	// reserve is the space held for recording a failure (reserveSpace),
+	// let go of by Close before anything else of the undo: the records
+	// after it need it on a full disk.
+	reserve *os.File
 	// log holds the overlay's messages while the session runs: its
 	// program may own the terminal art's stderr is. Close writes them to
 	// Options.Warn.
@@ -131,9 +135,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	joinAside := func() {
 		<-aside
 		s.warn.Write(cleaned.Bytes())
-		if reserve != nil {
-			s.undo = append(s.undo, func() { reserve.Close() })
-		}
+		s.reserve = reserve
 	}
 	end = phase.Start("capture")
 	st, err := Capture(ctx, db, o.Workspace, s.Branch, "capture workspace", o.Warn, o.Progress)
@@ -173,6 +175,20 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	}
 	cfg.Home = mnt
 	cfg.Hide = append(workspace.StoreFiles(db.Path()), base, upper)
+	if cfg.Name != "" {
+		// The sandbox's first request on the mount after its release
+		// is the lookup of the workspace's directory, bwrap's --chdir
+		// into /home/agent/<Name>. Made now, on another goroutine while
+		// bwrap starts, it is in the kernel's cache (the mount's entry
+		// timeout) when bwrap gets there, and the command starts a
+		// round trip to this process sooner. A stat is a system call,
+		// not a page fault of this process on its own mount (which
+		// could deadlock with the runtime stopping the world): the
+		// runtime does not wait for a goroutine blocked in one. Not
+		// waited for: it is over long before the run ends (were it
+		// still going, the unmount's retries on EBUSY would wait).
+		go unix.Lstat(filepath.Join(mnt, cfg.Name), new(unix.Stat_t))
+	}
 	return s, nil
 }
 
@@ -234,6 +250,57 @@ func (s *Session) makeDir(base string) (string, string, error) {
 // what the sandbox wrote) is unmounted all the same: Close releases the
 // session and returns that error.
 func (s *Session) Close(ctx context.Context) error {
+	err := s.close(ctx)
+	s.runUndo(s.takeUndo())
+	return err
+}
+
+// CloseAside is Close with the release of the session's state - its
+// directory, private copies directory, liveness and branch locks - left
+// to a goroutine: the caller records the run's end meanwhile (about two
+// milliseconds of file system calls at the end of every run, beside its
+// last transaction and the store's close). The unmount, and the release
+// of the failure reserve the records need, are done before it returns;
+// wait (never nil) waits for the rest, and the caller must call it before
+// it returns. When the unmount fails nothing is released, as with Close.
+func (s *Session) CloseAside(ctx context.Context) (wait func(), err error) {
+	err = s.close(ctx)
+	undo := s.takeUndo()
+	if len(undo) == 0 {
+		return func() {}, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer phase.Start("session state released (aside)")()
+		s.runUndo(undo)
+	}()
+	return func() { <-done }, err
+}
+
+// takeUndo returns the undo steps Close must run (none while the mount
+// is still up: an unmount that failed), after letting go of the reserve.
+func (s *Session) takeUndo() []func() {
+	if s.FS != nil {
+		return nil
+	}
+	if s.reserve != nil {
+		s.reserve.Close()
+		s.reserve = nil
+	}
+	undo := s.undo
+	s.undo = nil
+	return undo
+}
+
+func (s *Session) runUndo(undo []func()) {
+	for i := len(undo) - 1; i >= 0; i-- {
+		undo[i]()
+	}
+}
+
+// close unmounts (see Close); the undo is the caller's.
+func (s *Session) close(ctx context.Context) error {
 	var failed error
 	if s.FS != nil {
 		if phase.On() {
@@ -252,10 +319,6 @@ func (s *Session) Close(ctx context.Context) error {
 		}
 		s.FS = nil
 	}
-	for i := len(s.undo) - 1; i >= 0; i-- {
-		s.undo[i]()
-	}
-	s.undo = nil
 	return failed
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artrt/art/execapi"
 	"github.com/artrt/art/internal/testutil"
@@ -250,4 +251,60 @@ func TestExecutorOverOneSession(t *testing.T) {
 	if r := resps[1]; r.Status != execapi.StatusSuccess || r.Stdout != "a\n" || r.SnapshotBefore != resps[0].SnapshotAfter {
 		t.Errorf("second: %s stdout %q, error %+v", r.Status, r.Stdout, r.Error)
 	}
+}
+
+// TestOpenLooksUpTheWorkspace: Open looks up the workspace's directory on
+// the new mount (bwrap's --chdir target) on its own, so the kernel has
+// it cached when the sandbox starts; nothing else here touches the mount.
+func TestOpenLooksUpTheWorkspace(t *testing.T) {
+	testutil.RequireFUSE(t)
+	ctx := context.Background()
+	o := testWorkspace(t)
+	cfg := sandbox.Config{Name: filepath.Base(o.Workspace)}
+	s, err := Open(ctx, o, &cfg, nil)
+	defer closeSession(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); s.FS.Stats().LookupQueries == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("no lookup on the mount after Open: %+v", s.FS.Stats())
+		}
+	}
+}
+
+// TestCloseAside: CloseAside unmounts and lets go of the failure reserve
+// before it returns (the end's records may need the space), and its wait
+// leaves what Close leaves: no session directory, the branch free.
+func TestCloseAside(t *testing.T) {
+	testutil.RequireFUSE(t)
+	ctx := context.Background()
+	o := testWorkspace(t)
+	var cfg sandbox.Config
+	s, err := Open(ctx, o, &cfg, nil)
+	if err != nil {
+		closeSession(t, s)
+		t.Fatal(err)
+	}
+	if s.reserve == nil {
+		t.Log("no failure reserve on this file system")
+	}
+	wait, err := s.CloseAside(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.FS != nil || s.reserve != nil {
+		t.Errorf("CloseAside returned with the mount (%v) or the reserve (%v) still held", s.FS != nil, s.reserve != nil)
+	}
+	wait()
+	if _, err := os.Stat(s.Dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("session directory after CloseAside's wait: %v", err)
+	}
+	var cfg2 sandbox.Config
+	s2, err := Open(ctx, o, &cfg2, nil)
+	closeSession(t, s2)
+	if err != nil {
+		t.Errorf("the branch after CloseAside's wait: %v", err)
+	}
+	s.DB.Close()
 }

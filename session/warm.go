@@ -769,17 +769,14 @@ func (d *warmDaemon) begin(req warmRequest) (warmReply, *journal.Op, journal.Sta
 	if err != nil {
 		return warmReply{}, nil, before, err
 	}
-	op, err := db.BeginOp(d.bg, d.s.Branch, "run", req.Desc)
+	// One transaction: a run op is never without its begin event.
+	op, err := db.BeginOpWith(d.bg, d.s.Branch, "run", req.Desc, func(tx *journal.Tx) error {
+		return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(req.PID), Text: req.Desc})
+	})
 	if err != nil {
 		return warmReply{}, nil, before, err
 	}
-	err = op.Update(d.bg, func(tx *journal.Tx) error {
-		return tx.Record(journal.Event{Kind: journal.EvBegin, PID: int64(req.PID), Text: req.Desc})
-	})
-	if err == nil {
-		err = fsys.SetOp(op)
-	}
-	if err != nil {
+	if err = fsys.SetOp(op); err != nil {
 		status := -1
 		op.End(d.bg, &status)
 		return warmReply{}, nil, before, err
@@ -824,6 +821,7 @@ func (d *warmDaemon) end(req, end warmRequest, gone bool, op *journal.Op, before
 	}
 	status := -1
 	stop := false
+	ended := false // recordEnd ended the op with its end event
 	var err error
 	switch {
 	case ferr != nil:
@@ -849,9 +847,10 @@ func (d *warmDaemon) end(req, end warmRequest, gone bool, op *journal.Op, before
 		// ends with no end event, status -1.
 	default:
 		status = end.Result.ExitCode
-		r.Snapshot, err = recordEnd(d.bg, op, *end.Result, desc)
+		r.Snapshot, err = recordEnd(d.bg, op, *end.Result, desc, status)
+		ended = err == nil
 	}
-	if err == nil {
+	if err == nil && !ended {
 		err = op.End(d.bg, &status)
 	}
 	if serr := fsys.SetOp(nil); err == nil {
