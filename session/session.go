@@ -76,6 +76,11 @@ type Session struct {
 	// let go of by Close before anything else of the undo: the records
 	// after it need it on a full disk.
 	reserve *os.File
+	// lock is the branch's lock, released after everything else (Close),
+	// or by CloseAside's wait once the caller's end records are in: until
+	// then no other session may take the branch, whose tree the end's
+	// snapshot must find as this session left it.
+	lock *journal.BranchLock
 	// log holds the overlay's messages while the session runs: its
 	// program may own the terminal art's stderr is. Close writes them to
 	// Options.Warn.
@@ -111,11 +116,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if s.Branch, err = prepareBranch(ctx, db, o); err != nil {
 		return s, err
 	}
-	lock, err := db.LockBranch(ctx, s.Branch)
-	if err != nil {
+	if s.lock, err = db.LockBranch(ctx, s.Branch); err != nil {
 		return s, err
 	}
-	s.undo = append(s.undo, func() { lock.Release() })
 
 	end()
 	// What does not depend on the capture runs beside it: cleaning up
@@ -251,31 +254,45 @@ func (s *Session) makeDir(base string) (string, string, error) {
 // session and returns that error.
 func (s *Session) Close(ctx context.Context) error {
 	err := s.close(ctx)
-	s.runUndo(s.takeUndo())
+	if s.FS == nil {
+		s.runUndo(s.takeUndo())
+		s.releaseLock()
+	}
 	return err
 }
 
 // CloseAside is Close with the release of the session's state - its
-// directory, private copies directory, liveness and branch locks - left
-// to a goroutine: the caller records the run's end meanwhile (about two
+// directory, private copies directory and liveness lock - left to a
+// goroutine: the caller records the run's end meanwhile (about two
 // milliseconds of file system calls at the end of every run, beside its
 // last transaction and the store's close). The unmount, and the release
 // of the failure reserve the records need, are done before it returns;
-// wait (never nil) waits for the rest, and the caller must call it before
-// it returns. When the unmount fails nothing is released, as with Close.
+// wait (never nil) waits for the rest and then releases the branch's lock,
+// so the caller calls it once its end records are in (and before it
+// returns): another session taking the branch before them would change
+// the tree the end's snapshot records. When the unmount fails nothing is
+// released, as with Close.
 func (s *Session) CloseAside(ctx context.Context) (wait func(), err error) {
 	err = s.close(ctx)
-	undo := s.takeUndo()
-	if len(undo) == 0 {
+	if s.FS != nil {
 		return func() {}, err
 	}
+	undo := s.takeUndo()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer phase.Start("session state released (aside)")()
 		s.runUndo(undo)
 	}()
-	return func() { <-done }, err
+	return func() { <-done; s.releaseLock() }, err
+}
+
+// releaseLock gives the branch's lock up (once).
+func (s *Session) releaseLock() {
+	if s.lock != nil {
+		s.lock.Release()
+		s.lock = nil
+	}
 }
 
 // takeUndo returns the undo steps Close must run (none while the mount

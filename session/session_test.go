@@ -296,6 +296,15 @@ func TestCloseAside(t *testing.T) {
 	if s.FS != nil || s.reserve != nil {
 		t.Errorf("CloseAside returned with the mount (%v) or the reserve (%v) still held", s.FS != nil, s.reserve != nil)
 	}
+	// The branch stays the session's until the wait (the caller's end
+	// records come first): another session is refused meanwhile.
+	var cfgEarly sandbox.Config
+	early, err := Open(ctx, o, &cfgEarly, nil)
+	closeSession(t, early)
+	var inUse *journal.BranchInUseError
+	if !errors.As(err, &inUse) {
+		t.Errorf("another session before CloseAside's wait: %v, want the branch in use", err)
+	}
 	wait()
 	if _, err := os.Stat(s.Dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("session directory after CloseAside's wait: %v", err)
