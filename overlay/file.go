@@ -158,7 +158,7 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // unchanged since; otherwise it returns -1. The caller holds n.mu.
 func (n *node) openLowerLocked(ctx context.Context) int {
 	f := n.fsys
-	if f.lower == "" {
+	if f.lower == "" || n.madeHere {
 		return -1
 	}
 	p := n.Path(nil)

@@ -131,8 +131,9 @@ type FS struct {
 
 	ptOK atomic.Bool // the kernel takes backing files from upperDir (passthrough.go); false until probed
 
-	log    func(string) // Options.Log, never nil
-	counts *opCounter   // ART_FUSE_COUNTS (opcount.go), else nil
+	log        func(string) // Options.Log, never nil
+	counts     *opCounter   // ART_FUSE_COUNTS (opcount.go), else nil
+	countsStop func()       // ends counts' SIGUSR1 dumps
 
 	watchStop chan struct{} // closed by Unmount: the mapped-node watcher ends
 	watchWG   sync.WaitGroup
@@ -216,6 +217,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	f.nodes[jn.Ino] = root // so link-count refreshes reach it like any node
 	logger := log.New(lineWriter(f.fuseLog), "art fuse: ", 0)
 	if f.counts = newOpCounter(); f.counts != nil {
+		f.countsStop = f.counts.onSignal()
 		opts.Debug = true
 		logger = log.New(lineWriter(f.counts.line), "", 0)
 	}
@@ -227,6 +229,9 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		err = server.WaitMount() // on failure the serve loop ends with the device
 	}
 	if err != nil {
+		if f.countsStop != nil {
+			f.countsStop()
+		}
 		f.end(ctx)
 		if reason := fuseUnavailable(); reason != "" {
 			return nil, fmt.Errorf("mount %s: %w (%s)", mountpoint, ErrNoFUSE, reason)
@@ -474,6 +479,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 		}
 		f.server = nil
 		if f.counts != nil {
+			f.countsStop()
 			f.counts.write()
 		}
 	}

@@ -281,3 +281,48 @@ func TestLowerRecordOnce(t *testing.T) {
 		t.Error("w.txt was not read from the store")
 	}
 }
+
+// TestLowerMadeHereNoRecord: a file made in the session is never the
+// host's file, so its read-only opens ask for no import record (a
+// same-session no-op go install opened ~2,860 build-cache entries the
+// session wrote, each once a query) - even when its name and bytes are
+// a captured file's, after that one was removed - and read back what was
+// written.
+func TestLowerMadeHereNoRecord(t *testing.T) {
+	s := newLower(t, map[string]string{"a.txt": "lower a\n"})
+	m := func(p string) string { return filepath.Join(s.mnt, "ws", p) }
+	if err := os.WriteFile(m("new.txt"), []byte("made in the mount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m("a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m("a.txt"), []byte("lower a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := s.fsys.Stats()
+	for range 3 {
+		if got := s.read("new.txt"); got != "made in the mount\n" {
+			t.Fatalf("new.txt = %q", got)
+		}
+		if got := s.read("a.txt"); got != "lower a\n" {
+			t.Fatalf("a.txt = %q", got)
+		}
+	}
+	st := s.fsys.Stats()
+	if d := st.LowerChecks - before.LowerChecks; d != 0 {
+		t.Errorf("%d import record queries for two files made in the session, opened three times each, want 0", d)
+	}
+	if d := st.LowerOpens - before.LowerOpens; d != 0 {
+		t.Errorf("%d lower opens of files made in the session, want 0", d)
+	}
+	s.remount() // from the store now, made in an earlier session
+	for range 2 {
+		if got := s.read("new.txt"); got != "made in the mount\n" {
+			t.Fatalf("new.txt after remount = %q", got)
+		}
+		if got := s.read("a.txt"); got != "lower a\n" {
+			t.Fatalf("a.txt after remount = %q", got)
+		}
+	}
+}

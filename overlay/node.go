@@ -46,6 +46,13 @@ type node struct {
 	// records (statfid.go), where its first read-only open finds its own
 	// (file.go openLowerLocked) without a query.
 	lowerDir *dirRecords
+	// madeHere: the file was made in this session (statfid.go present),
+	// so it is never the host's file and its opens ask for no import
+	// record - each was a query, and a transaction, at the first
+	// read-only open of every build-cache entry a same-session no-op go
+	// install opened. Kept across renames: the content is still the
+	// session's.
+	madeHere bool
 	// lowerStat caches the import's record of the host file (file.go
 	// openLowerLocked); nil until the first read-only open.
 	lowerStat *lowerStat

@@ -3,9 +3,11 @@ package overlay
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // FUSE request counts for measurement: with ART_FUSE_COUNTS=FILE in the
@@ -15,6 +17,10 @@ import (
 // on go-fuse's debug log (each request is formatted, so the mount is
 // slower): use it for counts, not timings. Round trips per user-level
 // operation are what the metadata path's speed is made of (docs/benchmarks.md).
+// SIGUSR1 to the daemon appends the counts so far and starts a new tally,
+// so one session splits into its runs (a no-op build after a cold one in
+// the same session, whose files the session wrote, has no other way to be
+// counted alone).
 
 // opCounter counts go-fuse's debug lines "rx N: OPCODE ...".
 type opCounter struct {
@@ -30,6 +36,25 @@ func newOpCounter() *opCounter {
 		return nil
 	}
 	return &opCounter{path: p, n: map[string]int64{}, ex: map[string]string{}}
+}
+
+// onSignal appends the counts so far at every SIGUSR1 until stop is
+// called (at unmount, before the last counts are written).
+func (c *opCounter) onSignal() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	signal.Notify(ch, syscall.SIGUSR1)
+	go func() {
+		defer close(done)
+		for range ch {
+			c.write()
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(ch)
+		<-done
+	}
 }
 
 func (c *opCounter) line(l string) {

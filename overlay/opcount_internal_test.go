@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestOpCounter: go-fuse's request lines are counted by opcode, replies
@@ -39,5 +41,40 @@ func TestOpCounter(t *testing.T) {
 	}
 	if strings.Count(got, "\n") != 3 {
 		t.Errorf("counts file %q: want 2 opcodes and the separator", got)
+	}
+}
+
+// TestOpCounterSignal: SIGUSR1 appends the counts so far and starts a
+// new tally, so the next write has only what came after.
+func TestOpCounterSignal(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "counts")
+	t.Setenv("ART_FUSE_COUNTS", p)
+	c := newOpCounter()
+	stop := c.onSignal()
+	c.line(`rx 6: LOOKUP n1  "a"  p42`)
+	c.line(`rx 7: LOOKUP n1  "b"  p42`)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if b, err := os.ReadFile(p); err == nil && strings.HasSuffix(string(b), "--\n") {
+			got = b
+			break
+		}
+	}
+	if !strings.HasPrefix(string(got), "LOOKUP 2\t") {
+		t.Fatalf("counts after SIGUSR1: %q", got)
+	}
+	c.line(`rx 8: GETATTR n2 {Fh 0 } p42`)
+	stop()
+	c.write()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := strings.TrimPrefix(string(b), string(got))
+	if !strings.HasPrefix(second, "GETATTR 1\t") || strings.Contains(second, "LOOKUP") {
+		t.Errorf("counts after the dump: %q, want the GETATTR alone", second)
 	}
 }

@@ -168,7 +168,11 @@ func (d *node) noRecords() {
 // session (it is never the host's file). The caller holds no locks.
 func (d *node) present(ctx context.Context, c *node, name string, fromBranch bool) {
 	c.pino = syntheticIno(c.ino)
-	if !fromBranch || c.ino == journal.RootIno {
+	if !fromBranch {
+		c.madeHere = true // c is not shared yet
+		return
+	}
+	if c.ino == journal.RootIno {
 		return
 	}
 	recs := d.records(ctx)

@@ -22,7 +22,9 @@
 // -counts FILE appends the requests served, by opcode, to FILE at
 // unmount, in the format of art's ART_FUSE_COUNTS ("LOOKUP 17150" a
 // line, then "--"), so the floor's requests compare with art's. Like
-// art's, it counts go-fuse's debug lines: counts, not timings.
+// art's, it counts go-fuse's debug lines: counts, not timings; and like
+// art's, SIGUSR1 appends the counts so far and starts a new tally (one
+// mount's runs counted apart).
 package main
 
 import (
@@ -93,6 +95,17 @@ func serve(mnt, dir string, timeout time.Duration, counts string) error {
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", mnt, err)
 	}
+	if c != nil {
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		go func() {
+			for range usr1 {
+				if err := c.appendTo(counts); err != nil {
+					fmt.Fprintln(os.Stderr, "loopfloor:", err)
+				}
+			}
+		}()
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	unmounted := make(chan error, 1)
@@ -139,6 +152,7 @@ func (c *opCounts) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// appendTo appends the counts since the last append to path.
 func (c *opCounts) appendTo(path string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -146,6 +160,7 @@ func (c *opCounts) appendTo(path string) error {
 	for _, op := range slices.Sorted(maps.Keys(c.n)) {
 		fmt.Fprintf(&b, "%s %d\n", op, c.n[op])
 	}
+	clear(c.n)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
