@@ -19,6 +19,7 @@
 package procs
 
 import (
+	"os"
 	"runtime"
 	"sync"
 )
@@ -74,6 +75,13 @@ func apply() {
 		return
 	}
 	base := max(1, runtime.GOMAXPROCS(0)-added)
-	runtime.GOMAXPROCS(base + want)
 	added = want
+	if want == 0 && os.Getenv("GOMAXPROCS") == "" {
+		// Setting GOMAXPROCS turned off the runtime's own updates of it
+		// (to the CPUs and cgroup quota the process is given): back to
+		// them once no reservation is left, unless the user fixed it.
+		runtime.SetDefaultGOMAXPROCS()
+		return
+	}
+	runtime.GOMAXPROCS(base + want)
 }
