@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/artrt/art/internal/procs"
 )
 
 // MaxFileSize bounds a manifest's size (1 PiB).
@@ -360,7 +361,7 @@ type pipelineJob struct {
 }
 
 func startPipeline(ctx context.Context, s *Store) *pipeline {
-	n := runtime.GOMAXPROCS(0)
+	n := procs.Workers()
 	p := &pipeline{s: s, ctx: ctx, jobs: make(chan pipelineJob, 2*n), stop: make(chan struct{})}
 	p.wg.Add(n)
 	for range n {
@@ -711,7 +712,7 @@ func selectChunks(n int) string {
 }
 
 func startReadAhead(ctx context.Context, s *Store, id ID, extents []Extent) *readAhead {
-	n := runtime.GOMAXPROCS(0)
+	n := procs.Workers()
 	ra := &readAhead{order: make(chan chan fetched, raWindow), done: make(chan struct{})}
 	jobs := make(chan raJob, raBatch)
 	ra.wg.Add(n + 1)
@@ -904,7 +905,7 @@ const parallelFrom = 4 << 20
 func (s *Store) putDataParallel(ctx context.Context, r io.Reader, m *Manifest, st *FileStats) error {
 	buf := chunkBufs.Get().(*[]byte)
 	defer chunkBufs.Put(buf)
-	n := runtime.GOMAXPROCS(0)
+	n := procs.Workers()
 	p := &parallelPut{s: s, ctx: ctx, jobs: make(chan chunkJob, 4*n), stop: make(chan struct{})}
 	first := len(m.Extents)
 	p.wg.Add(n)

@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 
+	"github.com/artrt/art/internal/procs"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -150,7 +150,7 @@ const compressBufSize = MaxChunk
 var sharedCodecs = sync.OnceValue(func() *codecs { return newCodecs(zstdLevel) })
 
 func newCodecs(level zstd.EncoderLevel) *codecs {
-	n := runtime.GOMAXPROCS(0)
+	n := procs.Workers()
 	enc, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(level),
 		zstd.WithEncoderConcurrency(n),

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"sync"
+
+	"github.com/artrt/art/internal/procs"
 )
 
 // Stream stores a file's content while the file is still being written
@@ -165,7 +166,7 @@ func (st *Stream) advance(ctx context.Context, look Lookup, end int64, last bool
 // up to GOMAXPROCS goroutines.
 func (st *Stream) hashCuts(data []byte) []ID {
 	ids := make([]ID, len(st.cuts))
-	workers := min(runtime.GOMAXPROCS(0), len(st.cuts)/8+1)
+	workers := min(procs.Workers(), len(st.cuts)/8+1)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)

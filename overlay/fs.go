@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/procs"
 	"github.com/artrt/art/journal"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -223,6 +225,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	}
 	fsOpts := fuseOptions(opts, logger)
 	raw := &rawFS{RawFileSystem: &inoFS{RawFileSystem: fs.NewNodeFS(root, fsOpts), f: f}, f: f}
+	readers := fuseReaders()
 	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
 	if err == nil {
 		go server.Serve()
@@ -253,9 +256,24 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		f.ctl = openConnCtl(f.conn)
 	}
 	f.served = make(chan struct{})
-	go func() { server.Wait(); close(f.served) }()
+	// Ps for the readers blocked in read(2) on /dev/fuse, so that one
+	// stays idle and Go's sysmon does not take a P back from a blocked
+	// reader at nearly every request (internal/procs; measured in
+	// docs/benchmarks.md, "The FUSE round trip"). Given back when the
+	// readers are gone.
+	releaseProcs := procs.Reserve(readers)
+	go func() { server.Wait(); releaseProcs(); close(f.served) }()
 	f.ptOK.Store(f.probePassthrough())
 	return f, nil
+}
+
+// fuseReaders is how many goroutines go-fuse 2.12.1 may keep blocked
+// in read(2) on the mount's /dev/fuse at once: its maxReaders, GOMAXPROCS
+// at NewServer clamped to [2, 16], plus one (a reader starts another
+// when it takes a request and none is left, up to one over the bound).
+// Not exported by go-fuse: kept in step with fuse/server.go by hand.
+func fuseReaders() int {
+	return min(max(runtime.GOMAXPROCS(0), 2), 16) + 1
 }
 
 // fuseOptions is how the mount is served: go-fuse's options and the

@@ -2,11 +2,11 @@ package workspace
 
 import (
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/procs"
 )
 
 // Reading the host tree ahead: a push that finds nothing changed is
@@ -65,7 +65,7 @@ type treeReader struct {
 func startTreeReader(root string, skip map[string]bool, seen func(string, []hostEntry)) (*treeReader, *listing) {
 	r := &treeReader{skip: skip, seen: seen, queue: make(chan *listing, readAhead), stop: make(chan struct{})}
 	top := r.newListing(root)
-	workers := runtime.GOMAXPROCS(0)
+	workers := procs.Workers()
 	r.wg.Add(workers)
 	for range workers {
 		go func() {

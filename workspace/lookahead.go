@@ -3,11 +3,11 @@ package workspace
 import (
 	"context"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/procs"
 	"github.com/artrt/art/journal"
 	"golang.org/x/sys/unix"
 )
@@ -125,7 +125,7 @@ func startLookahead(ctx context.Context, objs *cas.Store, root, store string, sk
 		slots: make(chan struct{}, prefetchAhead), stop: make(chan struct{}),
 		items: map[string]*prefetchItem{}}
 	la.ents.cond.L = &la.ents.mu
-	workers := runtime.GOMAXPROCS(0)
+	workers := procs.Workers()
 	la.workWG.Add(workers)
 	for range workers {
 		go func() {

@@ -3,11 +3,11 @@ package workspace
 import (
 	"context"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/procs"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,7 +68,7 @@ func startPrefetch(ctx context.Context, objs *cas.Store, paths []string) *prefet
 		pf.order = append(pf.order, it)
 	}
 	jobs := make(chan *prefetchItem)
-	workers := min(runtime.GOMAXPROCS(0), len(paths))
+	workers := min(procs.Workers(), len(paths))
 	pf.wg.Add(workers + 1)
 	for range workers {
 		go func() {

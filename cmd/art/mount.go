@@ -109,3 +109,23 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
+
+// writeRusage appends the process's own resource usage (every thread of
+// art's process, the session's FUSE daemon included; not the sandbox's
+// processes) to path as one line: a measurement aid (ART_RUSAGE) for the
+// cost of FUSE round trips, whose context switches and scheduler work
+// the daemon's threads pay (docs/benchmarks.md, issue 27). Best effort.
+func writeRusage(path string) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "user %.3f sys %.3f nvcsw %d nivcsw %d threads %d\n",
+		float64(ru.Utime.Nano())/1e9, float64(ru.Stime.Nano())/1e9, ru.Nvcsw, ru.Nivcsw,
+		pprof.Lookup("threadcreate").Count())
+}

@@ -123,6 +123,9 @@ func runAction(c *cli.Context, e *env) error {
 		}
 		defer stop()
 	}
+	if p := os.Getenv("ART_RUSAGE"); p != "" { // measurement aid: the daemon's context switches (mount.go)
+		defer writeRusage(p)
+	}
 	res, err := session.Run(c.Context, o.Options, o.Command)
 	var failed *session.FailedError
 	if errors.As(err, &failed) {
