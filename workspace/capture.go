@@ -132,6 +132,12 @@ func Printable(p string) string { return termtext.Quote(p) }
 // gives every change after a stat a new ctime (see fineCtime): a write
 // that keeps the size and puts the mtime back (cp -p, touch -d) within
 // the ctime's tick would otherwise go unseen.
+//
+// The mtime rule stays even where change times are fine: write(2) sets a
+// file's times before it copies its bytes, so a stat and a read while a
+// write is under way can record part of the new bytes with the final
+// times, and nothing changes them after; only the window makes the next
+// capture read such a file again.
 func (im *importer) racy(st *unix.Stat_t) bool {
 	cut := im.start.UnixNano() - racyWindow
 	if nsOf(st.Mtim) >= cut {
