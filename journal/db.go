@@ -202,25 +202,24 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 }
 
 // warmReader opens the reader pool's first connection on another
-// goroutine. Until it is open the pool allows one connection, so that a
-// read meanwhile waits for it (and gets it) rather than opening a second;
-// then the pool's limits are restored (readerConns, and database/sql's
-// default of two idle connections, which the lower limit lowered).
-// Nothing is read through it before the writer has checked the schema
-// (Open): the warm-up runs only SQLite's open and the pragmas, as the
-// writer's own connection does before checkSchema. Close waits for it.
+// goroutine and leaves it idle in the pool, where the first read finds
+// it. The pool's limits are left alone: a read that comes before the
+// warm-up is over opens a connection of its own, which costs what the
+// warm-up saves, no more (holding the pool to one connection meanwhile
+// deadlocked a read transaction that read through the pool inside it
+// while the warm-up waited behind it). Nothing is read through it before
+// the writer has checked the schema (Open): the warm-up runs only
+// SQLite's open and the pragmas, as the writer's own connection does
+// before checkSchema. Close waits for it.
 func (db *DB) warmReader(ctx context.Context) {
-	db.r.SetMaxOpenConns(1)
 	done := make(chan struct{})
 	db.warmed = done
 	go func() {
 		defer close(done)
 		if c, err := db.r.Conn(context.WithoutCancel(ctx)); err == nil {
-			c.Close() // to the pool, idle (or to a read waiting for it)
+			c.Close() // to the pool, idle
 		}
 		// An error is left to the read that meets it again.
-		db.r.SetMaxOpenConns(readerConns)
-		db.r.SetMaxIdleConns(readerIdle)
 	}()
 }
 
