@@ -19,9 +19,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,13 +38,18 @@ const (
 	stubCtlFD = 4 // the socket the command comes on
 )
 
-// stubHandoff is what the stub is told to run, after a 4-byte length
-// (its stdin, stdout and stderr come with it, SCM_RIGHTS).
-type stubHandoff struct {
+// Handoff is what a ready sandbox's stub is told to run. On the wire it
+// follows a 4-byte length, and its stdin, stdout and stderr come with it
+// (SCM_RIGHTS).
+type Handoff struct {
 	Argv  []string `json:"argv"`
-	Env   []string `json:"env"`
+	Env   []string `json:"env"` // the whole environment (Config.Environ)
 	Cwd   string   `json:"cwd"`
 	Umask int      `json:"umask"`
+	// SigIgn is the set of signals (bit N-1 for signal N) the command
+	// starts with ignored: what it would inherit from the process that
+	// started its bwrap, not from the one that started the ready one.
+	SigIgn uint64 `json:"sig_ign"`
 }
 
 // Ready is a sandbox started ahead, waiting for its command.
@@ -135,18 +142,18 @@ func (r *Ready) Discard() {
 	r.p.Wait()
 }
 
-// Run hands argv (with env, the whole environment, in cwd, under umask)
-// to the stub, which makes stdio its fds 0, 1 and 2 and execs it; the
-// Process is then the command's, as Start's would be. On an error the
-// sandbox is discarded and nothing of the command has run.
-func (r *Ready) Run(argv, env []string, cwd string, umask int, stdio [3]*os.File) (*Process, error) {
+// Run hands h to the stub, which makes stdio its fds 0, 1 and 2 and
+// execs the command; the Process is then the command's, as Start's would
+// be. On an error the sandbox is discarded and nothing of the command has
+// run.
+func (r *Ready) Run(h Handoff, stdio [3]*os.File) (*Process, error) {
 	select {
 	case <-r.p.Done():
 		r.Discard()
 		return nil, errors.New("ready sandbox: it exited before it was used")
 	default:
 	}
-	msg, err := json.Marshal(stubHandoff{Argv: argv, Env: env, Cwd: cwd, Umask: umask})
+	msg, err := json.Marshal(h)
 	if err != nil {
 		r.Discard()
 		return nil, err
@@ -195,7 +202,7 @@ func RunStub() {
 	if _, err := unix.Write(stubCtlFD, []byte{1}); err != nil {
 		os.Exit(1)
 	}
-	var h stubHandoff
+	var h Handoff
 	fds, err := receiveHandoff(stubCtlFD, &h)
 	if err != nil || len(fds) != 3 || len(h.Argv) == 0 {
 		// The daemon discarded us, or closed the socket: nothing ran.
@@ -214,11 +221,58 @@ func RunStub() {
 	if err := closeInheritedOnExec(); err != nil {
 		os.Exit(1)
 	}
+	setIgnored(h.SigIgn)
 	execvp(h.Argv, h.Env, die)
 }
 
+// setIgnored makes exactly the signals of mask ignored, as an exec
+// leaves them: an exec resets handled signals to their default and keeps
+// ignored ones ignored, so a signal the stub's process ignores (its
+// daemon's SIGHUP and SIGPIPE, inherited) is set back to the default and
+// one of mask is ignored. Raw rt_sigaction: Go's os/signal would keep
+// its own handlers. Only the handler is set (the struct's first word on
+// every architecture), with no flags and an empty mask.
+func setIgnored(mask uint64) {
+	const sigDfl, sigIgn = 0, 1
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(syscall.SIGKILL) || sig == int(syscall.SIGSTOP) {
+			continue
+		}
+		var old, act [4]uint64
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+			continue
+		}
+		want := mask&(1<<(sig-1)) != 0
+		switch {
+		case want:
+			act[0] = sigIgn
+		case old[0] == sigIgn:
+			act[0] = sigDfl
+		default:
+			continue // a handler, reset by the exec, or the default
+		}
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+	}
+}
+
+// IgnoredSignals is the set of signals this process ignores (SigIgn in
+// /proc/self/status), for a Handoff; ok is false when it cannot be read.
+func IgnoredSignals() (mask uint64, ok bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, found := strings.CutPrefix(l, "SigIgn:"); found {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
 // receiveHandoff reads a handoff (and the fds sent with it) from fd.
-func receiveHandoff(fd int, h *stubHandoff) ([]int, error) {
+func receiveHandoff(fd int, h *Handoff) ([]int, error) {
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	var data []byte

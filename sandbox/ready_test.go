@@ -44,7 +44,11 @@ func runFiles(t *testing.T, c *sandbox.Config, ready *sandbox.Ready) (string, st
 	if ready == nil {
 		p, err = sandbox.Start(c, sandbox.IO{Stdin: files[0], Stdout: files[1], Stderr: files[2]}, nil)
 	} else {
-		p, err = ready.Run(c.Command, c.Environ(), c.WorkDir(), umask(t), files)
+		ign, ok := sandbox.IgnoredSignals()
+		if !ok {
+			t.Fatal("no SigIgn")
+		}
+		p, err = ready.Run(sandbox.Handoff{Argv: c.Command, Env: c.Environ(), Cwd: c.WorkDir(), Umask: umask(t), SigIgn: ign}, files)
 	}
 	if err != nil {
 		t.Fatal(err)
