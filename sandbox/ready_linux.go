@@ -98,6 +98,7 @@ func StartReady(c *Config) (*Ready, error) {
 	ctl, stub := os.NewFile(uintptr(pair[0]), "ready-ctl"), os.NewFile(uintptr(pair[1]), "ready-stub")
 	cc := *c
 	cc.Command = []string{fmt.Sprintf("/proc/self/fd/%d", stubExeFD), StubArg}
+	cc.Env = nil // the command's comes at Run; bwrap's arguments are readable inside
 	p, err := startWith(&cc, IO{}, nil, []*os.File{exe, stub})
 	stub.Close()
 	if err != nil {

@@ -190,6 +190,12 @@ func readFirst(c net.Conn) (*warmConn, []*os.File, error) {
 // startReady starts the next run's sandbox with cfg's policy, on a
 // goroutine; takeReady waits for it. A sandbox ready before is discarded.
 func (d *warmDaemon) startReady(cfg *sandbox.Config, label string) {
+	// Nothing of the last run's command: bwrap's arguments, which the
+	// next command can read (/proc/1/cmdline inside), would show its
+	// environment (-e secrets). The stub gets the next one's.
+	ready := *cfg
+	ready.Command, ready.Env, ready.Cwd = nil, nil, ""
+	cfg = &ready
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()

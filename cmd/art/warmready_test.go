@@ -137,6 +137,13 @@ func TestWarmReadySandboxRunsAsAFreshOne(t *testing.T) {
 	if len(runs[1]) < 4 {
 		t.Errorf("run's events: %v", runs[1])
 	}
+	// The sandbox ready now was started after a run with FOO: nothing
+	// of that run's environment shows in it (bwrap's arguments are
+	// readable inside, as /proc/1/cmdline).
+	r, usedReady := warmRun(t, ws, db, "", nil, "sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; echo; env")
+	if !usedReady || r.code != 0 || strings.Contains(r.stdout, "FOO") || !strings.Contains(r.stdout, "bwrap") {
+		t.Errorf("third run: ready %v, exit %d, shows the last run's environment or no bwrap:\n%s", usedReady, r.code, r.stdout)
+	}
 }
 
 func readLog(db string) string {
