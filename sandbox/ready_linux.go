@@ -86,7 +86,7 @@ func StartReady(c *Config) (*Ready, error) {
 	if c.OwnsTTY {
 		return nil, errors.New("ready sandbox: not with a terminal")
 	}
-	exe, err := os.Open("/proc/self/exe")
+	exe, err := openStub()
 	if err != nil {
 		return nil, fmt.Errorf("ready sandbox: %w", err)
 	}
@@ -127,6 +127,26 @@ func StartReady(c *Config) (*Ready, error) {
 		return nil, fmt.Errorf("ready sandbox: %v (exit %d)", err, res.ExitCode)
 	}
 	return r, nil
+}
+
+// StubBinary is the name of the stub's own small binary
+// (cmd/art-sandbox-stub), looked for beside the running binary.
+const StubBinary = "art-sandbox-stub"
+
+// openStub opens the stub's binary: StubBinary beside this process's
+// binary when it is there (a regular executable file), else this binary
+// itself, which runs RunStub when started with StubArg.
+func openStub() (*os.File, error) {
+	if self, err := os.Executable(); err == nil {
+		f, err := os.Open(filepath.Join(filepath.Dir(self), StubBinary))
+		if err == nil {
+			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				return f, nil
+			}
+			f.Close()
+		}
+	}
+	return os.Open("/proc/self/exe")
 }
 
 // Key is ReadyKey of the configuration r was started with.
