@@ -16,9 +16,10 @@ TAGS    ?= urfave_cli_no_docs
 
 all: build
 
-## build: compile bin/art
+## build: compile bin/art (and, beside it, the stub of warm daemons' sandboxes started ahead)
 build:
 	$(GO) build $(GOFLAGS) -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/art
+	$(GO) build $(GOFLAGS) -o $(dir $(BIN))art-sandbox-stub ./cmd/art-sandbox-stub
 
 ## run: install what is missing, build, and run a short demo session
 run: deps build demo

@@ -81,6 +81,10 @@ type Process struct {
 	// host and a pidfd for it (-1 when none), to reap it (reapInit).
 	initPid, initFD int
 
+	// handed is when a ready sandbox's stub was handed its command
+	// (Ready.Run; Unix nanoseconds, 0: not a ready sandbox).
+	handed atomic.Int64
+
 	// cleaned is closed when the clean-up of killed arts' cgroups that
 	// chooseLimits started is over (nil: none started).
 	cleaned chan struct{}
@@ -101,6 +105,13 @@ var seq atomic.Int64
 // Start validates c, starts bwrap and returns at once. start may be nil
 // (a plain start on a locked thread).
 func Start(c *Config, stdio IO, start Starter) (*Process, error) {
+	return startWith(c, stdio, start, nil)
+}
+
+// startWith is Start with pre handed to bwrap as its fds 3, 4, ...
+// (before the seccomp program and bwrap's own pipes), which bwrap
+// passes on to the command: a ready sandbox's stub (StartReady).
+func startWith(c *Config, stdio IO, start Starter, pre []*os.File) (*Process, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -123,7 +134,7 @@ func Start(c *Config, stdio IO, start Starter) (*Process, error) {
 	p.chooseLimits(c.Limits)
 
 	stage := newStagePlan(c)
-	var files []*os.File // ExtraFiles: fd 3, 4, ...
+	files := append([]*os.File(nil), pre...) // ExtraFiles: fd 3, 4, ...
 	var closeAfter []*os.File
 	defer func() {
 		for _, f := range closeAfter {
@@ -383,6 +394,10 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 func (p *Process) wait(wait func() (syscall.WaitStatus, *syscall.Rusage, error)) {
 	ws, ru, err := wait()
 	p.res.Wall = time.Since(p.start)
+	if h := p.handed.Load(); h != 0 {
+		// A ready sandbox: the run began at the handoff.
+		p.res.Wall = time.Since(time.Unix(0, h))
+	}
 	if p.tty != nil {
 		p.tty.finish()
 	}

@@ -93,9 +93,22 @@ type warmRequest struct {
 	Idle          time.Duration `json:"idle,omitempty"`
 	Quiet         bool          `json:"quiet,omitempty"`
 
+	// begin, for a sandbox started ahead (warmready.go): the run's
+	// sandbox (the daemon's home and hidden paths go in), the timeout,
+	// the client's umask and procKey; the client's stdio come with it.
+	Sandbox *sandbox.Config `json:"sandbox,omitempty"`
+	Timeout time.Duration   `json:"timeout,omitempty"`
+	Umask   int             `json:"umask,omitempty"`
+	Proc    string          `json:"proc,omitempty"`
+	SigIgn  uint64          `json:"sig_ign,omitempty"`
+
 	// end: how the command ended, or why it did not run (RunErr).
 	Result *sandbox.Result `json:"result,omitempty"`
 	RunErr string          `json:"run_error,omitempty"`
+
+	// signal: one the client got while its command runs in a ready
+	// sandbox, to pass on.
+	Signal int `json:"signal,omitempty"`
 }
 
 // warmReply is a daemon's line to a client.
@@ -112,6 +125,11 @@ type warmReply struct {
 	Hide    []string               `json:"hide,omitempty"`
 	Branch  string                 `json:"branch,omitempty"`
 	Capture *workspace.ImportStats `json:"capture,omitempty"`
+	// begin: the command runs in the sandbox the daemon started ahead
+	// (the client then waits for the end, which has Result).
+	Started   bool            `json:"started,omitempty"`
+	LimitedBy string          `json:"limited_by,omitempty"`
+	Result    *sandbox.Result `json:"result,omitempty"`
 
 	// end
 	Snapshot journal.Snapshot `json:"snapshot"`
@@ -250,6 +268,22 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 	req := warmRequest{Op: "begin", Desc: strings.Join(c.Argv, " "), PID: os.Getpid(), Workspace: o.Workspace,
 		UID: o.UID, GID: o.GID, JournalWrites: o.JournalWrites, Durability: o.Durability, DiskQuota: o.DiskQuota,
 		Idle: o.Warm, Quiet: c.Quiet}
+	stdio, ready := readyStdio(o, c, cfg)
+	if ready {
+		um := ownUmask()
+		ign, ok := sandbox.IgnoredSignals()
+		if um >= 0 && ok {
+			sb := *cfg
+			req.Sandbox, req.Timeout, req.Umask, req.Proc = &sb, c.Timeout, um, procKey()
+			// What a bwrap of ours would inherit ignored: supervise
+			// handles these four before it starts one (an exec resets
+			// handled signals to their default).
+			for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+				ign &^= 1 << (s - 1)
+			}
+			req.SigIgn = ign
+		}
+	}
 	deadline := time.Now().Add(warmWait)
 	for {
 		w, err := dialWarm(sock)
@@ -281,7 +315,12 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 			return Result{}, err
 		}
 		endBegin := phase.Start("warm begin (daemon: reuse check, op, begin event)")
-		r, err := w.call(req)
+		var r warmReply
+		if req.Sandbox != nil {
+			r, err = w.callWithFiles(req, stdio[:])
+		} else {
+			r, err = w.call(req)
+		}
 		endBegin()
 		if err != nil {
 			w.c.Close()
@@ -306,6 +345,9 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 			return Result{}, fmt.Errorf("warm daemon of branch %s: %s", o.Branch, r.Error)
 		}
 		defer w.c.Close()
+		if r.Started {
+			return runOnReady(o, c, w, r)
+		}
 		return runOverWarm(ctx, o, c, cfg, w, r)
 	}
 }
@@ -346,6 +388,35 @@ func runOverWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config,
 	if runErr != nil {
 		return out, runErr
 	}
+	if e.Failed != nil {
+		return out, e.Failed.error()
+	}
+	if e.Error != "" {
+		return out, fmt.Errorf("warm daemon of branch %s: %s", r.Branch, e.Error)
+	}
+	return out, nil
+}
+
+// runOnReady waits for the command the daemon runs in its sandbox
+// started ahead (begin reply r), and reports as runOverWarm does.
+func runOnReady(o Options, c Command, w *warmConn, r warmReply) (Result, error) {
+	if c.Limits != (sandbox.Limits{}) && !c.Quiet {
+		fmt.Fprintf(o.warn(), "art: limits enforced by %s\n", r.LimitedBy)
+	}
+	var capture workspace.ImportStats
+	if r.Capture != nil {
+		capture = *r.Capture
+	}
+	e, err := waitReady(w)
+	if err != nil {
+		return Result{}, err
+	}
+	io.WriteString(o.warn(), e.Log)
+	var res sandbox.Result
+	if e.Result != nil {
+		res = *e.Result
+	}
+	out := Result{Result: res, Branch: r.Branch, Snapshot: e.Snapshot, Changed: e.Changed, Capture: capture}
 	if e.Failed != nil {
 		return out, e.Failed.error()
 	}
@@ -436,6 +507,9 @@ type warmDaemon struct {
 	done     chan struct{}
 	closeErr error
 	serving  sync.WaitGroup // connections being answered
+
+	ready    *readyBox      // the sandbox started ahead (warmready.go)
+	readying sync.WaitGroup // its start, and discards in progress
 }
 
 // ServeWarm is the warm daemon of o's branch (art __warm-daemon): it
@@ -562,6 +636,8 @@ func (d *warmDaemon) shutdown() error {
 	if d.ln != nil {
 		d.ln.Close() // removes the socket: no new client finds us
 	}
+	// Before the unmount: its mount namespace holds a copy of the mount.
+	d.discardReady()
 	d.mu.Lock()
 	if d.timer != nil {
 		d.timer.Stop()
@@ -620,7 +696,15 @@ func (d *warmDaemon) accept() {
 
 func (d *warmDaemon) serve(c net.Conn) {
 	defer c.Close()
-	w := &warmConn{c: c, dec: json.NewDecoder(bufio.NewReader(c)), enc: json.NewEncoder(c)}
+	w, files, err := readFirst(c)
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if err != nil {
+		return
+	}
 	var req warmRequest
 	if err := w.dec.Decode(&req); err != nil {
 		return
@@ -648,7 +732,7 @@ func (d *warmDaemon) serve(c net.Conn) {
 		}
 		w.enc.Encode(r)
 	case "begin":
-		d.run(w, req)
+		d.run(w, req, files)
 	default:
 		w.enc.Encode(warmReply{Error: fmt.Sprintf("unknown request %q", req.Op)})
 	}
@@ -690,7 +774,7 @@ func (d *warmDaemon) stale(req warmRequest) string {
 // run serves one run: begin its op, hand the mount to the client, and
 // record its end when the client says how the command ended (or that it
 // did not run), or as killed when the client goes away.
-func (d *warmDaemon) run(w *warmConn, req warmRequest) {
+func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 	d.mu.Lock()
 	switch {
 	case d.closing:
@@ -730,6 +814,10 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest) {
 		d.mu.Unlock()
 		if shut {
 			d.shutdown()
+		} else if req.Sandbox != nil {
+			// The next run's sandbox, with this run's policy, while
+			// nobody waits.
+			d.startReady(d.runConfig(req), req.Desc)
 		}
 	}()
 
@@ -749,6 +837,29 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest) {
 	if err != nil {
 		shut = true
 		w.enc.Encode(warmReply{Error: err.Error()})
+		return
+	}
+	if p := d.runReady(req, files); p != nil {
+		for _, f := range files {
+			f.Close() // the command has them now
+		}
+		files = nil
+		r.Started, r.LimitedBy = true, p.LimitedBy()
+		if err := w.enc.Encode(r); err != nil {
+			warmLogf("art warm daemon: begin: %v\n", err)
+		}
+		res, gone, werr := superviseReady(w, p, req.Timeout)
+		end := warmRequest{Op: "end", Result: &res}
+		if werr != nil {
+			end.RunErr = werr.Error()
+		}
+		e, stop := d.end(req, end, gone, op, before)
+		shut = shut || stop
+		if werr != nil && e.Error == "" {
+			e.Error = werr.Error()
+		}
+		e.Result = &res
+		w.enc.Encode(e)
 		return
 	}
 	if err := w.enc.Encode(r); err != nil {

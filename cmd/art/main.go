@@ -7,9 +7,15 @@ import (
 	"os"
 
 	"github.com/artrt/art/internal/phase"
+	"github.com/artrt/art/sandbox"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == sandbox.StubArg {
+		// A ready sandbox's stub (warm daemons start them): nothing of
+		// art's own runs, it execs the command it is handed.
+		sandbox.RunStub()
+	}
 	ctx, stop := notifySignals(context.Background())
 	end := phase.Start("art (main to exit)")
 	code := run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr)
