@@ -37,6 +37,12 @@ type Node struct {
 // IsDir reports whether n is a directory.
 func (n *Node) IsDir() bool { return n.Kind == cas.EntryDir }
 
+// NlinkKnown reports whether n.Nlink is the node's link count. A
+// directory whose children are not loaded yet, as a listing (ReadDir)
+// returns it, holds a placeholder there; Lookup and Get give its true
+// count.
+func (n *Node) NlinkKnown() bool { return !n.IsDir() || n.state != dirCollapsed }
+
 // Dirent is a name in a directory.
 type Dirent struct {
 	Name []byte

@@ -86,10 +86,12 @@ type node struct {
 	name   string
 
 	// The directory's listing (listing.go): valid while listingGen ==
-	// fsys.gen; listVer counts its edits.
-	listing    map[string]listEnt
-	listingGen uint64
-	listVer    uint64
+	// fsys.gen; listVer counts its edits. Its directory rows hold while
+	// listingGone == fsys.dirsGone.
+	listing     map[string]listEnt
+	listingGen  uint64
+	listingGone uint64
+	listVer     uint64
 	misses     int                 // lookups by query since the listing was last valid
 	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 	// recs are the import records of the directory's children that may
@@ -208,11 +210,19 @@ func (n *node) OnForget() {
 	n.mu.Lock()
 	mtime := n.attr.MTime
 	keep := n.dirty.Load() || n.mapped // its upper holds what the journal does not (yet)
+	dir := n.attr.Kind == cas.EntryDir
 	n.mu.Unlock()
 	f.mu.Lock()
 	_, touched := f.touched[n]
 	delete(f.touched, n)
 	if f.nodes[n.ino] == n && !keep {
+		if dir {
+			// Before it stops being live: a lookup that finds it not
+			// live must also find the listings' rows of directories
+			// void (listing.go), since this one may have changed while
+			// live.
+			f.dirsGone.Add(1)
+		}
 		delete(f.nodes, n.ino)
 		f.unclaimLocked(n)
 	}
@@ -372,6 +382,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		}
 	}
 	var e listEnt
+	gone := n.listingGone
 	if l != nil {
 		var listed bool
 		if e, listed = l[name]; !listed {
@@ -381,6 +392,20 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	n.mu.Unlock()
 	cached := e.jn
+	if cached != nil && cached.IsDir() {
+		// A directory's row is its state at the listing's read; a live
+		// node of it is current, and once that was dropped the row is
+		// not to be trusted (it may have changed while live). Checked
+		// in that order: OnForget moves dirsGone before it drops the
+		// node.
+		if c := n.fsys.relive(e.ino); c != nil {
+			c.fillEntry(out)
+			return &c.Inode, 0
+		}
+		if gone != n.fsys.dirsGone.Load() {
+			cached = nil
+		}
+	}
 	if cached == nil && e.ino != 0 {
 		// A listed name the listing holds no node for (a directory, a
 		// hard link, a changed file) whose node is live: its state is
@@ -464,10 +489,11 @@ func (n *node) list(ctx context.Context) ([]journal.Dirent, error) {
 // a bigger one is not listed (ok false). max 0: any size.
 func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok bool, err error) {
 	// Before reading: an edit during the read keeps what it read out.
-	gen := n.fsys.gen.Load()
+	gen, gone := n.fsys.gen.Load(), n.fsys.dirsGone.Load()
 	n.mu.Lock()
 	ver := n.listVer
 	n.mu.Unlock()
+	n.fsys.stats.listQueries.Add(1)
 	err = n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
 		if max > 0 {
@@ -484,7 +510,7 @@ func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok 
 	listing := make(map[string]listEnt, len(des))
 	for i := range des {
 		d := &des[i]
-		if d.Node.IsDir() || d.Node.Nlink != 1 {
+		if d.Node.IsDir() && !d.Node.NlinkKnown() || !d.Node.IsDir() && d.Node.Nlink != 1 {
 			listing[string(d.Name)] = listEnt{ino: d.Node.Ino}
 		} else {
 			listing[string(d.Name)] = listEnt{ino: d.Node.Ino, jn: &d.Node}
@@ -492,7 +518,7 @@ func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok 
 	}
 	n.mu.Lock()
 	if n.listVer == ver {
-		n.listing, n.listingGen = listing, gen
+		n.listing, n.listingGen, n.listingGone = listing, gen, gone
 	}
 	n.mu.Unlock()
 	return des, true, nil
@@ -668,13 +694,13 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // somewhere) so the caller can correct its link count.
 func (n *node) removeChild(ctx context.Context, name string, remove func(tx *journal.Tx, parent int64, name []byte) error) (*node, syscall.Errno) {
 	var ino int64
-	nlink := 0
+	nlink, dir := 0, false
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		c, err := tx.Lookup(n.ino, []byte(name))
 		if err != nil {
 			return err
 		}
-		ino, nlink = c.Ino, c.Nlink
+		ino, nlink, dir = c.Ino, c.Nlink, c.IsDir()
 		return remove(tx, n.ino, []byte(name))
 	})
 	if err != nil {
@@ -682,8 +708,11 @@ func (n *node) removeChild(ctx context.Context, name string, remove func(tx *jou
 	}
 	n.touchDir()
 	n.listDel(name)
-	if nlink > 1 {
-		n.fsys.gen.Add(1) // its other entries hold the old link count
+	if nlink > 1 && !dir {
+		// A file's other names hold the old link count. A directory's
+		// count of 2 or more is no other name: voiding every listing
+		// there made rm -r read every directory it emptied again.
+		n.fsys.gen.Add(1)
 	}
 	return n.fsys.live(ino), 0
 }
@@ -735,7 +764,7 @@ func (n *node) unlinkBehind(ctx context.Context, name string) bool {
 	n.mu.Lock()
 	l := n.listingLocked()
 	e, listed := l[name]
-	if ino == 0 && e.jn != nil {
+	if ino == 0 && e.jn != nil && !e.jn.IsDir() {
 		ino = e.jn.Ino
 	}
 	// Queued under n.mu, so the queue's order is the listing's.

@@ -106,6 +106,7 @@ func (d *node) records(ctx context.Context) *dirRecords {
 	d.mu.Unlock()
 	p := strings.TrimSuffix(d.Path(nil), "/")
 	var recs map[string]journal.StatCache
+	d.fsys.stats.recordQueries.Add(1)
 	err := d.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
 		recs, err = tx.StatCacheDir(storeDir(p))
