@@ -125,8 +125,8 @@ type FS struct {
 	// forgot them): a listing's directory rows hold only while it has
 	// not moved since the listing was read (listing.go).
 	dirsGone atomic.Uint64
-	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
-	stats   struct {
+	snapIDs  atomic.Uint64 // numbers listings served to READDIR (readdir.go)
+	stats    struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
 		storeReads, lookupQueries, lowerChecks                       atomic.Int64
 		listQueries, recordQueries                                   atomic.Int64

@@ -92,8 +92,8 @@ type node struct {
 	listingGen  uint64
 	listingGone uint64
 	listVer     uint64
-	misses     int                 // lookups by query since the listing was last valid
-	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
+	misses      int                 // lookups by query since the listing was last valid
+	snaps       [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 	// recs are the import records of the directory's children that may
 	// report host stats (statfid.go), read once: recsRead.
 	recs     *dirRecords
