@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"database/sql"
+	"errors"
 	"fmt"
 	"syscall"
 
@@ -107,6 +108,17 @@ func (t *Tx) ReadDirUpTo(dir int64, max int) (des []Dirent, ok bool, err error) 
 		return nil, false, err
 	}
 	return t.p.children(dir, max)
+}
+
+// ReadSubdirs lists, in one query, every subdirectory of directory dir
+// whose children are loaded, by the subdirectory's inode number, each in
+// name order (a loaded subdirectory with no entries is absent). A caller
+// that has just listed dir and expects its subdirectories to be read next
+// (find, du, rm -r) pays one query for all of them instead of one each.
+// When they hold more than max entries in all, ok is false and nothing is
+// listed. Subdirectories not loaded are left out: listing one loads it.
+func (t *Tx) ReadSubdirs(dir int64, max int) (lists map[int64][]Dirent, ok bool, err error) {
+	return t.p.subdirChildren(dir, max)
 }
 
 // fixNlink gives a directory that is not loaded yet its true link count
@@ -675,6 +687,23 @@ func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 		out[string(name)] = c
 	}
 	return out, rows.Err()
+}
+
+// StatCacheAny reports whether the import cache holds a record of
+// anything below store directory dir ("/ws/src"), at any depth.
+func (t *Tx) StatCacheAny(dir string) (bool, error) {
+	s, err := t.p.stmt(`SELECT 1 FROM import_cache WHERE branch = ? AND path >= ? AND path < ? LIMIT 1`)
+	if err != nil {
+		return false, err
+	}
+	var one int
+	switch err := s.QueryRowContext(t.p.ctx, t.op.BranchID, []byte(dir+"/"), []byte(dir+"0")).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // StatCacheTree returns the cached host stats of everything below store

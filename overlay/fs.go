@@ -125,11 +125,13 @@ type FS struct {
 	// forgot them): a listing's directory rows hold only while it has
 	// not moved since the listing was read (listing.go).
 	dirsGone atomic.Uint64
+	// dirMoves counts renames (statfid.go dirRecords.noneBelow).
+	dirMoves atomic.Uint64
 	snapIDs  atomic.Uint64 // numbers listings served to READDIR (readdir.go)
 	stats    struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
 		storeReads, lookupQueries, lowerChecks                       atomic.Int64
-		listQueries, recordQueries                                   atomic.Int64
+		listQueries, recordQueries, aheadQueries                     atomic.Int64
 		streamed, streamStarts, streamBytes                          atomic.Int64
 	}
 	streams  streams    // files being stored while written (stream.go)
@@ -381,6 +383,9 @@ type Stats struct {
 	// (node.go listUpTo), RecordQueries reads of a directory's import
 	// records (statfid.go records).
 	ListQueries, RecordQueries int64
+	// AheadQueries counts those of ListQueries that listed a directory's
+	// subdirectories at once (node.go listAhead).
+	AheadQueries int64
 	// StoreReads counts reads served straight from the store, without a
 	// private copy (file.go readStore).
 	StoreReads int64
@@ -400,7 +405,8 @@ type Stats struct {
 // queryCounts is the daemon's metadata queries so far, for
 // ART_FUSE_COUNTS (opcount.go).
 func (f *FS) queryCounts() string {
-	return fmt.Sprintf("queries: lookups %d, listings %d, records %d", f.stats.lookupQueries.Load(), f.stats.listQueries.Load(), f.stats.recordQueries.Load())
+	return fmt.Sprintf("queries: lookups %d, listings %d (of them %d of a directory's subdirectories at once), records %d",
+		f.stats.lookupQueries.Load(), f.stats.listQueries.Load(), f.stats.aheadQueries.Load(), f.stats.recordQueries.Load())
 }
 
 // Stats reports counters since the mount.
@@ -409,7 +415,7 @@ func (f *FS) Stats() Stats {
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
 		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(),
-		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
+		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), AheadQueries: f.stats.aheadQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
 }
 

@@ -160,3 +160,100 @@ func TestRmdirKeepsListings(t *testing.T) {
 		t.Errorf("creating in a and listing it again after an rmdir in b took %d listing queries, want 0 (its listing in memory)", got)
 	}
 }
+
+// TestSubdirsListedAhead: READDIRPLUS of a directory lists its
+// subdirectories in one query as it hands them to the kernel, so reading
+// each of them next (find, du, rm -r) costs no query; what they list,
+// and what their entries' attributes say, is what listing each on its own
+// and looking each up say, also after a change made between the two
+// reads.
+func TestSubdirsListedAhead(t *testing.T) {
+	s := newStore(t)
+	d := filepath.Join(s.mnt, "d")
+	for i := range 4 {
+		sub := filepath.Join(d, fmt.Sprintf("s%d", i))
+		if err := os.MkdirAll(filepath.Join(sub, "deeper"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for j := range i + 1 {
+			writeChild(t, filepath.Join(sub, fmt.Sprintf("f%d", j)), []byte("f"))
+		}
+	}
+	if err := os.Mkdir(filepath.Join(d, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names := func(dir string) string {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return fmt.Sprint(out)
+	}
+	stat := func(p string) unix.Stat_t {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	subs := []string{"s0", "s1", "s2", "s3", "empty"}
+	// Each on its own: a mount per read, so nothing is read ahead.
+	want, wantSt := map[string]string{}, map[string]unix.Stat_t{}
+	for _, sub := range subs {
+		s.remount()
+		want[sub] = names(filepath.Join(d, sub))
+		if sub != "empty" {
+			wantSt[sub+"/f0"] = stat(filepath.Join(d, sub, "f0"))
+		}
+	}
+	s.remount()
+	names(d)
+	before := s.fs.Stats()
+	writeChild(t, filepath.Join(d, "s1", "new"), []byte("n")) // s1's listing, read ahead, edited
+	want["s1"] = "[deeper f0 f1 new]"
+	for _, sub := range subs {
+		if got := names(filepath.Join(d, sub)); got != want[sub] {
+			t.Errorf("%s lists %s, want %s", sub, got, want[sub])
+		}
+	}
+	after := s.fs.Stats()
+	// Each read of s0-s3 reads its own subdirectory ahead in turn.
+	if got := (after.ListQueries - after.AheadQueries) - (before.ListQueries - before.AheadQueries); got != 0 {
+		t.Errorf("reading d's 5 subdirectories after d took %d listing queries of their own, want 0 (read ahead)", got)
+	}
+	if got := after.LookupQueries - before.LookupQueries; got != 0 {
+		t.Errorf("reading d's 5 subdirectories after d took %d lookup queries, want 0", got)
+	}
+	for p, w := range wantSt {
+		got := stat(filepath.Join(d, p))
+		if got.Ino != w.Ino || got.Mode != w.Mode || got.Nlink != w.Nlink || got.Mtim != w.Mtim || got.Ctim != w.Ctim || got.Size != w.Size {
+			t.Errorf("%s read ahead: ino %d mode %o nlink %d mtime %v ctime %v size %d, a lookup says %d %o %d %v %v %d",
+				p, got.Ino, got.Mode, got.Nlink, got.Mtim, got.Ctim, got.Size, w.Ino, w.Mode, w.Nlink, w.Mtim, w.Ctim, w.Size)
+		}
+	}
+}
+
+// TestNoRecordsBelowNoQuery: below a directory under which the import
+// cache records nothing (a tree an earlier session wrote), subdirectories
+// ask for no import records of their own.
+func TestNoRecordsBelowNoQuery(t *testing.T) {
+	s := newStore(t)
+	if err := os.MkdirAll(filepath.Join(s.mnt, "a/b/c/d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeChild(t, filepath.Join(s.mnt, "a/b/c/d/f"), []byte("f"))
+	s.remount()
+	before := s.fs.Stats().RecordQueries
+	if _, err := os.Stat(filepath.Join(s.mnt, "a/b/c/d/f")); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.fs.Stats().RecordQueries - before; got != 1 {
+		t.Errorf("a path 5 deep in a store without import records took %d records queries, want 1 (the root's)", got)
+	}
+}

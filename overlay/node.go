@@ -92,8 +92,12 @@ type node struct {
 	listingGen  uint64
 	listingGone uint64
 	listVer     uint64
-	misses      int                 // lookups by query since the listing was last valid
-	snaps       [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
+	// loaded: a directory whose children the journal has loaded (it
+	// stays so): listAhead lists only such (an empty result then means
+	// no entries, not "not loaded").
+	loaded bool
+	misses int                 // lookups by query since the listing was last valid
+	snaps  [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 	// recs are the import records of the directory's children that may
 	// report host stats (statfid.go), read once: recsRead.
 	recs     *dirRecords
@@ -135,7 +139,7 @@ var (
 )
 
 func (f *FS) newNode(jn journal.Node) *node {
-	n := &node{fsys: f, ino: jn.Ino, pino: syntheticIno(jn.Ino)}
+	n := &node{fsys: f, ino: jn.Ino, pino: syntheticIno(jn.Ino), loaded: jn.NlinkKnown()}
 	n.load(jn)
 	if jn.IsDir() {
 		f.mu.Lock()
@@ -180,6 +184,8 @@ func (n *node) child(ctx context.Context, name string, jn journal.Node, fromBran
 	n.present(ctx, c, name, fromBranch)
 	if !fromBranch && jn.IsDir() {
 		c.noRecords()
+	} else if jn.IsDir() {
+		n.childRecords(c, name)
 	}
 	in := n.NewInode(ctx, c, fs.StableAttr{Mode: typeBits(jn.Kind), Ino: uint64(jn.Ino)})
 	if got, ok := in.Operations().(*node); ok && got == c {
@@ -210,7 +216,9 @@ func (n *node) OnForget() {
 	n.mu.Lock()
 	mtime := n.attr.MTime
 	keep := n.dirty.Load() || n.mapped // its upper holds what the journal does not (yet)
-	dir := n.attr.Kind == cas.EntryDir
+	// A removed directory (Rmdir set its count to 0) is in no listing:
+	// its forget voids no rows (rm -r forgets every directory it removes).
+	dir := n.attr.Kind == cas.EntryDir && n.nlink > 0
 	n.mu.Unlock()
 	f.mu.Lock()
 	_, touched := f.touched[n]
@@ -507,6 +515,18 @@ func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok 
 	if err != nil || !ok {
 		return nil, false, err
 	}
+	listing := listingOf(des)
+	n.mu.Lock()
+	if n.listVer == ver {
+		n.listing, n.listingGen, n.listingGone = listing, gen, gone
+	}
+	n.loaded = true // the read loaded its children
+	n.mu.Unlock()
+	return des, true, nil
+}
+
+// listingOf is a listing of entries des as the journal gave them.
+func listingOf(des []journal.Dirent) map[string]listEnt {
 	listing := make(map[string]listEnt, len(des))
 	for i := range des {
 		d := &des[i]
@@ -516,12 +536,48 @@ func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok 
 			listing[string(d.Name)] = listEnt{ino: d.Node.Ino, jn: &d.Node}
 		}
 	}
-	n.mu.Lock()
-	if n.listVer == ver {
-		n.listing, n.listingGen, n.listingGone = listing, gen, gone
+	return listing
+}
+
+// aheadMax is the most entries listAhead reads for a directory's
+// subdirectories in all: an ls of a directory whose subdirectories hold
+// much more than the kernel then asks for pays at most this many rows.
+const aheadMax = 2048
+
+// listAhead lists live subdirectories subs of d that have no listing, in
+// one query, as READDIRPLUS has just handed them to the kernel: a program
+// that lists a tree (find, du, rm -r, a listing walk) reads each of them
+// next. Each listing is installed as list would (unless an edit came
+// first); best effort: on a failure or too many entries each is listed
+// on its own when read.
+func (d *node) listAhead(ctx context.Context, subs []*node) {
+	gen, gone := d.fsys.gen.Load(), d.fsys.dirsGone.Load()
+	vers := make([]uint64, len(subs))
+	for i, c := range subs {
+		c.mu.Lock()
+		vers[i] = c.listVer
+		c.mu.Unlock()
 	}
-	n.mu.Unlock()
-	return des, true, nil
+	d.fsys.stats.listQueries.Add(1)
+	d.fsys.stats.aheadQueries.Add(1)
+	var lists map[int64][]journal.Dirent
+	var ok bool
+	err := d.fsys.tx(ctx, func(tx *journal.Tx) error {
+		var err error
+		lists, ok, err = tx.ReadSubdirs(d.ino, aheadMax)
+		return err
+	})
+	if err != nil || !ok {
+		return
+	}
+	for i, c := range subs {
+		listing := listingOf(lists[c.ino]) // none: a loaded directory with no entries
+		c.mu.Lock()
+		if c.listVer == vers[i] && c.listingLocked() == nil {
+			c.listing, c.listingGen, c.listingGone = listing, gen, gone
+		}
+		c.mu.Unlock()
+	}
 }
 
 func caller(ctx context.Context) (uint32, uint32) {
