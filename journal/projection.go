@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"syscall"
 
 	"github.com/artrt/art/cas"
@@ -476,21 +477,32 @@ func (p *proj) children(dir int64, max int) (des []Dirent, ok bool, err error) {
 	return kept, true, nil
 }
 
-// subdirChildren is Tx.ReadSubdirs: one join of names and nodes, ordered
-// by parent and name (one statement of rows costs less than a statement
-// per subdirectory; names and nodes as two statements over the
-// subdirectories cost more per row than this join).
-func (p *proj) subdirChildren(dir int64, max int) (map[int64][]Dirent, bool, error) {
+// subdirChildren is Tx.ReadSubdirs: one join of names and nodes over the
+// directories given (a JSON array: one statement whatever their number),
+// ordered by parent and name. Measured on node_modules (12,261 entries in
+// 1,729 directories, listed level by level): 597 such queries cost
+// 0.085-0.115 s of CPU against 0.12-0.19 s for a listing per directory;
+// with the subdirectories found by a subquery instead (every entry of the
+// parent joined with its node) it cost as much as listing each.
+func (p *proj) subdirChildren(dirs []int64, max int) (map[int64][]Dirent, bool, error) {
 	s, err := p.stmt(`SELECT d.parent, d.name, n.kind, n.mode, n.uid, n.gid, n.mtime_ns, n.ctime_ns, n.size,
 		n.target, n.xattrs, n.nlink, n.link_group, n.parent, n.state, n.ino
 		FROM dentries d JOIN nodes n ON n.branch = d.branch AND n.ino = d.ino
-		WHERE d.branch = ?1 AND d.parent IN (SELECT s.ino FROM dentries s JOIN nodes sn ON sn.branch = s.branch AND sn.ino = s.ino
-			WHERE s.branch = ?1 AND s.parent = ?2 AND sn.kind = ?3 AND sn.state != ?4)
-		ORDER BY d.parent, d.name LIMIT ?5`)
+		WHERE d.branch = ?1 AND d.parent IN (SELECT value FROM json_each(?2))
+		ORDER BY d.parent, d.name LIMIT ?3`)
 	if err != nil {
 		return nil, false, err
 	}
-	rows, err := s.QueryContext(p.ctx, p.branch, dir, int(cas.EntryDir), dirCollapsed, max+1)
+	list := make([]byte, 0, 16*len(dirs)+2)
+	list = append(list, '[')
+	for i, d := range dirs {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, d, 10)
+	}
+	list = append(list, ']')
+	rows, err := s.QueryContext(p.ctx, p.branch, string(list), max+1)
 	if err != nil {
 		return nil, false, err
 	}

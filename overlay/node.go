@@ -553,9 +553,10 @@ const aheadMax = 2048
 func (d *node) listAhead(ctx context.Context, subs []*node) {
 	gen, gone := d.fsys.gen.Load(), d.fsys.dirsGone.Load()
 	vers := make([]uint64, len(subs))
+	inos := make([]int64, len(subs))
 	for i, c := range subs {
 		c.mu.Lock()
-		vers[i] = c.listVer
+		vers[i], inos[i] = c.listVer, c.ino
 		c.mu.Unlock()
 	}
 	d.fsys.stats.listQueries.Add(1)
@@ -564,7 +565,7 @@ func (d *node) listAhead(ctx context.Context, subs []*node) {
 	var ok bool
 	err := d.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
-		lists, ok, err = tx.ReadSubdirs(d.ino, aheadMax)
+		lists, ok, err = tx.ReadSubdirs(inos, aheadMax)
 		return err
 	})
 	if err != nil || !ok {
