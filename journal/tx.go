@@ -3,7 +3,6 @@ package journal
 import (
 	"bytes"
 	"database/sql"
-	"errors"
 	"fmt"
 	"syscall"
 
@@ -686,23 +685,6 @@ func (t *Tx) StatCacheDir(dir string) (map[string]StatCache, error) {
 		out[string(name)] = c
 	}
 	return out, rows.Err()
-}
-
-// StatCacheAny reports whether the import cache holds a record of
-// anything below store directory dir ("/ws/src"), at any depth.
-func (t *Tx) StatCacheAny(dir string) (bool, error) {
-	s, err := t.p.stmt(`SELECT 1 FROM import_cache WHERE branch = ? AND path >= ? AND path < ? LIMIT 1`)
-	if err != nil {
-		return false, err
-	}
-	var one int
-	switch err := s.QueryRowContext(t.p.ctx, t.op.BranchID, []byte(dir+"/"), []byte(dir+"0")).Scan(&one); {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
 }
 
 // StatCacheTree returns the cached host stats of everything below store

@@ -120,7 +120,7 @@ func (d *node) records(ctx context.Context) *dirRecords {
 		if recs, err = tx.StatCacheDir(storeDir(p)); err != nil || len(recs) > 0 {
 			return err
 		}
-		any, err := tx.StatCacheAny(storeDir(p))
+		any, err := tx.HasStatCacheUnder(storeDir(p))
 		noneBelow = !any
 		return err
 	})
