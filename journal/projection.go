@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"syscall"
 
 	"github.com/artrt/art/cas"
@@ -36,6 +37,12 @@ type Node struct {
 
 // IsDir reports whether n is a directory.
 func (n *Node) IsDir() bool { return n.Kind == cas.EntryDir }
+
+// NlinkKnown reports whether n.Nlink is the node's link count. A
+// directory whose children are not loaded yet, as a listing (ReadDir)
+// returns it, holds a placeholder there; Lookup and Get give its true
+// count.
+func (n *Node) NlinkKnown() bool { return !n.IsDir() || n.state != dirCollapsed }
 
 // Dirent is a name in a directory.
 type Dirent struct {
@@ -468,6 +475,69 @@ func (p *proj) children(dir int64, max int) (des []Dirent, ok bool, err error) {
 		}
 	}
 	return kept, true, nil
+}
+
+// subdirChildren is Tx.ReadSubdirs: one join of names and nodes over the
+// directories given (a JSON array: one statement whatever their number),
+// ordered by parent and name. Measured on node_modules (12,261 entries in
+// 1,729 directories, listed level by level): 597 such queries cost
+// 0.085-0.115 s of CPU against 0.12-0.19 s for a listing per directory;
+// with the subdirectories found by a subquery instead (every entry of the
+// parent joined with its node) it cost as much as listing each.
+func (p *proj) subdirChildren(dirs []int64, max int) (map[int64][]Dirent, bool, error) {
+	s, err := p.stmt(`SELECT d.parent, d.name, n.kind, n.mode, n.uid, n.gid, n.mtime_ns, n.ctime_ns, n.size,
+		n.target, n.xattrs, n.nlink, n.link_group, n.parent, n.state, n.ino
+		FROM dentries d JOIN nodes n ON n.branch = d.branch AND n.ino = d.ino
+		WHERE d.branch = ?1 AND d.parent IN (SELECT value FROM json_each(?2))
+		ORDER BY d.parent, d.name LIMIT ?3`)
+	if err != nil {
+		return nil, false, err
+	}
+	list := make([]byte, 0, 16*len(dirs)+2)
+	list = append(list, '[')
+	for i, d := range dirs {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, d, 10)
+	}
+	list = append(list, ']')
+	rows, err := s.QueryContext(p.ctx, p.branch, string(list), max+1)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	out := map[int64][]Dirent{}
+	var parent int64
+	var name, target, xattrs sql.RawBytes
+	var n Node
+	var kind, count int
+	dest := []any{&parent, &name, &kind, &n.Mode, &n.UID, &n.GID, &n.MTime, &n.CTime, &n.Size, &target, &xattrs,
+		&n.Nlink, &n.LinkGroup, &n.Parent, &n.state, &n.Ino}
+	for rows.Next() {
+		if count++; count > max {
+			return nil, false, nil
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, false, err
+		}
+		n.Kind = cas.EntryKind(kind)
+		n.Content, n.Link = cas.ID{}, nil
+		switch n.Kind {
+		case cas.EntryFile, cas.EntryDir:
+			copy(n.Content[:], target)
+		case cas.EntrySymlink:
+			n.Link = bytes.Clone(target)
+		}
+		if n.Xattrs, err = decodeXattrs(xattrs); err != nil {
+			return nil, false, err
+		}
+		out[parent] = append(out[parent], Dirent{Name: bytes.Clone(name), Node: n})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
 }
 
 // markDirty marks a loaded directory and its ancestors dirty. It stops at

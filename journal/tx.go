@@ -109,6 +109,16 @@ func (t *Tx) ReadDirUpTo(dir int64, max int) (des []Dirent, ok bool, err error) 
 	return t.p.children(dir, max)
 }
 
+// ReadSubdirs lists, in one query, directories dirs, whose children the
+// caller knows to be loaded (Node.NlinkKnown), by inode number, each in
+// name order (one with no entries is absent). A caller that has just
+// listed their parent and expects them to be read next (find, du, rm -r)
+// pays one query for all of them instead of one each. When they hold more
+// than max entries in all, ok is false and nothing is listed.
+func (t *Tx) ReadSubdirs(dirs []int64, max int) (lists map[int64][]Dirent, ok bool, err error) {
+	return t.p.subdirChildren(dirs, max)
+}
+
 // fixNlink gives a directory that is not loaded yet its true link count
 // (2 + subdirectories, read from its tree): tools such as find may rely on
 // it to skip leaf directories. Loaded directories keep theirs up to date.

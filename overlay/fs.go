@@ -121,10 +121,17 @@ type FS struct {
 
 	changed atomic.Bool   // some transaction appended events
 	gen     atomic.Uint64 // bumped by a change whose listing entries are unknown; voids every listing (listing.go)
-	snapIDs atomic.Uint64 // numbers listings served to READDIR (readdir.go)
-	stats   struct {
+	// dirsGone counts directory nodes dropped from nodes (the kernel
+	// forgot them): a listing's directory rows hold only while it has
+	// not moved since the listing was read (listing.go).
+	dirsGone atomic.Uint64
+	// dirMoves counts renames (statfid.go dirRecords.noneBelow).
+	dirMoves atomic.Uint64
+	snapIDs  atomic.Uint64 // numbers listings served to READDIR (readdir.go)
+	stats    struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
 		storeReads, lookupQueries, lowerChecks                       atomic.Int64
+		listQueries, recordQueries, aheadQueries                     atomic.Int64
 		streamed, streamStarts, streamBytes                          atomic.Int64
 	}
 	streams  streams    // files being stored while written (stream.go)
@@ -219,6 +226,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	f.nodes[jn.Ino] = root // so link-count refreshes reach it like any node
 	logger := log.New(lineWriter(f.fuseLog), "art fuse: ", 0)
 	if f.counts = newOpCounter(); f.counts != nil {
+		f.counts.queries = f.queryCounts
 		f.countsStop = f.counts.onSignal()
 		opts.Debug = true
 		logger = log.New(lineWriter(f.counts.line), "", 0)
@@ -371,6 +379,13 @@ type Stats struct {
 	// LookupQueries counts lookups answered by a query of their own,
 	// not from a directory's listing (node.go Lookup).
 	LookupQueries int64
+	// ListQueries counts directory listings read from the journal
+	// (node.go listUpTo), RecordQueries reads of a directory's import
+	// records (statfid.go records).
+	ListQueries, RecordQueries int64
+	// AheadQueries counts those of ListQueries that listed a directory's
+	// subdirectories at once (node.go listAhead).
+	AheadQueries int64
 	// StoreReads counts reads served straight from the store, without a
 	// private copy (file.go readStore).
 	StoreReads int64
@@ -387,12 +402,20 @@ type Stats struct {
 	StreamStarts, Streamed, StreamedBytes int64
 }
 
+// queryCounts is the daemon's metadata queries so far, for
+// ART_FUSE_COUNTS (opcount.go).
+func (f *FS) queryCounts() string {
+	return fmt.Sprintf("queries: lookups %d, listings %d (of them %d of a directory's subdirectories at once), records %d",
+		f.stats.lookupQueries.Load(), f.stats.listQueries.Load(), f.stats.aheadQueries.Load(), f.stats.recordQueries.Load())
+}
+
 // Stats reports counters since the mount.
 func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
-		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
+		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(),
+		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), AheadQueries: f.stats.aheadQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
 }
 

@@ -9,8 +9,9 @@ import (
 //
 // A directory's listing (node.listing) maps every name in it to its
 // node's number and the node as last read, or no node when the entry must
-// be read again (directories, whose link counts it does not track;
-// hard-linked files; anything changed since). Lookup answers from it
+// be read again (hard-linked files; anything changed since; a directory
+// whose children the journal has not loaded, whose link count the
+// listing's row lacks). Lookup answers from it
 // without SQL: a name it lacks is ENOENT (tar x looks up every name before
 // creating it), a cached node builds the inode readdirplus asks for, and
 // a number whose node is live answers from that node. Readdir fills it,
@@ -27,6 +28,16 @@ import (
 //
 // listVer counts a directory's listing edits, so a Readdir racing with
 // one does not install what it read before it.
+//
+// A subdirectory's row is kept as read, not edited: what changes a
+// directory (entries made or removed in it: its link count and times;
+// its own attributes) happens while the kernel holds it, so its live node
+// is current and Lookup answers from that. Once the kernel forgot a
+// directory (OnForget counts it in FS.dirsGone), the rows of listings
+// read before may be stale, and Lookup asks the journal instead. So
+// READDIRPLUS, whose bridge looks every entry up, hands the kernel a
+// tree's subdirectories without a query each (find, du, rm -r in a new
+// session).
 
 // listingLocked returns the directory's valid listing or nil. The caller
 // holds d.mu.
@@ -83,7 +94,7 @@ func (n *node) stale() {
 	dir, parent, name, nlink := n.attr.Kind == cas.EntryDir, n.parent, n.name, n.nlink
 	n.mu.Unlock()
 	if dir {
-		return // listings cache no directories
+		return // a live directory answers from itself (Lookup)
 	}
 	if parent == 0 || nlink != 1 {
 		n.fsys.gen.Add(1)

@@ -86,12 +86,18 @@ type node struct {
 	name   string
 
 	// The directory's listing (listing.go): valid while listingGen ==
-	// fsys.gen; listVer counts its edits.
-	listing    map[string]listEnt
-	listingGen uint64
-	listVer    uint64
-	misses     int                 // lookups by query since the listing was last valid
-	snaps      [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
+	// fsys.gen; listVer counts its edits. Its directory rows hold while
+	// listingGone == fsys.dirsGone.
+	listing     map[string]listEnt
+	listingGen  uint64
+	listingGone uint64
+	listVer     uint64
+	// loaded: a directory whose children the journal has loaded (it
+	// stays so): listAhead lists only such (an empty result then means
+	// no entries, not "not loaded").
+	loaded bool
+	misses int                 // lookups by query since the listing was last valid
+	snaps  [snapsKept]*dirSnap // listings served to READDIR, newest first (readdir.go)
 	// recs are the import records of the directory's children that may
 	// report host stats (statfid.go), read once: recsRead.
 	recs     *dirRecords
@@ -133,7 +139,7 @@ var (
 )
 
 func (f *FS) newNode(jn journal.Node) *node {
-	n := &node{fsys: f, ino: jn.Ino, pino: syntheticIno(jn.Ino)}
+	n := &node{fsys: f, ino: jn.Ino, pino: syntheticIno(jn.Ino), loaded: jn.NlinkKnown()}
 	n.load(jn)
 	if jn.IsDir() {
 		f.mu.Lock()
@@ -178,6 +184,8 @@ func (n *node) child(ctx context.Context, name string, jn journal.Node, fromBran
 	n.present(ctx, c, name, fromBranch)
 	if !fromBranch && jn.IsDir() {
 		c.noRecords()
+	} else if jn.IsDir() {
+		n.childRecords(c, name)
 	}
 	in := n.NewInode(ctx, c, fs.StableAttr{Mode: typeBits(jn.Kind), Ino: uint64(jn.Ino)})
 	if got, ok := in.Operations().(*node); ok && got == c {
@@ -208,11 +216,21 @@ func (n *node) OnForget() {
 	n.mu.Lock()
 	mtime := n.attr.MTime
 	keep := n.dirty.Load() || n.mapped // its upper holds what the journal does not (yet)
+	// A removed directory (Rmdir set its count to 0) is in no listing:
+	// its forget voids no rows (rm -r forgets every directory it removes).
+	dir := n.attr.Kind == cas.EntryDir && n.nlink > 0
 	n.mu.Unlock()
 	f.mu.Lock()
 	_, touched := f.touched[n]
 	delete(f.touched, n)
 	if f.nodes[n.ino] == n && !keep {
+		if dir {
+			// Before it stops being live: a lookup that finds it not
+			// live must also find the listings' rows of directories
+			// void (listing.go), since this one may have changed while
+			// live.
+			f.dirsGone.Add(1)
+		}
 		delete(f.nodes, n.ino)
 		f.unclaimLocked(n)
 	}
@@ -372,6 +390,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		}
 	}
 	var e listEnt
+	gone := n.listingGone
 	if l != nil {
 		var listed bool
 		if e, listed = l[name]; !listed {
@@ -381,6 +400,20 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	n.mu.Unlock()
 	cached := e.jn
+	if cached != nil && cached.IsDir() {
+		// A directory's row is its state at the listing's read; a live
+		// node of it is current, and once that was dropped the row is
+		// not to be trusted (it may have changed while live). Checked
+		// in that order: OnForget moves dirsGone before it drops the
+		// node.
+		if c := n.fsys.relive(e.ino); c != nil {
+			c.fillEntry(out)
+			return &c.Inode, 0
+		}
+		if gone != n.fsys.dirsGone.Load() {
+			cached = nil
+		}
+	}
 	if cached == nil && e.ino != 0 {
 		// A listed name the listing holds no node for (a directory, a
 		// hard link, a changed file) whose node is live: its state is
@@ -464,10 +497,11 @@ func (n *node) list(ctx context.Context) ([]journal.Dirent, error) {
 // a bigger one is not listed (ok false). max 0: any size.
 func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok bool, err error) {
 	// Before reading: an edit during the read keeps what it read out.
-	gen := n.fsys.gen.Load()
+	gen, gone := n.fsys.gen.Load(), n.fsys.dirsGone.Load()
 	n.mu.Lock()
 	ver := n.listVer
 	n.mu.Unlock()
+	n.fsys.stats.listQueries.Add(1)
 	err = n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
 		if max > 0 {
@@ -481,21 +515,70 @@ func (n *node) listUpTo(ctx context.Context, max int) (des []journal.Dirent, ok 
 	if err != nil || !ok {
 		return nil, false, err
 	}
+	listing := listingOf(des)
+	n.mu.Lock()
+	if n.listVer == ver {
+		n.listing, n.listingGen, n.listingGone = listing, gen, gone
+	}
+	n.loaded = true // the read loaded its children
+	n.mu.Unlock()
+	return des, true, nil
+}
+
+// listingOf is a listing of entries des as the journal gave them.
+func listingOf(des []journal.Dirent) map[string]listEnt {
 	listing := make(map[string]listEnt, len(des))
 	for i := range des {
 		d := &des[i]
-		if d.Node.IsDir() || d.Node.Nlink != 1 {
+		if d.Node.IsDir() && !d.Node.NlinkKnown() || !d.Node.IsDir() && d.Node.Nlink != 1 {
 			listing[string(d.Name)] = listEnt{ino: d.Node.Ino}
 		} else {
 			listing[string(d.Name)] = listEnt{ino: d.Node.Ino, jn: &d.Node}
 		}
 	}
-	n.mu.Lock()
-	if n.listVer == ver {
-		n.listing, n.listingGen = listing, gen
+	return listing
+}
+
+// aheadMax is the most entries listAhead reads for a directory's
+// subdirectories in all: an ls of a directory whose subdirectories hold
+// much more than the kernel then asks for pays at most this many rows.
+const aheadMax = 2048
+
+// listAhead lists live subdirectories subs of d that have no listing, in
+// one query, as READDIRPLUS has just handed them to the kernel: a program
+// that lists a tree (find, du, rm -r, a listing walk) reads each of them
+// next. Each listing is installed as list would (unless an edit came
+// first); best effort: on a failure or too many entries each is listed
+// on its own when read.
+func (d *node) listAhead(ctx context.Context, subs []*node) {
+	gen, gone := d.fsys.gen.Load(), d.fsys.dirsGone.Load()
+	vers := make([]uint64, len(subs))
+	inos := make([]int64, len(subs))
+	for i, c := range subs {
+		c.mu.Lock()
+		vers[i], inos[i] = c.listVer, c.ino
+		c.mu.Unlock()
 	}
-	n.mu.Unlock()
-	return des, true, nil
+	d.fsys.stats.listQueries.Add(1)
+	d.fsys.stats.aheadQueries.Add(1)
+	var lists map[int64][]journal.Dirent
+	var ok bool
+	err := d.fsys.tx(ctx, func(tx *journal.Tx) error {
+		var err error
+		lists, ok, err = tx.ReadSubdirs(inos, aheadMax)
+		return err
+	})
+	if err != nil || !ok {
+		return
+	}
+	for i, c := range subs {
+		listing := listingOf(lists[c.ino]) // none: a loaded directory with no entries
+		c.mu.Lock()
+		if c.listVer == vers[i] && c.listingLocked() == nil {
+			c.listing, c.listingGen, c.listingGone = listing, gen, gone
+		}
+		c.mu.Unlock()
+	}
 }
 
 func caller(ctx context.Context) (uint32, uint32) {
@@ -668,13 +751,13 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // somewhere) so the caller can correct its link count.
 func (n *node) removeChild(ctx context.Context, name string, remove func(tx *journal.Tx, parent int64, name []byte) error) (*node, syscall.Errno) {
 	var ino int64
-	nlink := 0
+	nlink, dir := 0, false
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		c, err := tx.Lookup(n.ino, []byte(name))
 		if err != nil {
 			return err
 		}
-		ino, nlink = c.Ino, c.Nlink
+		ino, nlink, dir = c.Ino, c.Nlink, c.IsDir()
 		return remove(tx, n.ino, []byte(name))
 	})
 	if err != nil {
@@ -682,8 +765,11 @@ func (n *node) removeChild(ctx context.Context, name string, remove func(tx *jou
 	}
 	n.touchDir()
 	n.listDel(name)
-	if nlink > 1 {
-		n.fsys.gen.Add(1) // its other entries hold the old link count
+	if nlink > 1 && !dir {
+		// A file's other names hold the old link count. A directory's
+		// count of 2 or more is no other name: voiding every listing
+		// there made rm -r read every directory it emptied again.
+		n.fsys.gen.Add(1)
 	}
 	return n.fsys.live(ino), 0
 }
@@ -735,7 +821,7 @@ func (n *node) unlinkBehind(ctx context.Context, name string) bool {
 	n.mu.Lock()
 	l := n.listingLocked()
 	e, listed := l[name]
-	if ino == 0 && e.jn != nil {
+	if ino == 0 && e.jn != nil && !e.jn.IsDir() {
 		ino = e.jn.Ino
 	}
 	// Queued under n.mu, so the queue's order is the listing's.

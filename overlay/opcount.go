@@ -28,6 +28,9 @@ type opCounter struct {
 	mu   sync.Mutex
 	n    map[string]int64
 	ex   map[string]string // the first request of each opcode, as go-fuse printed it
+	// queries, if set, is a line of the daemon's own query counts so
+	// far, appended after the requests' (a measurement aid too).
+	queries func() string
 }
 
 func newOpCounter() *opCounter {
@@ -88,7 +91,11 @@ func (c *opCounter) write() {
 	}
 	clear(c.n)
 	clear(c.ex)
+	q := c.queries
 	c.mu.Unlock()
+	if q != nil {
+		b.WriteString(q() + "\n")
+	}
 	f, err := os.OpenFile(c.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -76,6 +77,7 @@ func (r *rawFS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 	if errno != 0 {
 		return fuse.Status(errno)
 	}
+	var subs []*node // subdirectories handed to the kernel, without a listing
 	for _, e := range ents {
 		if !plus {
 			if !out.AddDirEntry(e) {
@@ -93,9 +95,26 @@ func (r *rawFS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 		hdr := fuse.InHeader{NodeId: in.NodeId, Caller: in.Caller}
 		if st := r.RawFileSystem.Lookup(cancel, &hdr, e.Name, eo); !st.Ok() {
 			*eo = fuse.EntryOut{}
+			continue
+		}
+		if e.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			if c := r.f.live(int64(eo.NodeId)); c != nil && c.wantsListing() {
+				subs = append(subs, c)
+			}
 		}
 	}
+	if len(subs) > 0 {
+		d.listAhead(ctx, subs)
+	}
 	return fuse.OK
+}
+
+// wantsListing reports whether directory c could take a listing read
+// ahead: its children are loaded and it has no valid listing.
+func (c *node) wantsListing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loaded && c.attr.Kind == cas.EntryDir && c.listingLocked() == nil
 }
 
 // dirSnap is a directory's listing as served to READDIR.

@@ -90,6 +90,12 @@ func recordFits(a *journal.Attr, c *journal.StatCache) (ino, ctime bool) {
 type dirRecords struct {
 	path string
 	recs map[string]journal.StatCache
+	// noneBelow: the import cache holds nothing at any depth below
+	// path, as of FS.dirMoves == moves (no directory renamed since).
+	// Subdirectories made from the branch then take an empty set for
+	// their own paths instead of a query each (childRecords).
+	noneBelow bool
+	moves     uint64
 }
 
 // records returns the import records of directory d's children, read
@@ -104,15 +110,22 @@ func (d *node) records(ctx context.Context) *dirRecords {
 		return r
 	}
 	d.mu.Unlock()
+	moves := d.fsys.dirMoves.Load() // before the path: a rename since voids noneBelow
 	p := strings.TrimSuffix(d.Path(nil), "/")
 	var recs map[string]journal.StatCache
+	noneBelow := false
+	d.fsys.stats.recordQueries.Add(1)
 	err := d.fsys.tx(ctx, func(tx *journal.Tx) error {
 		var err error
-		recs, err = tx.StatCacheDir(storeDir(p))
+		if recs, err = tx.StatCacheDir(storeDir(p)); err != nil || len(recs) > 0 {
+			return err
+		}
+		any, err := tx.HasStatCacheUnder(storeDir(p))
+		noneBelow = !any
 		return err
 	})
 	if err != nil {
-		recs = nil
+		recs, noneBelow = nil, false
 	}
 	// Only records that could ever be reported are kept: a tree of
 	// directories costs no memory here.
@@ -121,7 +134,7 @@ func (d *node) records(ctx context.Context) *dirRecords {
 			delete(recs, name)
 		}
 	}
-	r := &dirRecords{path: p}
+	r := &dirRecords{path: p, noneBelow: noneBelow, moves: moves}
 	if len(recs) > 0 {
 		r.recs = recs
 	}
@@ -150,6 +163,25 @@ func storeDir(p string) string {
 		return ""
 	}
 	return "/" + p
+}
+
+// childRecords gives subdirectory c, named name in d and made from the
+// branch, an empty set of records without a query when d's records say
+// nothing is recorded below d and no directory was renamed since they
+// were read (node_modules written by an earlier session: one records
+// query per directory before). c is not shared yet.
+func (d *node) childRecords(c *node, name string) {
+	d.mu.Lock()
+	r := d.recs
+	d.mu.Unlock()
+	if r == nil || !r.noneBelow || r.moves != d.fsys.dirMoves.Load() {
+		return
+	}
+	p := name
+	if r.path != "" {
+		p = r.path + "/" + name
+	}
+	c.recs, c.recsRead = &dirRecords{path: p, noneBelow: true, moves: r.moves}, true
 }
 
 // noRecords marks a directory made in the session: its children were
@@ -284,6 +316,16 @@ func (r *inoFS) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxO
 	if st.Ok() {
 		out.Ino = r.f.stIno(in.NodeId)
 	}
+	return st
+}
+
+// Rename lets records that say nothing is below a directory's path
+// (dirRecords.noneBelow) stop vouching for paths below a renamed one:
+// counted after the bridge moved the node, so a records read that took
+// the old path took the old count too.
+func (r *inoFS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	st := r.RawFileSystem.Rename(cancel, in, oldName, newName)
+	r.f.dirMoves.Add(1)
 	return st
 }
 
