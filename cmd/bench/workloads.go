@@ -952,6 +952,9 @@ func (w *wlRun) gitRepo() (string, error) {
 // startup: art run -d -m TINY -- true against bwrap true, whole process,
 // and the same with --warm on a store copy of its own, whose daemon the
 // untimed first run starts.
+// startupGap is the pause before each timed start-up command.
+const startupGap = 300 * time.Millisecond
+
 func (w *wlRun) startup() error {
 	dirs, err := w.workspaces("tiny", false, func(dir string) error {
 		for i := range 20 {
@@ -981,15 +984,25 @@ func (w *wlRun) startup() error {
 	w.warm[wdb] = true
 	wa := []string{w.b.art, "run", "--warm", wlWarmIdle, "-d", wdb, "-m", dirs[wlArt], "-i=false", "-q", "--", "true"}
 	// One untimed run each warms the page cache (and starts W's daemon).
+	// Each timed command starts startupGap after the last one ended: a
+	// warm daemon starts its next run's sandbox ahead once a run ends
+	// (docs/architecture.md, "Warm mounts"), and that work must not land
+	// inside the next place's timing (back to back it made bare bwrap's
+	// runs 1.6-2x slower). An agent's runs are that far apart or more:
+	// the model's turn comes between them.
+	gap := func() { time.Sleep(startupGap) }
 	for i := range reps + 1 {
+		gap()
 		_, d, err := w.b.command(w.root, nil, bw[0], bw[1:]...)
 		if err != nil {
 			return err
 		}
+		gap()
 		_, a, err := w.b.command(w.root, nil, ar[0], ar[1:]...)
 		if err != nil {
 			return err
 		}
+		gap()
 		_, wt, err := w.b.command(w.root, nil, wa[0], wa[1:]...)
 		if err != nil {
 			return err
@@ -1788,7 +1801,7 @@ func (b *bench) workloadsMarkdown(took time.Duration) string {
 		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A and W the store copy, for L its plain directory) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount, and for L through a new loopback mount.",
 		"L: `cmd/bench/loopfloor`, " + goFuse + "'s loopback node (`fs.NewLoopbackRoot`, the node go-fuse's example/loopback serves) mounted with the options art's mount gives the kernel: names, attributes and negative lookups kept an hour (the example as shipped keeps them 1 s, libfuse's default, so its second `git status` a few seconds after the first looked every file up again where art's mount answered from the kernel's caches: no floor), allow_other with `default_permissions`, a direct mount, 1 MiB writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC, and, as root, FUSE passthrough for every open file. The harness starts it natively as root, as art's daemon runs, over a plain directory of its own on the same disk, made and reset like N's. Each session mounts afresh (a second session over the directory the first left), so the kernel knows nothing of the tree, as at A's new mount; the script runs under bare `bwrap` with the mount bound as B binds its directory, as B's user. L is the floor under A: what the kernel's FUSE protocol costs with a server that only forwards, written with art's library; where A/N is near L/N, the rest is outside art. It is no lower bound where art answers from its own index what the loopback asks the disk for (a lookup is an lstat of the host file there): A can beat L. No L for start-up, for the session around `npm ci` (art's capture and snapshot have no counterpart there) and for gopls (minutes a place).",
 		"git: two sets of rows. The owner case, the ordinary one (a user running art on their own repository): the repository belongs to uid 65534, which refreshed its index on the host before the capture; N runs as that uid (setresuid and setresgid with no supplementary groups, as `setpriv --reuid --regid --clear-groups`), B and L start bwrap as it with `--unshare-user --uid --gid` (mapped to itself, as art's sandbox does), and `art run` (the harness drops sudo's variables from its environment) picks the workspace's owner as the agent. No place sets git's `safe.directory` there: a place that saw someone else's repository would fail the workload with git's dubious-ownership error (a note under the table would say so). The root case (marked so, the rows of earlier tables): the repository is root's, N, B and L run as root, art's agent is uid 65534 (art never runs it as root), so every entry's uid differs from git's index and git re-reads every file once a session until the agent's own index is written; `safe.directory` is `*` in every place, or the agent's git refuses root's repository. Every script reports the uid it ran as, and the harness checks it. Each place runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit; N, B and L then go back to main (A's store copy is new each repetition).",
-		"W: art run --warm " + wlWarmIdle + ": the first session of a repetition starts the warm daemon (it captures and mounts), later ones of the repetition run over its mount, so a second session finds the kernel's dentry, attribute and page caches of the first; after the repetition's W sessions the harness asks the daemon to go (`session.YieldWarm`) and waits for its process to exit. Rows of a first session on a fresh store (`npm ci`, `tar x`, dd, the first `git status`) have no W: that is A's session with the daemon's start added. git: W runs A's two sessions and times the second's steps. npm: W runs `npm ci` (untimed) and times the next session's `find` + `du` and `rm -rf`. startup: one untimed `art run --warm` starts the daemon, the timed runs reuse it. gopls: W's store is a copy of A's after A's two sessions (it holds the build cache and binary A's cold steps wrote); W's first session, untimed, starts the daemon and runs the no-op install and build once each (as A's first session ran them after its cold steps), and its second session's no-ops are timed.",
+		"W: art run --warm " + wlWarmIdle + ": the first session of a repetition starts the warm daemon (it captures and mounts), later ones of the repetition run over its mount, so a second session finds the kernel's dentry, attribute and page caches of the first; after the repetition's W sessions the harness asks the daemon to go (`session.YieldWarm`) and waits for its process to exit. Rows of a first session on a fresh store (`npm ci`, `tar x`, dd, the first `git status`) have no W: that is A's session with the daemon's start added. git: W runs A's two sessions and times the second's steps. npm: W runs `npm ci` (untimed) and times the next session's `find` + `du` and `rm -rf`. startup: one untimed `art run --warm` starts the daemon, the timed runs reuse it; every timed start-up command (B, A and W alike) starts 0.3 s after the one before ended, so that the sandbox a warm daemon starts ahead after a run (as between an agent's calls) is not timed inside the next command. gopls: W's store is a copy of A's after A's two sessions (it holds the build cache and binary A's cold steps wrote); W's first session, untimed, starts the daemon and runs the no-op install and build once each (as A's first session ran them after its cold steps), and its second session's no-ops are timed.",
 		"dd: the source file is bound read-only into the sandboxes (page cache warm); after the write the script waits while the harness drops the caches, then reads the file back with `dd bs=1M`.",
 	}, b.rep.wlNotes...)
 	s.WriteString("\n")
