@@ -194,6 +194,13 @@ func scanNode(s scanner, n *Node, extra ...any) error {
 	if err := s.Scan(dest...); err != nil {
 		return err
 	}
+	return n.setRow(kind, target, xattrs)
+}
+
+// setRow sets n's kind, content or link target and xattrs from a nodes
+// row's columns. target and xattrs may be sql.RawBytes: nothing of them is
+// kept. A file's target must be a content id, a directory's one or none.
+func (n *Node) setRow(kind int, target, xattrs []byte) error {
 	n.Kind = cas.EntryKind(kind)
 	n.Content, n.Link = cas.ID{}, nil
 	switch n.Kind {
@@ -204,10 +211,10 @@ func scanNode(s scanner, n *Node, extra ...any) error {
 			return fmt.Errorf("%w: node target is %d bytes", ErrCorrupt, len(target))
 		}
 	case cas.EntrySymlink:
-		n.Link = target
+		n.Link = bytes.Clone(target)
 	}
-	xs, err := decodeXattrs(xattrs)
-	n.Xattrs = xs
+	var err error
+	n.Xattrs, err = decodeXattrs(xattrs)
 	return err
 }
 
@@ -451,15 +458,7 @@ func (p *proj) children(dir int64, max int) (des []Dirent, ok bool, err error) {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, false, err
 		}
-		n.Kind = cas.EntryKind(kind)
-		n.Content, n.Link = cas.ID{}, nil
-		switch n.Kind {
-		case cas.EntryFile, cas.EntryDir:
-			copy(n.Content[:], target)
-		case cas.EntrySymlink:
-			n.Link = bytes.Clone(target)
-		}
-		if n.Xattrs, err = decodeXattrs(xattrs); err != nil {
+		if err := n.setRow(kind, target, xattrs); err != nil {
 			return nil, false, err
 		}
 		nodes[n.Ino] = n
@@ -521,15 +520,7 @@ func (p *proj) subdirChildren(dirs []int64, max int) (map[int64][]Dirent, bool, 
 		if err := rows.Scan(dest...); err != nil {
 			return nil, false, err
 		}
-		n.Kind = cas.EntryKind(kind)
-		n.Content, n.Link = cas.ID{}, nil
-		switch n.Kind {
-		case cas.EntryFile, cas.EntryDir:
-			copy(n.Content[:], target)
-		case cas.EntrySymlink:
-			n.Link = bytes.Clone(target)
-		}
-		if n.Xattrs, err = decodeXattrs(xattrs); err != nil {
+		if err := n.setRow(kind, target, xattrs); err != nil {
 			return nil, false, err
 		}
 		out[parent] = append(out[parent], Dirent{Name: bytes.Clone(name), Node: n})
