@@ -841,9 +841,12 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 	}
 	if p := d.runReady(req, files); p != nil {
 		for _, f := range files {
-			f.Close() // the command has them now
+			// The command has them now. Closed here, not at serve's
+			// end: the daemon holds no copy while the command runs, so
+			// a reader of the client's output sees its end when the
+			// command and the client close theirs.
+			f.Close()
 		}
-		files = nil
 		r.Started, r.LimitedBy = true, p.LimitedBy()
 		if err := w.enc.Encode(r); err != nil {
 			warmLogf("art warm daemon: begin: %v\n", err)
