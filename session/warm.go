@@ -498,7 +498,9 @@ type warmDaemon struct {
 
 	mu       sync.Mutex
 	busy     bool
-	client   int // the pid of the run in progress
+	client   int           // the pid of the run in progress
+	ended    bool          // the run in progress has recorded its end: only its clean-up is left
+	idleC    chan struct{} // closed when the run in progress is over (busy cleared)
 	closing  bool
 	closeOut bool // shut down when the run in progress ends (SIGTERM)
 	idle     time.Duration
@@ -712,6 +714,7 @@ func (d *warmDaemon) serve(c net.Conn) {
 	switch req.Op {
 	case "yield":
 		d.mu.Lock()
+		d.waitEndedLocked()
 		if d.busy {
 			pid := d.client
 			d.mu.Unlock()
@@ -776,6 +779,7 @@ func (d *warmDaemon) stale(req warmRequest) string {
 // did not run), or as killed when the client goes away.
 func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 	d.mu.Lock()
+	d.waitEndedLocked()
 	switch {
 	case d.closing:
 		d.mu.Unlock()
@@ -788,7 +792,7 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 		w.enc.Encode(warmReply{Busy: true, PID: pid})
 		return
 	}
-	d.busy, d.client = true, req.PID
+	d.busy, d.client, d.ended, d.idleC = true, req.PID, false, make(chan struct{})
 	if d.timer != nil {
 		d.timer.Stop()
 	}
@@ -799,7 +803,8 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 	shut := false
 	defer func() {
 		d.mu.Lock()
-		d.busy, d.client = false, 0
+		d.busy, d.client, d.ended = false, 0, false
+		close(d.idleC)
 		if d.closeOut && !d.closing {
 			shut = true
 		}
@@ -836,6 +841,7 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 	r, op, before, err := d.begin(req)
 	if err != nil {
 		shut = true
+		d.markEnded()
 		w.enc.Encode(warmReply{Error: err.Error()})
 		return
 	}
@@ -862,6 +868,7 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 			e.Error = werr.Error()
 		}
 		e.Result = &res
+		d.markEnded()
 		w.enc.Encode(e)
 		return
 	}
@@ -872,7 +879,33 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 	gone := w.dec.Decode(&end) != nil || end.Op != "end" || end.Result == nil
 	e, stop := d.end(req, end, gone, op, before)
 	shut = shut || stop
+	d.markEnded()
 	w.enc.Encode(e)
+}
+
+// markEnded says the run in progress has recorded its end: what is left
+// (run's deferred clean-up) is bounded and needs no client, so a request
+// that comes now waits for it rather than be told the branch is busy.
+// It is set before the end's reply, because the client that gets it may
+// at once run again or yield (art checkout, art undo, a script's next
+// step): that client's own run must never look like someone else's.
+func (d *warmDaemon) markEnded() {
+	d.mu.Lock()
+	d.ended = true
+	d.mu.Unlock()
+}
+
+// waitEndedLocked waits, with mu held, while a run past its end finishes
+// its clean-up. The clean-up is not moved before the reply instead: a
+// run begun while busy is clear would meet the old run's shutdown or its
+// sandbox started ahead half made.
+func (d *warmDaemon) waitEndedLocked() {
+	for d.busy && d.ended {
+		ch := d.idleC
+		d.mu.Unlock()
+		<-ch
+		d.mu.Lock()
+	}
 }
 
 // begin starts req's run op: the op, its begin event, the mount's

@@ -5,7 +5,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,19 +40,9 @@ func warmWorkspace(t *testing.T) (string, string) {
 func stopWarm(t *testing.T, db, branch string) {
 	t.Helper()
 	pid := warmPID(db)
-	// A daemon answers a run's end before it marks itself idle, so a
-	// yield right after the test's last run may still find it busy
-	// (docs/architecture.md, "Warm mounts": a known window, to close in
-	// the daemon): ask again for a few seconds.
-	var err error
-	var inUse *session.BranchInUseError
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-		_, err = session.YieldWarm(db, branch, pid)
-		if !errors.As(err, &inUse) || time.Since(start) > 5*time.Second {
-			break
-		}
-	}
-	if err != nil {
+	// Right after the test's last run: the daemon waits for that run's
+	// clean-up rather than answer busy (warmDaemon.waitEndedLocked).
+	if _, err := session.YieldWarm(db, branch, pid); err != nil {
 		t.Errorf("yield the warm daemon: %v", err)
 	}
 	if pid != 0 && !waitUntil(30*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }) {
@@ -146,6 +135,29 @@ func TestWarmRunsReuseOneMount(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "f1")); err == nil {
 		t.Errorf("the warm run wrote the host workspace")
+	}
+}
+
+// A script's runs follow each other at once: each next begin (and the
+// clean-up's yield right after the last) may reach the daemon while it
+// is still cleaning up after the run before. It must wait for that, not
+// report the branch in use by the client that has just returned.
+func TestWarmBackToBackRunsNeverFindTheBranchInUse(t *testing.T) {
+	ws, db := warmWorkspace(t)
+	pid := 0
+	for i := range 12 {
+		r := artRun(t, "run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", "echo "+strconv.Itoa(i)+" >> n")
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, r.code, r.stderr)
+		}
+		if i == 0 {
+			pid = warmPID(db)
+		} else if got := warmPID(db); got != pid {
+			t.Errorf("run %d served by daemon %d, want %d", i, got, pid)
+		}
+	}
+	if n := countRunOps(t, db); n != 12 {
+		t.Errorf("art log shows %d run ops, want 12", n)
 	}
 }
 
