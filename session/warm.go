@@ -715,16 +715,20 @@ func (d *warmDaemon) serve(c net.Conn) {
 	case "yield":
 		d.mu.Lock()
 		d.waitEndedLocked()
-		if d.busy {
-			pid := d.client
-			d.mu.Unlock()
-			w.enc.Encode(warmReply{Busy: true, PID: pid})
-			return
-		}
+		// Closing first: a daemon that refused a run as stale is busy
+		// with that request while it shuts down, but runs no command -
+		// it is going anyway, so the yield waits for it as for any
+		// shutdown under way.
 		if d.closing {
 			d.mu.Unlock()
 			<-d.done
 			w.enc.Encode(warmReply{})
+			return
+		}
+		if d.busy {
+			pid := d.client
+			d.mu.Unlock()
+			w.enc.Encode(warmReply{Busy: true, PID: pid})
 			return
 		}
 		d.closing = true
