@@ -119,6 +119,11 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 	if s.lock, err = db.LockBranch(ctx, s.Branch); err != nil {
 		return s, err
 	}
+	// Holding the branch's lock: no warm daemon of the branch is alive
+	// (one holds it while it lives), so a socket of one here is a killed
+	// daemon's. It goes now (a daemon starting here listens afresh), or
+	// it would stay in the state directory until one does.
+	os.Remove(WarmSocket(o.Store, s.Branch))
 
 	end()
 	// What does not depend on the capture runs beside it: cleaning up

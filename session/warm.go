@@ -547,9 +547,7 @@ func ServeWarm(ctx context.Context, o Options, idle time.Duration, ready io.Writ
 		fresh: &s.Capture, idle: idle, done: make(chan struct{})}
 	d.left, err = s.DB.Head(bg, s.Branch)
 	if err == nil {
-		// Holding the branch's lock, so a socket already there is a dead
-		// daemon's: no live one can hold this branch.
-		os.Remove(d.sock)
+		// Open removed a dead daemon's socket under the branch's lock.
 		d.ln, err = net.Listen("unix", d.sock)
 	}
 	if err == nil {

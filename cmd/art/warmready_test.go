@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"reflect"
@@ -216,8 +217,16 @@ func TestWarmReadySandboxDiesWithTheDaemon(t *testing.T) {
 		syscall.Kill(stubs[0], syscall.SIGKILL)
 	}
 	// The next session cleans up what the killed daemon left (its mount,
-	// its session directory, its upper directory).
+	// its session directory, its upper directory, its socket).
+	sock := session.WarmSocket(db, "main")
+	if _, err := os.Lstat(sock); err != nil {
+		t.Fatalf("the killed daemon's socket: %v", err)
+	}
 	mustRun(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--", "true")
+	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
+		os.Remove(sock)
+		t.Errorf("the killed daemon's socket %s is still there after a session of its branch (%v)", sock, err)
+	}
 }
 
 func TestWarmReadySandboxSignalsAndTimeout(t *testing.T) {
