@@ -15,6 +15,7 @@ import (
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/errclass"
+	"github.com/artrt/art/internal/walvfs"
 	"github.com/artrt/art/migrations"
 	"github.com/mattn/go-sqlite3" // the store is one SQLite file
 	"golang.org/x/sys/unix"
@@ -294,7 +295,18 @@ func openPools(path string, opts Options, synchronous string) (*DB, error) {
 	// re-ingest, 1.6x on reads).
 	q.Set("_stmt_cache_size", "64")
 	q.Set("_cache_size", "-32768") // 32 MiB of page cache per connection
-	w, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
+	// The writer writes a commit's WAL frames in one write(2), not two
+	// per frame (internal/walvfs: a close's commit is ~13 frames); the
+	// readers write no frames and keep SQLite's own VFS.
+	if err := walvfs.Register(); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	wq := url.Values{}
+	for k, v := range q {
+		wq[k] = v
+	}
+	wq.Set("vfs", walvfs.Name)
+	w, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
