@@ -1,5 +1,5 @@
-// A VFS over SQLite's default one that gathers the frames of a WAL commit
-// into one write. See walvfs.go for why and for the rules that keep a
+// A VFS over SQLite's default one that writes a WAL frame's header and
+// page in one write. See walvfs.go for why and for the rules that keep a
 // commit as durable as it was.
 #include <stdlib.h>
 #include <string.h>
@@ -9,43 +9,41 @@
 // the database's size in pages after a commit on a transaction's last
 // frame, and zero on every other frame.
 #define FRAME_HEADER 24
-// The most bytes held before they are written: a commit of a file's close
-// is about 13 frames of 4 KiB; a bigger transaction is written in runs of
-// up to this. Below 128 KiB: the unix VFS writes at most 0x1ffff bytes a
-// call (it masks the size), so a bigger write would come back short and
-// fail as SQLITE_FULL.
-#define BUF_CAP (124 * 1024)
+// The largest page SQLite has (64 KiB), after its header: one write of
+// both stays under the 0x1ffff bytes the unix VFS writes at most a call
+// (it masks the size; a bigger write would come back short and fail as
+// SQLITE_FULL).
+#define BUF_CAP (FRAME_HEADER + 65536)
 
 typedef struct wal_file {
 	wv_file base;
 	wv_file *real; // the default VFS's file, in the same allocation
-	unsigned char *buf; // bytes not yet written (BUF_CAP; NULL until needed)
+	unsigned char *buf; // a held frame header, then room for its page (BUF_CAP; NULL until needed)
 	wv_i64 off; // file offset of buf[0]
-	int len; // bytes in buf
-	int commit_page; // the last bytes held are a commit frame's header
+	int len; // bytes in buf: 0, or FRAME_HEADER while a header waits for its page
 } wal_file;
 
-// The real file sits after wal_file, aligned for any member it has.
+// The real file sits after wal_file, at an offset aligned to 16 bytes.
 #define REAL_OFFSET ((sizeof(wal_file) + 15) & ~(size_t)15)
 
 static wv_vfs art_vfs;
 static wv_vfs *real_vfs;
 
 // Counters for tests and measurement: writes SQLite made to WAL files,
-// writes this VFS made for them, and commits written at their page.
-static wv_i64 n_writes, n_real_writes, n_commits;
+// writes this VFS made for them, and frames written whole (header and
+// page in one write).
+static wv_i64 n_writes, n_real_writes, n_frames;
 
 static void count(wv_i64 *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
 
 void wv_stats(wv_i64 out[3]) {
 	out[0] = __atomic_load_n(&n_writes, __ATOMIC_RELAXED);
 	out[1] = __atomic_load_n(&n_real_writes, __ATOMIC_RELAXED);
-	out[2] = __atomic_load_n(&n_commits, __ATOMIC_RELAXED);
+	out[2] = __atomic_load_n(&n_frames, __ATOMIC_RELAXED);
 }
 
-// flush writes the held bytes. They are dropped on failure too: SQLite
-// fails the transaction whose frames they were, and frames past the last
-// commit are never read.
+// flush writes a held header alone, as SQLite asked. It is dropped on
+// failure too, and the failure is the caller's.
 static int flush(wal_file *w) {
 	if (w->len == 0) {
 		return WV_OK;
@@ -53,7 +51,6 @@ static int flush(wal_file *w) {
 	count(&n_real_writes);
 	int rc = w->real->methods->write(w->real, w->buf, w->len, w->off);
 	w->len = 0;
-	w->commit_page = 0;
 	return rc;
 }
 
@@ -62,29 +59,31 @@ static int is_commit_header(const void *p) {
 	return (b[4] | b[5] | b[6] | b[7]) != 0;
 }
 
+// wal_write gathers a frame: SQLite writes a frame's header and then, in
+// the same step (walWriteOneFrame), its page right after it. The header
+// waits for that write and both go in one. Nothing is held past the
+// frame, so every byte SQLite wrote is in the file before it takes its
+// next step - publishing frames, ending its transaction, releasing the
+// WAL's write lock (another process may write the WAL then: bytes held
+// past it could land over its frames) - and a failed write fails the
+// frame's own write, as with SQLite's VFS. A commit frame's header is
+// written as it comes: SQLite rewrites it alone (walRewriteChecksums) and
+// then publishes the commit, with no page after it to end the wait.
 static int wal_write(wv_file *f, const void *p, int n, wv_i64 off) {
 	wal_file *w = (wal_file *)f;
 	count(&n_writes);
 	if (w->len > 0 && off == w->off + w->len && n <= BUF_CAP - w->len) {
 		memcpy(w->buf + w->len, p, n);
-		w->len += n;
-		if (w->commit_page) {
-			// The commit frame's page: the transaction's last write.
-			// Everything is written before SQLite goes on to publish the
-			// commit in the WAL index, and a failure fails the commit.
-			count(&n_commits);
-			return flush(w);
-		}
-		w->commit_page = n == FRAME_HEADER && is_commit_header(p);
-		return WV_OK;
+		count(&n_frames);
+		count(&n_real_writes);
+		int rc = w->real->methods->write(w->real, w->buf, w->len + n, w->off);
+		w->len = 0;
+		return rc;
 	}
 	int rc = flush(w);
 	if (rc != WV_OK) {
 		return rc;
 	}
-	// Only a frame that is not a commit's starts a run of held bytes: a
-	// commit frame's header rewritten alone (SQLite's checksum rewrite)
-	// has no page after it to end the run.
 	if (n == FRAME_HEADER && !is_commit_header(p)) {
 		if (w->buf == NULL) {
 			w->buf = malloc(BUF_CAP);

@@ -1,30 +1,37 @@
-// Package walvfs is a SQLite VFS that writes a WAL commit's frames in one
-// write(2) instead of two per frame.
+// Package walvfs is a SQLite VFS that writes a WAL frame's header and
+// page in one write(2) instead of two.
 //
 // SQLite writes each WAL frame as two pwrite64 calls, its 24-byte header
 // and its page apart. A close of a file in art commits about 13 frames,
 // so 26 system calls, and on a virtual machine each costs several
 // microseconds whatever its size (measured here: 26 writes of a 13-frame
 // commit 186-213 us, one write of the same bytes 27-38 us). The VFS holds
-// a transaction's frames in memory as SQLite writes them, in order, and
-// writes them at once when SQLite writes the commit frame's page: the
-// transaction's last write, before SQLite publishes the commit in the
-// WAL index for readers and before the COMMIT returns. So a commit is in
-// the kernel exactly when it was before (a kill -9 of the process after
-// COMMIT returns loses nothing), a failed write fails the commit as
-// before, and no reader can see a frame not yet written.
+// a frame's header until SQLite writes its page, which SQLite does at once
+// after it, and writes both together: a commit of n frames is n + 1
+// writes (its commit frame's header goes alone).
+//
+// Nothing is held past a frame. A first version held a whole
+// transaction's frames until its commit frame; a review found that a
+// transaction rolled back after it spilled frames left them held past
+// the release of the WAL's write lock, to be written later over another
+// writer's committed frames. Holding only between a header and its page -
+// two writes of one step of SQLite's (walWriteOneFrame) - makes that
+// impossible: every byte is in the file before SQLite's next step, and a
+// failed write fails the frame's own write as with SQLite's VFS.
 //
 // Rules (walvfs.c):
 //   - only WAL files are wrapped; the database file, journals and the
 //     shared memory are the default VFS's own, untouched;
-//   - a run of held bytes starts with a frame header that is not a
-//     commit's and grows only by the bytes that follow it in the file;
+//   - a 24-byte write that is not a commit frame's header waits; the
+//     write that follows it in the file joins it, in one write;
 //   - anything else - a write elsewhere, a read, sync, truncate, size,
-//     file control, close - first writes what is held;
-//   - a commit frame's header ends the run at its page.
+//     file control, close - first writes a waiting header alone;
+//   - a commit frame's header is written at once (SQLite rewrites it
+//     alone, with no page after it, before it publishes the commit).
 //
-// SQLite's synchronous=FULL syncs the WAL at a commit: the sync writes
-// what is held first, so power-loss durability is unchanged too.
+// So a commit is in the kernel exactly when it was before (a kill -9 of
+// the process after COMMIT returns loses nothing) and SQLite's
+// synchronous=FULL syncs what it wrote, as before.
 package walvfs
 
 /*
@@ -62,15 +69,15 @@ func Register() error {
 }
 
 // Stats counts, over the process, the writes SQLite made to WAL files
-// through the VFS, the writes the VFS made for them, and the commits it
-// wrote at their commit frame's page.
+// through the VFS, the writes the VFS made for them, and the frames it
+// wrote whole (header and page in one write).
 type Stats struct {
-	Writes, RealWrites, Commits int64
+	Writes, RealWrites, Frames int64
 }
 
 // Read returns the counters so far.
 func Read() Stats {
 	var out [3]C.wv_i64
 	C.wv_stats(&out[0])
-	return Stats{Writes: int64(out[0]), RealWrites: int64(out[1]), Commits: int64(out[2])}
+	return Stats{Writes: int64(out[0]), RealWrites: int64(out[1]), Frames: int64(out[2])}
 }
