@@ -295,23 +295,20 @@ func openPools(path string, opts Options, synchronous string) (*DB, error) {
 	// re-ingest, 1.6x on reads).
 	q.Set("_stmt_cache_size", "64")
 	q.Set("_cache_size", "-32768") // 32 MiB of page cache per connection
-	// The writer writes a commit's WAL frames in one write(2), not two
-	// per frame (internal/walvfs: a close's commit is ~13 frames); the
+	// The writer writes each WAL frame (header and page) in one write(2),
+	// not two (internal/walvfs: a close's commit is ~13 frames); the
 	// readers write no frames and keep SQLite's own VFS.
 	if err := walvfs.Register(); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	wq := url.Values{}
-	for k, v := range q {
-		wq[k] = v
-	}
-	wq.Set("vfs", walvfs.Name)
-	w, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+wq.Encode())
+	q.Set("vfs", walvfs.Name)
+	w, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
+	q.Del("vfs")
 	q.Set("_txlock", "deferred")
 	q.Set("_query_only", "1")
 	r, err := sql.Open(driverName, "file:"+url.PathEscape(path)+"?"+q.Encode())

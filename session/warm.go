@@ -366,10 +366,6 @@ func warmClosing(pid int) bool {
 // names, and has the daemon record its end.
 func runOverWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config, w *warmConn, r warmReply) (Result, error) {
 	cfg.Home, cfg.Hide = r.Home, r.Hide
-	var capture workspace.ImportStats
-	if r.Capture != nil {
-		capture = *r.Capture
-	}
 	made := bindMountPoints(cfg)
 	res, runErr := supervise(ctx, o, c, cfg, nil)
 	removeMountPoints(made)
@@ -383,11 +379,23 @@ func runOverWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config,
 	if err != nil {
 		return Result{}, errors.Join(runErr, err)
 	}
-	io.WriteString(o.warn(), e.Log)
-	out := Result{Result: res, Branch: r.Branch, Snapshot: e.Snapshot, Changed: e.Changed, Capture: capture}
+	out, err := warmEnded(o, r, e, res)
 	if runErr != nil {
 		return out, runErr
 	}
+	return out, err
+}
+
+// warmEnded is a warm run's result from its begin reply r, the daemon's
+// end reply e and how the command ended: the overlay's messages shown,
+// and the mount's failure or the daemon's error as the error.
+func warmEnded(o Options, r, e warmReply, res sandbox.Result) (Result, error) {
+	io.WriteString(o.warn(), e.Log)
+	var capture workspace.ImportStats
+	if r.Capture != nil {
+		capture = *r.Capture
+	}
+	out := Result{Result: res, Branch: r.Branch, Snapshot: e.Snapshot, Changed: e.Changed, Capture: capture}
 	if e.Failed != nil {
 		return out, e.Failed.error()
 	}
@@ -403,27 +411,15 @@ func runOnReady(o Options, c Command, w *warmConn, r warmReply) (Result, error) 
 	if c.Limits != (sandbox.Limits{}) && !c.Quiet {
 		fmt.Fprintf(o.warn(), "art: limits enforced by %s\n", r.LimitedBy)
 	}
-	var capture workspace.ImportStats
-	if r.Capture != nil {
-		capture = *r.Capture
-	}
 	e, err := waitReady(w)
 	if err != nil {
 		return Result{}, err
 	}
-	io.WriteString(o.warn(), e.Log)
 	var res sandbox.Result
 	if e.Result != nil {
 		res = *e.Result
 	}
-	out := Result{Result: res, Branch: r.Branch, Snapshot: e.Snapshot, Changed: e.Changed, Capture: capture}
-	if e.Failed != nil {
-		return out, e.Failed.error()
-	}
-	if e.Error != "" {
-		return out, fmt.Errorf("warm daemon of branch %s: %s", r.Branch, e.Error)
-	}
-	return out, nil
+	return warmEnded(o, r, e, res)
 }
 
 // startWarm starts the daemon of o's branch and waits until it has

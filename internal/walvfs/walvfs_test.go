@@ -167,10 +167,9 @@ func TestRollbackAfterSpillLeavesNothingHeld(t *testing.T) {
 }
 
 // child writes the store at path by mode, then TestMain kills it:
-//   - commits: 10 commits of a row each, the WAL never checkpointed:
-//     their frames together fit in the VFS's buffer, so each commit's
-//     are written by that commit or not at all;
-//   - big: one transaction far over the VFS's buffer and SQLite's page
+//   - commits: 10 commits of a row each, the WAL never checkpointed, so
+//     what is read back is the frames the VFS wrote;
+//   - big: one transaction far over SQLite's page
 //     cache (spilled frames, pages rewritten in place, checksums
 //     rewritten), then a small commit after it.
 func child(mode, path string) error {
@@ -259,7 +258,6 @@ func TestKilledAfterCommitKeepsEverything(t *testing.T) {
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("child: %v, want killed by SIGKILL; output:\n%s", err, out)
-
 			}
 			// The commits are in the WAL (never checkpointed): what is
 			// read back comes from the frames the VFS wrote.
