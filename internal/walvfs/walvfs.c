@@ -112,6 +112,7 @@ struct wal_file {
 	int page; // size of the last page joined to a run (to keep frames whole)
 	int commit; // the run ends with a commit frame's header: its page writes it
 	int err; // rule 7: nonzero after a failed write of a run, until the lock's release
+	int psow; // the database file had SQLITE_IOCAP_POWERSAFE_OVERWRITE at the open (rule 1)
 };
 
 struct db_file {
@@ -120,7 +121,6 @@ struct db_file {
 	const char *name; // the pointer SQLite opened it with (rule 4)
 	wal_file *wal; // its WAL file while open
 	int write_lock; // holds the WAL write lock (xShmLock slot 0, exclusive)
-	int psow; // SQLITE_IOCAP_POWERSAFE_OVERWRITE (rule 1)
 	db_file *next; // in dbs
 };
 
@@ -199,7 +199,7 @@ static void discard(wal_file *w) {
 }
 
 static int may_hold(const wal_file *w) {
-	return w->db != NULL && w->db->write_lock && w->db->psow;
+	return w->db != NULL && w->db->write_lock && w->psow;
 }
 
 static int is_commit_header(const void *p) {
@@ -561,7 +561,6 @@ static int art_open(wv_vfs *v, const char *name, wv_file *f, int flags, int *out
 			return WV_ERROR;
 		}
 		d->name = name;
-		d->psow = (d->real->methods->device_characteristics(d->real) & WV_IOCAP_POWERSAFE_OVERWRITE) != 0;
 		pthread_mutex_lock(&dbs_mu);
 		d->next = dbs;
 		dbs = d;
@@ -590,6 +589,13 @@ static int art_open(wv_vfs *v, const char *name, wv_file *f, int flags, int *out
 		}
 	}
 	pthread_mutex_unlock(&dbs_mu);
+	// Read as sqlite3WalOpen reads it right after this open to decide
+	// padToSectorBoundary for this WAL's life (a file control may change
+	// the database file's flag later; the WAL keeps its choice).
+	if (w->db != NULL) {
+		wv_file *dr = w->db->real;
+		w->psow = (dr->methods->device_characteristics(dr) & WV_IOCAP_POWERSAFE_OVERWRITE) != 0;
+	}
 	w->base.methods = &wal_methods;
 	return WV_OK;
 }

@@ -597,3 +597,25 @@ func TestExclusiveModeHoldsNothing(t *testing.T) {
 	db.Close()
 	check(t, want, open(t, path, true, nil))
 }
+
+// On a file without powersafe overwrite SQLite pads a commit to a sector
+// under synchronous=FULL, and may split a write at the sync point: the
+// VFS holds nothing there, and the store is intact.
+func TestNoPowersafeOverwriteHoldsNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	extra := url.Values{}
+	extra.Set("psow", "0")
+	extra.Set("_synchronous", "FULL")
+	db := open(t, path, false, extra)
+	mustExec(t, db, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`)
+	before := walvfs.Read()
+	want := map[int]string{}
+	for i := range 5 {
+		want[i] = strings.Repeat("p", 3000+i)
+		mustExec(t, db, `INSERT INTO t VALUES (?, ?)`, i, want[i])
+	}
+	if d := delta(before); d.Writes == 0 || d.Frames != 0 || d.RealWrites != d.Writes {
+		t.Fatalf("psow=0: %+v; want every write through, none held", d)
+	}
+	check(t, want, db, open(t, path, true, nil))
+}
