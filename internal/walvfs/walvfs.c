@@ -55,9 +55,11 @@
 //  4. The database file is wrapped too, and linked to its WAL file:
 //     sqlite3WalOpen opens the WAL with the pager's zWal, which
 //     sqlite3PagerOpen places in the same allocation as zFilename, the
-//     name the database file was opened with (pagerOpen: sqlite3OsOpen of
-//     pPager->zFilename); sqlite3_filename_database(zWal) returns that
-//     very pointer (databaseName). The pager closes the WAL before the
+//     name the database file was opened with (sqlite3PagerOpen:
+//     sqlite3OsOpen of pPager->zFilename); sqlite3_filename_database(zWal)
+//     returns that very pointer (databaseName: back to the four zero
+//     bytes sqlite3PagerOpen puts before zFilename). sqlite3WalOpen is
+//     the only opener of a WAL file (SQLITE_OPEN_WAL). The pager closes the WAL before the
 //     database file (sqlite3PagerClose). Its xShmLock tracks the WAL
 //     write lock (walLockExclusive/walUnlockExclusive: slot 0,
 //     SQLITE_SHM_EXCLUSIVE): taken by sqlite3WalBeginWriteTransaction,
@@ -68,7 +70,9 @@
 //     page (rule 2) or fails (and is then rolled back); what is held is
 //     a rolled-back transaction's spilled frames (sqlite3WalUndo resets
 //     the connection's wal-index header from the shared one and touches
-//     no file) or a failed commit's. SQLite never reads them again (the
+//     no file) or a failed commit's (pager_unlock in the ERROR state
+//     releases the lock, and the next read transaction takes its header
+//     from the -shm: walIndexReadHdr). SQLite never reads them again (the
 //     next transaction writes from the published mxFrame + 1, over
 //     them), another writer may write there as soon as the lock is free,
 //     and writing a failed commit's frames whole could make a crash
