@@ -71,13 +71,21 @@ struct wv_vfs {
 // go-sqlite3's (the amalgamation's) exported functions.
 wv_vfs *sqlite3_vfs_find(const char *name);
 int sqlite3_vfs_register(wv_vfs *vfs, int make_default);
+const char *sqlite3_filename_database(const char *name);
 
 #define WV_OK 0
 #define WV_ERROR 1
+#define WV_IOERR_WRITE 778 // SQLITE_IOERR_WRITE
+#define WV_OPEN_MAIN_DB 0x00000100 // SQLITE_OPEN_MAIN_DB
 #define WV_OPEN_WAL 0x00080000 // SQLITE_OPEN_WAL
+#define WV_SHM_UNLOCK 1 // SQLITE_SHM_UNLOCK
+#define WV_SHM_LOCK 2 // SQLITE_SHM_LOCK
+#define WV_SHM_EXCLUSIVE 8 // SQLITE_SHM_EXCLUSIVE
+#define WV_IOCAP_POWERSAFE_OVERWRITE 0x00001000 // SQLITE_IOCAP_POWERSAFE_OVERWRITE
 
 // What walvfs.c offers Go.
 int wv_register(const char *name);
-void wv_stats(wv_i64 out[3]);
+void wv_stats(wv_i64 out[5]);
+void wv_fail_run(int n);
 
 #endif

@@ -1,0 +1,4 @@
+package walvfs
+
+// FailRun is failRun, for the tests.
+var FailRun = failRun
