@@ -295,9 +295,10 @@ func openPools(path string, opts Options, synchronous string) (*DB, error) {
 	// re-ingest, 1.6x on reads).
 	q.Set("_stmt_cache_size", "64")
 	q.Set("_cache_size", "-32768") // 32 MiB of page cache per connection
-	// The writer writes each WAL frame (header and page) in one write(2),
-	// not two (internal/walvfs: a close's commit is ~13 frames); the
-	// readers write no frames and keep SQLite's own VFS.
+	// The writer writes a commit's WAL frames in one write(2), not a
+	// header and a page apart (internal/walvfs: a close's commit is ~13
+	// frames, 26 writes without it); the readers write no frames and
+	// keep SQLite's own VFS.
 	if err := walvfs.Register(); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}

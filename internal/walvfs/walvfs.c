@@ -69,8 +69,10 @@
 //     only be frames of no commit: a commit writes the run at its commit
 //     page (rule 2) or fails (and is then rolled back); what is held is
 //     a rolled-back transaction's spilled frames (sqlite3WalUndo resets
-//     the connection's wal-index header from the shared one and touches
-//     no file) or a failed commit's (pager_unlock in the ERROR state
+//     the connection's wal-index header from the shared one; the pager's
+//     undo, pagerUndoCallback -> readDbPage, may read the WAL first,
+//     which writes the run by rule (a): harmless, those bytes are
+//     beyond the published mxFrame) or a failed commit's (pager_unlock in the ERROR state
 //     releases the lock, and the next read transaction takes its header
 //     from the -shm: walIndexReadHdr). SQLite never reads them again (the
 //     next transaction writes from the published mxFrame + 1, over
@@ -280,8 +282,15 @@ static void unlink_wal(wal_file *w) {
 static int wal_close(wv_file *f) {
 	wal_file *w = (wal_file *)f;
 	// Nothing is held here in SQLite's use (sqlite3WalClose runs with no
-	// write transaction: rule (d)); written anyway, as any other call.
-	int rc = flush(w);
+	// write transaction: rule (d)). Should anything be, it is written
+	// only while the write lock is still held; without it another
+	// writer may already own those offsets, so it is dropped (rule 5).
+	int rc = WV_OK;
+	if (w->db != NULL && w->db->write_lock) {
+		rc = flush(w);
+	} else {
+		discard(w);
+	}
 	unlink_wal(w);
 	int rc2 = w->real->methods->close(w->real);
 	free(w->buf);
@@ -419,7 +428,10 @@ static int db_close(wv_file *f) {
 		}
 	}
 	if (d->wal != NULL) {
-		// Not in SQLite's order (the WAL closes first); kept safe.
+		// Not in SQLite's order (the WAL closes first); kept safe: the
+		// close gives up the file's locks, so nothing of the WAL's may
+		// stay held past it (rule 5).
+		discard(d->wal);
 		d->wal->db = NULL;
 		d->wal = NULL;
 	}
@@ -498,6 +510,13 @@ static void db_shm_barrier(wv_file *f) {
 }
 static int db_shm_unmap(wv_file *f, int del) {
 	DB(d);
+	// Unmapping the -shm gives up every lock on it, the write lock
+	// included: as at its release, nothing is held past it (rule 5).
+	// Not in SQLite's order with a write transaction open.
+	d->write_lock = 0;
+	if (d->wal != NULL) {
+		discard(d->wal);
+	}
 	return d->real->methods->shm_unmap(d->real, del);
 }
 static int db_fetch(wv_file *f, wv_i64 off, int n, void **pp) {
