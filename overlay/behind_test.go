@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // Unlinks answered before the journal has them (behind.go) must land in
@@ -75,70 +73,6 @@ func TestUnlinkBehind(t *testing.T) {
 			t.Fatalf("%s after remount: %q, %v; want %q", path(i), got, err, want)
 		}
 	}
-	s.unmount()
-	s.verify()
-}
-
-// Creates and mkdirs answered before the journal has them (behind.go)
-// must land in it in order with everything else, each under the inode
-// number the kernel was given: a tree made in new directories (tar x)
-// reads back the same after a remount, every node has its own number,
-// and the journal's projection is what its events replay to.
-func TestCreateBehind(t *testing.T) {
-	s := newStore(t)
-	before := s.fs.Stats().CreatesBehind
-	const dirs, files = 12, 40
-	inos := map[uint64]string{}
-	want := map[string]string{}
-	for d := range dirs {
-		dir := filepath.Join(s.mnt, fmt.Sprintf("d%02d", d), "sub")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for i := range files {
-			p := filepath.Join(dir, fmt.Sprintf("f%03d", i))
-			data := fmt.Sprintf("file %d/%d\n", d, i)
-			if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			want[p] = data
-			if i%5 == 0 { // the name again at once: the unlink and the new create follow the first create
-				if err := os.Remove(p); err != nil {
-					t.Fatal(err)
-				}
-				data = "again " + data
-				if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				want[p] = data
-			}
-		}
-	}
-	got := s.fs.Stats().CreatesBehind - before
-	if got < dirs*files {
-		t.Fatalf("%d creates were answered before their update; the test exercises the synchronous path only", got)
-	}
-	check := func(when string) {
-		t.Helper()
-		clear(inos)
-		for p, data := range want {
-			b, err := os.ReadFile(p)
-			if err != nil || string(b) != data {
-				t.Fatalf("%s %s: %q, %v; want %q", when, p, b, err, data)
-			}
-			var st unix.Stat_t
-			if err := unix.Lstat(p, &st); err != nil {
-				t.Fatal(err)
-			}
-			if other, ok := inos[st.Ino]; ok {
-				t.Fatalf("%s: %s and %s are both inode %d", when, p, other, st.Ino)
-			}
-			inos[st.Ino] = p
-		}
-	}
-	check("before remount")
-	s.remount()
-	check("after remount")
 	s.unmount()
 	s.verify()
 }
