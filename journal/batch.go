@@ -282,31 +282,6 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 	return nil
 }
 
-// ReserveInos sets aside n node numbers that no later create of the
-// branch takes unless given them (Tx.CreateAt), and returns the first:
-// for creates answered before they are journaled, whose numbers the
-// kernel must hold at once. The reservation is an update (it moves the
-// branch's next_ino in the open transaction); numbers reserved and never
-// used are a gap, which nothing minds.
-func (b *Batch) ReserveInos(ctx context.Context, n int) (int64, error) {
-	if n <= 0 {
-		return 0, fmt.Errorf("reserve %d inodes: not a count", n)
-	}
-	var lo int64
-	err := b.Update(ctx, func(t *Tx) error {
-		if err := b.Failed(); err != nil {
-			return err // a read-only transaction: nothing reserved would stay
-		}
-		lo = t.p.nextIno
-		t.p.nextIno += int64(n)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("reserve %d inodes: %w", n, err)
-	}
-	return lo, nil
-}
-
 // ReadObjects runs fn against the object store of the Batch's open
 // transaction, or when none is open of the process's writer connection in
 // autocommit (a read transaction per statement: no write lock), without

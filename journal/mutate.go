@@ -31,13 +31,6 @@ func checkName(name []byte) error {
 // fifo, or a socket, which lives only in the projection: encodeDir leaves
 // it out of trees).
 func (p *proj) mknode(parent int64, name []byte, a Attr) (*Node, error) {
-	return p.mknodeAt(parent, name, a, 0, p.now)
-}
-
-// mknodeAt is mknode giving the node number ino (0: the next free one)
-// and change time ctime. A nonzero ino was reserved (Batch.ReserveInos):
-// below nextIno and never given to any other node.
-func (p *proj) mknodeAt(parent int64, name []byte, a Attr, ino, ctime int64) (*Node, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -66,49 +59,30 @@ func (p *proj) mknodeAt(parent int64, name []byte, a Attr, ino, ctime int64) (*N
 	}
 	// The name goes in first, and only if it is free: the insert is the
 	// EEXIST check (one statement less than a lookup before it).
-	reserved := ino != 0
-	if !reserved {
-		ino = p.nextIno
-	} else if ino >= p.nextIno {
-		return nil, fmt.Errorf("create %s: inode %d was not reserved (next %d)", termtext.QuotePath(name), ino, p.nextIno)
-	}
+	ino := p.nextIno
 	if added, err := p.execCount(`INSERT OR IGNORE INTO dentries (branch, parent, name, ino) VALUES (?,?,?,?)`, p.branch, parent, name, ino); err != nil {
 		return nil, err
 	} else if added == 0 {
 		return nil, syscall.EEXIST
 	}
-	if !reserved {
-		p.alloc()
-	}
-	n := NewNode(ino, parent, a, ctime)
-	n.Xattrs = xs
-	if a.Kind == cas.EntryDir {
-		if err := p.adjustNlink(parent, +1); err != nil {
-			return nil, err
-		}
-	}
-	if err := p.insert(&n); err != nil {
-		return nil, err
-	}
-	return &n, p.markDirty(parent)
-}
-
-// NewNode is the node a create of a in directory parent makes, numbered
-// ino at change time ctime, as the journal records it (its xattrs
-// aside): what a caller that answers a create before journaling it
-// (Tx.CreateAt) hands out meanwhile.
-func NewNode(ino, parent int64, a Attr, ctime int64) Node {
-	n := Node{Ino: ino, Attr: a, CTime: ctime, Nlink: 1}
+	n := &Node{Ino: p.alloc(), Attr: a, CTime: p.now, Nlink: 1}
 	n.Mode &= 0o7777
+	n.Xattrs = xs
 	switch a.Kind {
 	case cas.EntryDir:
 		n.Nlink, n.Parent, n.state, n.Content, n.Size = 2, parent, dirDirty, cas.ID{}, 0
+		if err := p.adjustNlink(parent, +1); err != nil {
+			return nil, err
+		}
 	case cas.EntrySymlink:
 		n.Size, n.Content = int64(len(a.Link)), cas.ID{}
 	case cas.EntryFifo, cas.EntrySocket:
 		n.Size, n.Content = 0, cas.ID{}
 	}
-	return n
+	if err := p.insert(n); err != nil {
+		return nil, err
+	}
+	return n, p.markDirty(parent)
 }
 
 // link gives the non-directory ino another name.

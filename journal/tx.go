@@ -171,19 +171,11 @@ func (t *Tx) childPath(parent int64, name []byte) ([]byte, error) {
 // Create makes name in parent: a file (a.Content must be a stored
 // manifest), directory, symlink (a.Link) or fifo, as a.Kind says.
 func (t *Tx) Create(parent int64, name []byte, a Attr) (Node, error) {
-	return t.CreateAt(parent, name, a, 0, t.p.now)
-}
-
-// CreateAt is Create of the node numbered ino, reserved before
-// (Batch.ReserveInos), with change time ctime: for a create answered
-// before it is journaled, whose number and times the kernel already
-// holds. ino 0: the next free number, as Create.
-func (t *Tx) CreateAt(parent int64, name []byte, a Attr, ino, ctime int64) (Node, error) {
 	path, err := t.childPath(parent, name)
 	if err != nil {
 		return Node{}, err
 	}
-	n, err := t.p.mknodeAt(parent, name, a, ino, ctime)
+	n, err := t.p.mknode(parent, name, a)
 	if err != nil {
 		return Node{}, pathErr("create", string(path), errnoOf(err))
 	}

@@ -8,29 +8,23 @@ import (
 	"github.com/artrt/art/journal"
 )
 
-// Unlinks and creates written behind.
+// Unlinks written behind.
 //
 // An unlink of a file the directory's listing knows (listing.go: a name
 // with its node cached is a file with one link) cannot fail in the journal,
 // so Unlink answers the kernel at once and leaves the journal update to one
 // background writer, in order. rm -rf then overlaps its own work with the
 // daemon's SQL instead of waiting for each statement (on two cores, ~1.5x).
-// A create or mkdir of a name the directory's listing knows is free
-// cannot fail either once its node number is reserved (FS.reserveIno) and
-// the empty file's manifest is stored (node.createBehind): tar x then
-// writes the file while the daemon journals its create.
 //
 // Order is the invariant: every other journal access - any transaction,
 // commit, sync, op switch, record - first waits until the queue is empty,
-// so it sees every change answered before it, and a close or fsync still
-// commits everything before it: a file's close commits its create with
-// its content. A crash loses at most the changes queued and the batch's
-// few uncommitted milliseconds: a prefix of the changes survives, as
-// before (a file created and not yet closed may be gone; a closed one
-// not). A queued change that fails after all (the store's disk failing)
-// fails the mount (failed.go): every later change fails with that error,
-// and Unmount's report names them, because the kernel was told they
-// succeeded.
+// so it sees every unlink answered before it, and a close or fsync still
+// commits everything before it. A crash loses at most the unlinks queued
+// and the batch's few uncommitted milliseconds: a prefix of the changes
+// survives, as before. A queued unlink that fails after all (the store's
+// disk failing) fails the mount (failed.go): every later change fails
+// with that error, and Unmount's report names the unlinks, because the
+// kernel was told they succeeded.
 type behind struct {
 	f    *FS
 	mu   sync.Mutex
@@ -118,7 +112,7 @@ func (b *behind) run() {
 		if err != nil && b.err == nil {
 			// Answered, and not kept: the mount fails (failed.go), and
 			// Unmount's report names them.
-			b.err = fmt.Errorf("journal %d unlinks or creates already answered: %w", len(ops), err)
+			b.err = fmt.Errorf("journal %d unlinks already answered: %w", len(ops), err)
 			b.f.fail(b.err)
 		}
 		b.cond.Broadcast()

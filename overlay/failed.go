@@ -17,7 +17,7 @@ import (
 // The mount fails once it cannot journal: its Batch lost a transaction (a
 // commit failed - a full disk, a failed fdatasync - SQLite failed under an
 // update, or an update met a broken pack: journal.Batch.Failed), the
-// store's fsync failed, an unlink or create already answered could not be journaled
+// store's fsync failed, an unlink already answered could not be journaled
 // (behind.go), or the unmount could not journal what was still dirty.
 // From then on:
 //

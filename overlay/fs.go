@@ -91,7 +91,7 @@ type FS struct {
 	db            *journal.DB
 	op            *journal.Op
 	batch         *journal.Batch
-	behind        *behind // unlinks and creates written behind (behind.go); nil when read-only
+	behind        *behind // unlinks written behind (behind.go); nil when read-only
 	server        *fuse.Server
 	served        chan struct{} // closed when the serve loop has ended: the kernel let go of the mount
 	mountpoint    string
@@ -111,14 +111,6 @@ type FS struct {
 
 	emptyOnce sync.Once
 	empty     cas.ID
-	// emptyKnown: a create's update that stored empty (or found it) was
-	// kept, so a create answered before its update may name it.
-	emptyKnown atomic.Bool
-
-	// Node numbers reserved for creates answered before they are
-	// journaled (behind.go): [inoNext, inoEnd), under inoMu.
-	inoMu           sync.Mutex
-	inoNext, inoEnd int64
 
 	owner       *Owner
 	recordOwner *Owner
@@ -137,10 +129,10 @@ type FS struct {
 	dirMoves atomic.Uint64
 	snapIDs  atomic.Uint64 // numbers listings served to READDIR (readdir.go)
 	stats    struct {
-		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind, createsBehind atomic.Int64
-		storeReads, lookupQueries, lowerChecks                                      atomic.Int64
-		listQueries, recordQueries, aheadQueries                                    atomic.Int64
-		streamed, streamStarts, streamBytes                                         atomic.Int64
+		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
+		storeReads, lookupQueries, lowerChecks                       atomic.Int64
+		listQueries, recordQueries, aheadQueries                     atomic.Int64
+		streamed, streamStarts, streamBytes                          atomic.Int64
 	}
 	streams  streams    // files being stored while written (stream.go)
 	kept     keptCopies // clean private copies of forgotten files (kept.go)
@@ -404,9 +396,6 @@ type Stats struct {
 	// UnlinksBehind counts unlinks answered before the journal had them
 	// (behind.go).
 	UnlinksBehind int64
-	// CreatesBehind counts creates and mkdirs answered before the journal
-	// had them (behind.go).
-	CreatesBehind int64
 	// StreamStarts counts files that began to be stored while written
 	// (stream.go); Streamed those whose journaling used the stream, and
 	// StreamedBytes the bytes it had stored ahead of their journaling.
@@ -426,7 +415,7 @@ func (f *FS) Stats() Stats {
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
 		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(),
-		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), AheadQueries: f.stats.aheadQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(), CreatesBehind: f.stats.createsBehind.Load(),
+		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), AheadQueries: f.stats.aheadQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
 }
 
@@ -443,7 +432,7 @@ func (f *FS) FastPaths() []string {
 		out = append(out, "directories opened by the kernel (no_opendir)")
 	}
 	if f.behind != nil {
-		out = append(out, "unlinks, creates and mkdirs journaled behind")
+		out = append(out, "unlinks journaled behind")
 	}
 	for _, c := range []struct {
 		flag uint64
@@ -699,7 +688,7 @@ func (f *FS) tx(ctx context.Context, fn func(*journal.Tx) error) error {
 	})
 }
 
-// caughtUp waits until every unlink and create answered so far is in the batch
+// caughtUp waits until every unlink answered so far is in the batch
 // (behind.go): the first step of every other journal access.
 func (f *FS) caughtUp() error {
 	if f.behind == nil {
@@ -740,27 +729,6 @@ func (f *FS) emptyManifest(tx *journal.Tx, ctx context.Context) (cas.ID, error) 
 		f.emptyOnce = sync.Once{}
 	}
 	return f.empty, err
-}
-
-// inoBlock is how many node numbers a reservation sets aside: one
-// update of the batch per that many creates answered early.
-const inoBlock = 256
-
-// reserveIno returns a node number no other node has or will be given
-// (journal.Batch.ReserveInos), for a create answered before its update.
-func (f *FS) reserveIno(ctx context.Context) (int64, error) {
-	f.inoMu.Lock()
-	defer f.inoMu.Unlock()
-	if f.inoNext == f.inoEnd {
-		lo, err := f.batch.ReserveInos(ctx, inoBlock)
-		if err != nil {
-			return 0, err
-		}
-		f.inoNext, f.inoEnd = lo, lo+inoBlock
-	}
-	ino := f.inoNext
-	f.inoNext++
-	return ino, nil
 }
 
 // newUpper creates a fresh private file for content.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -604,9 +603,6 @@ func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fus
 		}
 	}
 	a.MTime = now()
-	if c, in, ok := n.createBehind(ctx, name, a, out); ok {
-		return c, in, 0
-	}
 	var jn journal.Node
 	err := n.fsys.tx(ctx, func(tx *journal.Tx) error {
 		if a.Kind == cas.EntryFile {
@@ -623,21 +619,11 @@ func (n *node) create(ctx context.Context, name string, a journal.Attr, out *fus
 	if err != nil {
 		return nil, nil, n.fsys.errno(err)
 	}
-	if a.Kind == cas.EntryFile {
-		n.fsys.emptyKnown.Store(true)
-	}
 	n.touchDir()
 	n.listSet(name, jn.Ino, &jn)
-	c, in := n.created(ctx, name, jn, out)
-	return c, in, 0
-}
-
-// created makes the live node of child name, just created as jn, and
-// fills the kernel's entry for it.
-func (n *node) created(ctx context.Context, name string, jn journal.Node, out *fuse.EntryOut) (*node, *fs.Inode) {
 	in := n.child(ctx, name, jn, false)
 	c := in.Operations().(*node)
-	if jn.IsDir() {
+	if a.Kind == cas.EntryDir {
 		c.mu.Lock()
 		if c.listing == nil && c.listVer == 0 { // new and empty
 			c.listing, c.listingGen = map[string]listEnt{}, c.fsys.gen.Load()
@@ -645,74 +631,7 @@ func (n *node) created(ctx context.Context, name string, jn journal.Node, out *f
 		c.mu.Unlock()
 	}
 	c.fillEntry(out)
-	return c, in
-}
-
-// createBehind creates file or directory name with attributes a without
-// waiting for the journal (behind.go), when nothing the journal checks
-// can refuse it: n's listing knows it has no such name, the name is
-// valid, the empty file's manifest is already stored and the store is
-// not full. The node's number is reserved first (FS.reserveIno), so the
-// kernel's entry is final; the update that journals it (Tx.CreateAt)
-// is queued under n.mu, so the queue's order is the listing's, and
-// every later access of the journal - the file's close among them -
-// waits for it. False when the journal must decide.
-func (n *node) createBehind(ctx context.Context, name string, a journal.Attr, out *fuse.EntryOut) (*node, *fs.Inode, bool) {
-	f := n.fsys
-	if f.behind == nil || len(name) == 0 || len(name) > 255 || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return nil, nil, false
-	}
-	switch a.Kind {
-	case cas.EntryFile:
-		if !f.emptyKnown.Load() {
-			return nil, nil, false
-		}
-		a.Content = f.empty
-	case cas.EntryDir:
-	default:
-		return nil, nil, false
-	}
-	if f.db.FullErr() != nil || f.failure() != nil {
-		return nil, nil, false // the journal says why
-	}
-	n.mu.Lock()
-	l := n.listingLocked()
-	_, taken := l[name]
-	n.mu.Unlock()
-	if l == nil || taken {
-		return nil, nil, false
-	}
-	ino, err := f.reserveIno(ctx)
-	if err != nil {
-		return nil, nil, false
-	}
-	pid := callerPid(ctx)
-	parent, bname, ctime := n.ino, []byte(name), a.MTime
-	jn := journal.NewNode(ino, parent, a, ctime)
-	n.mu.Lock()
-	// Again under n.mu, with the push: a create or rename since the
-	// check may have taken the name.
-	l = n.listingLocked()
-	if _, taken := l[name]; l == nil || taken || !f.behind.push(pid, func(tx *journal.Tx) error {
-		_, err := tx.CreateAt(parent, bname, a, ino, ctime)
-		return err
-	}) {
-		n.mu.Unlock()
-		return nil, nil, false // ino stays unused: a gap
-	}
-	ent := listEnt{ino: ino}
-	if !jn.IsDir() {
-		ent.jn = &jn
-	}
-	l[name] = ent
-	n.listVer++
-	n.mu.Unlock()
-	f.changed.Store(true)
-	f.stats.createsBehind.Add(1)
-	f.noteCaller(ctx, pid)
-	n.touchDir()
-	c, in := n.created(ctx, name, jn, out)
-	return c, in, true
+	return c, in, 0
 }
 
 // journalMTime records a directory's in-memory mtime.
