@@ -83,9 +83,8 @@ func (p wlPlace) art() bool { return p == wlArt || p == wlWarm }
 
 // places are the places a workload runs in, in the order each repetition
 // runs them: N, B, then L where it means something (a FUSE floor for a
-// step inside the sandbox; not for start-up, nor for the gopls build,
-// which takes minutes a place) and the machine can mount it, then A, and
-// W for the workloads with a second session.
+// step inside the sandbox; not for start-up) and the machine can mount
+// it, then A, and W for the workloads with a second session.
 func (w *wlRun) places(loop, warm bool) []wlPlace {
 	ps := []wlPlace{wlNative, wlBwrap}
 	if loop && w.loopOK {
@@ -143,15 +142,16 @@ type wlRun struct {
 	dd   int64
 
 	// samples[metric][place] are the timings, one per repetition.
-	samples   map[string]map[wlPlace][]time.Duration
-	rows      []wlRow
-	notes     []string
-	facts     map[string]string // sizes and counts for the labels
-	seq       int               // names the ctl files
-	warm      map[string]bool   // stores whose warm daemon may be running
-	loopOK    bool              // L runs: the harness is root (a direct mount with allow_other)
-	loopfloor string            // L's server, once built
-	uids      map[wlPlace][]int // the uid each place's scripts ran as, for the notes
+	samples      map[string]map[wlPlace][]time.Duration
+	rows         []wlRow
+	notes        []string
+	facts        map[string]string // sizes and counts for the labels
+	seq          int               // names the ctl files
+	warm         map[string]bool   // stores whose warm daemon may be running
+	loopOK       bool              // L runs: the harness is root (a direct mount with allow_other)
+	loopfloor    string            // L's server, once built
+	goplsNoFloor bool              // L's gopls no-ops rebuilt: no L for them
+	uids         map[wlPlace][]int // the uid each place's scripts ran as, for the notes
 }
 
 // workloadsProbe says why the section cannot run here ("" if it can):
@@ -298,6 +298,11 @@ type wlSession struct {
 	// anyDir sets git's safe.directory to *, for a repository its user
 	// does not own (the root case: art's agent is never root).
 	anyDir bool
+	// at is where L's sandbox sees its mount ("": at the mount point). The
+	// gopls rows' L runs in a copy of N's workspace, which it must see at
+	// N's path: a build cache's keys hold the packages' directories, so
+	// anywhere else every package would compile again.
+	at string
 }
 
 // wlPrelude starts every script: where it runs, a fixed environment (art
@@ -393,14 +398,14 @@ func wantUID(s wlSession) int {
 	return max(s.uid, 0)
 }
 
-// bwrapArgs is bare bwrap running script in dir, bound read-write at
-// its own path, as uid inside when above 0 (the process itself must run
-// as that uid: bwrap then maps it to itself in its user namespace, as
-// art's sandbox does).
-func (w *wlRun) bwrapArgs(dir string, uid, gid int, script string) []string {
+// bwrapArgs is bare bwrap running script in dir, the host directory src
+// bound read-write there (B: at its own path), as uid inside when above 0
+// (the process itself must run as that uid: bwrap then maps it to itself
+// in its user namespace, as art's sandbox does).
+func (w *wlRun) bwrapArgs(src, dir string, uid, gid int, script string) []string {
 	a := []string{"--unshare-all", "--die-with-parent",
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-		"--bind", dir, dir, "--ro-bind", w.ctl, "/tmp/ctl", "--ro-bind", w.in, "/tmp/in"}
+		"--bind", src, dir, "--ro-bind", w.ctl, "/tmp/ctl", "--ro-bind", w.in, "/tmp/in"}
 	if uid > 0 {
 		a = append(a, "--unshare-user", "--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid))
 	}
@@ -461,6 +466,7 @@ func (w *wlRun) mountLoop(dir string) (*daemon, string, error) {
 // after).
 func (w *wlRun) run(s wlSession) (_ map[string]time.Duration, _ time.Duration, err error) {
 	dir := s.ws
+	src := s.ws // what bwrap binds at dir
 	switch s.place {
 	case wlArt, wlWarm:
 		dir = "/home/agent/" + filepath.Base(s.ws)
@@ -476,7 +482,10 @@ func (w *wlRun) run(s wlSession) (_ map[string]time.Duration, _ time.Duration, e
 				err = errors.Join(err, serr)
 			}
 		}()
-		dir = mnt
+		src, dir = mnt, mnt
+		if s.at != "" {
+			dir = s.at
+		}
 	}
 	script, err := w.script(s, dir)
 	if err != nil {
@@ -490,7 +499,7 @@ func (w *wlRun) run(s wlSession) (_ map[string]time.Duration, _ time.Duration, e
 		cmd.Env = wlEnv
 		asUser(cmd, s.uid, s.gid)
 	case wlBwrap, wlLoop:
-		cmd = exec.CommandContext(w.b.ctx, "bwrap", w.bwrapArgs(dir, s.uid, s.gid, script)...)
+		cmd = exec.CommandContext(w.b.ctx, "bwrap", w.bwrapArgs(src, dir, s.uid, s.gid, script)...)
 		cmd.Dir = "/" // never inside the loopback mount
 		cmd.Env = wlEnv
 		asUser(cmd, s.uid, s.gid)
@@ -1444,8 +1453,11 @@ func countTree(dir string) (int, int64, error) {
 // after A's two sessions (the build cache A's cold session wrote): its
 // first session, on a new warm mount, runs each no-op once, untimed, as
 // A's first session ran them after its cold steps, and its second
-// session is timed. So a repetition has one cold install and one cold
-// build a place, and none for W.
+// session is timed. L has no cold steps of its own (they take minutes a
+// place, and their floor is not in question): it runs the no-ops in a
+// copy of N's workspace after N's sessions, seen at N's path (goplsFloor).
+// So a repetition has one cold install and one cold build a place, and
+// none for L and W.
 func (w *wlRun) gopls() error {
 	if w.b.cfg.quick && w.b.cfg.workloads == "" {
 		w.notes = append(w.notes, "-quick skips the gopls rows (a cold build is about a minute per place) unless -workloads names them.")
@@ -1496,7 +1508,7 @@ func (w *wlRun) gopls() error {
 	if err != nil {
 		return err
 	}
-	first, next, warmup := goplsBodies()
+	first, next, warmup, floor := goplsBodies()
 	reps := w.reps
 	if w.b.cfg.goplsReps > 0 {
 		reps = w.b.cfg.goplsReps
@@ -1505,9 +1517,19 @@ func (w *wlRun) gopls() error {
 		w.notes = append(w.notes, fmt.Sprintf("The gopls rows come from %d repetition(s) (-gopls-reps), not %d.", reps, w.reps))
 	}
 	dirs[wlWarm] = dirs[wlArt]
+	places := w.places(true, true)
+	if slices.Contains(places, wlLoop) {
+		dirs[wlLoop] = filepath.Join(w.root, "loop", "goplsws")
+	}
 	for rep := range reps {
 		var aStore string // A's store after its sessions, for W
-		for _, p := range w.places(false, true) {
+		for _, p := range places {
+			if p == wlLoop {
+				if err := w.goplsFloor(dirs[wlLoop], host, floor, next); err != nil {
+					return err
+				}
+				continue
+			}
 			s := wlSession{place: p, ws: dirs[p], body: first}
 			switch p {
 			case wlArt:
@@ -1559,18 +1581,159 @@ func (w *wlRun) gopls() error {
 				}
 				w.add(metric, p, d)
 			}
-			if p == wlWarm {
+			switch p {
+			case wlWarm:
 				if err := w.stopWarm(s.store); err != nil {
 					return err
 				}
 				removeStore(s.store)
+			case wlNative:
+				// L's workspace is N's as its sessions left it (B
+				// starts over in the same directory next).
+				if ld := dirs[wlLoop]; ld != "" {
+					if err := w.copyWorkspace(host, ld); err != nil {
+						return err
+					}
+				}
 			}
 		}
 		if aStore != "" {
 			removeStore(aStore) // W did not take it
 		}
 	}
+	if ld := dirs[wlLoop]; ld != "" {
+		return os.RemoveAll(ld)
+	}
 	return nil
+}
+
+// copyWorkspace replaces dst with a copy of the workspace src (cp -a:
+// owners, modes and times kept, which go's caches compare).
+func (w *wlRun) copyWorkspace(src, dst string) error {
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	parent := filepath.Dir(dst)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(parent, 0o755); err != nil {
+		return err
+	}
+	return w.cp(src, dst)
+}
+
+// goplsFloor takes L's samples of the gopls no-op rows in ws, a copy of
+// N's workspace after N's two sessions, which the sandbox sees at N's
+// path at: its first session (a fresh mount) runs body (each no-op once
+// untimed, as the mount's first, then three timed: A's timed no-ops
+// follow its cold steps in the same mount), its next session (a fresh
+// mount over what the first left, as A's next session is a new mount)
+// runs next. A no-op that compiled or linked anything is no floor: then
+// L's gopls samples go, every repetition's (the ratios pair repetitions
+// by index), and L takes none after.
+func (w *wlRun) goplsFloor(ws, at, body, next string) error {
+	if w.goplsNoFloor {
+		return nil
+	}
+	before, err := readGoState(ws)
+	if err != nil {
+		return err
+	}
+	s := wlSession{place: wlLoop, ws: ws, at: at, body: body}
+	first, _, err := w.run(s)
+	if err != nil {
+		return err
+	}
+	s.body = next
+	second, _, err := w.run(s)
+	if err != nil {
+		return err
+	}
+	after, err := readGoState(ws)
+	if err != nil {
+		return err
+	}
+	if why := before.rebuilt(after); why != "" {
+		w.goplsNoFloor = true
+		for _, m := range []string{"noop", "bnoop", "next", "bnext"} {
+			delete(w.samples[m], wlLoop)
+		}
+		w.notes = append(w.notes, "**L of the gopls no-op rows is missing**: its no-ops in a copy of N's workspace rebuilt ("+why+"), so they were no floor.")
+		w.b.progress("workloads: gopls L rebuilt (%s): no L for the gopls rows", why)
+		return nil
+	}
+	got := map[string]time.Duration{}
+	for _, m := range []struct {
+		metric string
+		times  map[string]time.Duration
+	}{{"noop", first}, {"bnoop", first}, {"next", second}, {"bnext", second}} {
+		d, err := medianOf(m.times, m.metric+"1", m.metric+"2", m.metric+"3")
+		if err != nil {
+			return err
+		}
+		got[m.metric] = d
+	}
+	for m, d := range got {
+		w.add(m, wlLoop, d)
+	}
+	w.b.progress("workloads: gopls L: no-op install %s, no-op build %s; next session %s, %s; nothing rebuilt (%d build-cache files)",
+		fmtDur(got["noop"]), fmtDur(got["bnoop"]), fmtDur(got["next"]), fmtDur(got["bnext"]), len(after.cache))
+	return nil
+}
+
+// goState is what a rebuild in a gopls workspace leaves: the build
+// cache's files (a compile that ran wrote its output and action entry
+// under a new key; a no-op only reads and touches them) and the
+// installed binary's bytes (go install links only when the link's action
+// ID no longer matches the build ID in the binary, so a relinked binary
+// differs; an up-to-date one it only touches).
+type goState struct {
+	cache map[string]bool // paths below .gocache of its regular files
+	bin   [sha256.Size]byte
+}
+
+// readGoState reads the goState of the workspace ws.
+func readGoState(ws string) (goState, error) {
+	st := goState{cache: map[string]bool{}}
+	root := filepath.Join(ws, ".gocache")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		st.cache[rel] = true
+		return err
+	})
+	if err != nil {
+		return goState{}, fmt.Errorf("build cache of %s: %w", ws, err)
+	}
+	bin, err := os.ReadFile(filepath.Join(ws, "bin", "gopls"))
+	if err != nil {
+		return goState{}, fmt.Errorf("installed gopls in %s: %w", ws, err)
+	}
+	st.bin = sha256.Sum256(bin)
+	return st, nil
+}
+
+// rebuilt says what after, read after some no-ops, shows was built since
+// before ("" for nothing).
+func (before goState) rebuilt(after goState) string {
+	var added []string
+	for p := range after.cache {
+		if !before.cache[p] {
+			added = append(added, p)
+		}
+	}
+	var why []string
+	if len(added) > 0 {
+		slices.Sort(added)
+		why = append(why, fmt.Sprintf("%d new build-cache files, first %s", len(added), added[0]))
+	}
+	if after.bin != before.bin {
+		why = append(why, "bin/gopls relinked")
+	}
+	return strings.Join(why, "; ")
 }
 
 // countOf is how many of ss are s.
@@ -1603,8 +1766,9 @@ func goplsEnv(ws string) []string {
 
 // goplsBodies are the gopls scripts: the first session (cold install and
 // its no-ops, cold build and its no-ops), the next session (the no-ops
-// of both) and W's untimed first session (each no-op once).
-func goplsBodies() (first, next, warmup string) {
+// of both), W's untimed first session (each no-op once) and L's first
+// session (first's with each cold step an untimed no-op).
+func goplsBodies() (first, next, warmup, floor string) {
 	install := "go install " + goplsPkg + "@" + goplsVer
 	build := "go -C " + goplsModDir + " build ./..."
 	steps := func(prefix, cmd string, from, to int) string {
@@ -1618,7 +1782,8 @@ func goplsBodies() (first, next, warmup string) {
 		"t bcold " + build + "\n" + steps("bnoop", build, 1, 3)
 	next = goplsEnvScript + steps("next", install, 1, 3) + steps("bnext", build, 1, 3)
 	warmup = goplsEnvScript + install + "\n" + build + "\n"
-	return first, next, warmup
+	floor = goplsEnvScript + install + "\n" + steps("noop", install, 1, 3) + build + "\n" + steps("bnoop", build, 1, 3)
+	return first, next, warmup, floor
 }
 
 // makeWritable gives the owner write permission on every file and
@@ -1653,8 +1818,7 @@ type wlSpec struct {
 
 func (w *wlRun) table() {
 	n, b, l, a, wm := wlNative, wlBwrap, wlLoop, wlArt, wlWarm
-	nba := []wlPlace{n, b, a}          // no floor to show (gopls, the session around npm ci)
-	nbaw := []wlPlace{n, b, a, wm}     // gopls's next session
+	nba := []wlPlace{n, b, a}          // no floor to show (gopls's cold steps, the session around npm ci)
 	nbla := []wlPlace{n, b, l, a}      // a first session
 	nblaw := []wlPlace{n, b, l, a, wm} // the rows of a second session
 	f := func(k, def string) string {
@@ -1670,11 +1834,11 @@ func (w *wlRun) table() {
 	ddSize := fmtSize(w.dd)
 	specs := []wlSpec{
 		{"cold", fmt.Sprintf("`go install gopls@%s`, cold (module cache of %s in the workspace, offline)", goplsVer, f("gomod", "?")), nba, false, 1.1, false},
-		{"noop", "the same `go install` again, nothing changed (median of 3 in the same session)", nba, false, 1.5, false},
-		{"next", "the same in the next session (build cache in the store; median of 3)", nbaw, false, 1.5, false},
+		{"noop", "the same `go install` again, nothing changed (median of 3 in the same session)", nbla, false, 1.5, false},
+		{"next", "the same in the next session (build cache in the store; median of 3)", nblaw, false, 1.5, false},
 		{"bcold", fmt.Sprintf("`go build ./...` in a writable copy of gopls's module in the workspace (%s), first build, after the install in the same session (its build cache holds the dependencies; the module's own packages compile)", f("goplsmod", "?")), nba, false, 1.1, false},
-		{"bnoop", "the same `go build ./...` again, nothing changed (median of 3 in the same session)", nba, false, 1.5, false},
-		{"bnext", "the same in the next session (median of 3)", nbaw, false, 1.5, false},
+		{"bnoop", "the same `go build ./...` again, nothing changed (median of 3 in the same session)", nbla, false, 1.5, false},
+		{"bnext", "the same in the next session (median of 3)", nblaw, false, 1.5, false},
 		{"ci", fmt.Sprintf("`npm ci --offline` of %s; caches dropped and inputs read back before each run", f("npm", "?")), nbla, false, 1.2, false},
 		{"ci-session", "the whole `art run` around it (start, capture, snapshot)", nba, false, 1.3, false},
 		{"find", "`find` + `du` over that node_modules (next session)", nblaw, false, 1.5, false},
@@ -1797,9 +1961,9 @@ func (b *bench) workloadsMarkdown(took time.Duration) string {
 		goFuse += " " + v
 	}
 	notes := append([]string{
-		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. `go build ./...` (`go -C gopls build ./...`) runs in a copy of gopls's own module taken from that module cache (with its go.mod and go.sum, made writable) in the workspace, with the same environment and build cache: its first build follows the install in the same session, so it finds the dependencies the install compiled, and compiles the module's own packages (their directory, part of a compile's cache key, is not the module cache's) and the packages of `./...` the gopls binary does not import. It links every command of the module (its main packages) at every build, no-op or not (Go's build cache keeps no binary `go build` links), so its no-op rows are mostly the linker's CPU and its reads of the build cache's archives. So each repetition has one cold install and one cold build a place (none for W, below).",
+		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. `go build ./...` (`go -C gopls build ./...`) runs in a copy of gopls's own module taken from that module cache (with its go.mod and go.sum, made writable) in the workspace, with the same environment and build cache: its first build follows the install in the same session, so it finds the dependencies the install compiled, and compiles the module's own packages (their directory, part of a compile's cache key, is not the module cache's) and the packages of `./...` the gopls binary does not import. It links every command of the module (its main packages) at every build, no-op or not (Go's build cache keeps no binary `go build` links), so its no-op rows are mostly the linker's CPU and its reads of the build cache's archives. So each repetition has one cold install and one cold build a place (none for L and W, below). L has no cold steps of its own, so no L in the cold rows: after N's two sessions the harness copies N's workspace (`cp -a`: module cache, build cache, `GOBIN`, the module's copy) onto L's plain directory, and L's bwrap binds the mount at N's path (a compile's cache key holds its package's directory: anywhere else every package would compile again). L's first session, on a fresh mount, runs the no-op install once untimed (the mount's first: A's timed no-ops follow its cold install in the same mount), times three, runs the no-op build once untimed (as A's follow its cold build), times three; its next session, on a fresh mount over what the first left, times the next session's no-ops as A's does. The harness checks that L's sessions built nothing (no new file in the build cache, the installed binary's bytes unchanged) and shows no L for gopls otherwise (a note says so).",
 		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A and W the store copy, for L its plain directory) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount, and for L through a new loopback mount.",
-		"L: `cmd/bench/loopfloor`, " + goFuse + "'s loopback node (`fs.NewLoopbackRoot`, the node go-fuse's example/loopback serves) mounted with the options art's mount gives the kernel: names, attributes and negative lookups kept an hour (the example as shipped keeps them 1 s, libfuse's default, so its second `git status` a few seconds after the first looked every file up again where art's mount answered from the kernel's caches: no floor), allow_other with `default_permissions`, a direct mount, 1 MiB writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC, and, as root, FUSE passthrough for every open file. The harness starts it natively as root, as art's daemon runs, over a plain directory of its own on the same disk, made and reset like N's. Each session mounts afresh (a second session over the directory the first left), so the kernel knows nothing of the tree, as at A's new mount; the script runs under bare `bwrap` with the mount bound as B binds its directory, as B's user. L is the floor under A: what the kernel's FUSE protocol costs with a server that only forwards, written with art's library; where A/N is near L/N, the rest is outside art. It is no lower bound where art answers from its own index what the loopback asks the disk for (a lookup is an lstat of the host file there): A can beat L. No L for start-up, for the session around `npm ci` (art's capture and snapshot have no counterpart there) and for gopls (minutes a place).",
+		"L: `cmd/bench/loopfloor`, " + goFuse + "'s loopback node (`fs.NewLoopbackRoot`, the node go-fuse's example/loopback serves) mounted with the options art's mount gives the kernel: names, attributes and negative lookups kept an hour (the example as shipped keeps them 1 s, libfuse's default, so its second `git status` a few seconds after the first looked every file up again where art's mount answered from the kernel's caches: no floor), allow_other with `default_permissions`, a direct mount, 1 MiB writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC, and, as root, FUSE passthrough for every open file. The harness starts it natively as root, as art's daemon runs, over a plain directory of its own on the same disk, made and reset like N's. Each session mounts afresh (a second session over the directory the first left), so the kernel knows nothing of the tree, as at A's new mount; the script runs under bare `bwrap` with the mount bound as B binds its directory, as B's user. L is the floor under A: what the kernel's FUSE protocol costs with a server that only forwards, written with art's library; where A/N is near L/N, the rest is outside art. It is no lower bound where art answers from its own index what the loopback asks the disk for (a lookup is an lstat of the host file there): A can beat L. No L for start-up, for the session around `npm ci` (art's capture and snapshot have no counterpart there) and for gopls's cold install and cold build (minutes a place; the no-op rows have L, see gopls).",
 		"git: two sets of rows. The owner case, the ordinary one (a user running art on their own repository): the repository belongs to uid 65534, which refreshed its index on the host before the capture; N runs as that uid (setresuid and setresgid with no supplementary groups, as `setpriv --reuid --regid --clear-groups`), B and L start bwrap as it with `--unshare-user --uid --gid` (mapped to itself, as art's sandbox does), and `art run` (the harness drops sudo's variables from its environment) picks the workspace's owner as the agent. No place sets git's `safe.directory` there: a place that saw someone else's repository would fail the workload with git's dubious-ownership error (a note under the table would say so). The root case (marked so, the rows of earlier tables): the repository is root's, N, B and L run as root, art's agent is uid 65534 (art never runs it as root), so every entry's uid differs from git's index and git re-reads every file once a session until the agent's own index is written; `safe.directory` is `*` in every place, or the agent's git refuses root's repository. Every script reports the uid it ran as, and the harness checks it. Each place runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit; N, B and L then go back to main (A's store copy is new each repetition).",
 		"W: art run --warm " + wlWarmIdle + ": the first session of a repetition starts the warm daemon (it captures and mounts), later ones of the repetition run over its mount, so a second session finds the kernel's dentry, attribute and page caches of the first; after the repetition's W sessions the harness asks the daemon to go (`session.YieldWarm`) and waits for its process to exit. Rows of a first session on a fresh store (`npm ci`, `tar x`, dd, the first `git status`) have no W: that is A's session with the daemon's start added. git: W runs A's two sessions and times the second's steps. npm: W runs `npm ci` (untimed) and times the next session's `find` + `du` and `rm -rf`. startup: one untimed `art run --warm` starts the daemon, the timed runs reuse it; every timed start-up command (B, A and W alike) starts 0.3 s after the one before ended, so that the sandbox a warm daemon starts ahead after a run (as between an agent's calls) is not timed inside the next command. gopls: W's store is a copy of A's after A's two sessions (it holds the build cache and binary A's cold steps wrote); W's first session, untimed, starts the daemon and runs the no-op install and build once each (as A's first session ran them after its cold steps), and its second session's no-ops are timed.",
 		"dd: the source file is bound read-only into the sandboxes (page cache warm); after the write the script waits while the harness drops the caches, then reads the file back with `dd bs=1M`.",

@@ -166,7 +166,7 @@ func TestArtEnv(t *testing.T) {
 // times the steps the harness reads, in order, each running the command
 // it names, in the workspace's environment.
 func TestGoplsBodies(t *testing.T) {
-	first, next, warmup := goplsBodies()
+	first, next, warmup, floor := goplsBodies()
 	install := "install " + goplsPkg + "@" + goplsVer
 	build := "-C " + goplsModDir + " build ./..."
 	for _, c := range []struct {
@@ -178,6 +178,8 @@ func TestGoplsBodies(t *testing.T) {
 		{"next", next, []string{"next1: " + install, "next2: " + install, "next3: " + install,
 			"bnext1: " + build, "bnext2: " + build, "bnext3: " + build}},
 		{"warmup", warmup, []string{"-: " + install, "-: " + build}},
+		{"floor", floor, []string{"-: " + install, "noop1: " + install, "noop2: " + install, "noop3: " + install,
+			"-: " + build, "bnoop1: " + build, "bnoop2: " + build, "bnoop3: " + build}},
 	} {
 		dir := t.TempDir()
 		// go prints what it ran and where its caches are; t prints the
@@ -253,7 +255,8 @@ func TestMakeWritable(t *testing.T) {
 
 // TestGoplsRows checks the gopls rows of the table: the cold and
 // same-session rows of install and build have no W, the next-session
-// rows have it.
+// rows have it; the no-op rows show L and L/N, the cold rows never do
+// (not even with an L sample, which the harness does not take).
 func TestGoplsRows(t *testing.T) {
 	s := time.Second
 	w := &wlRun{samples: map[string]map[wlPlace][]time.Duration{}, facts: map[string]string{"goplsmod": "9 packages"}}
@@ -261,6 +264,7 @@ func TestGoplsRows(t *testing.T) {
 		for _, p := range []wlPlace{wlNative, wlBwrap, wlArt} {
 			w.add(m, p, s)
 		}
+		w.add(m, wlLoop, s/2)
 	}
 	w.add("next", wlWarm, 2*s)
 	w.add("bnext", wlWarm, 3*s)
@@ -268,13 +272,94 @@ func TestGoplsRows(t *testing.T) {
 	if len(w.rows) != 6 {
 		t.Fatalf("%d rows, want 6: %+v", len(w.rows), w.rows)
 	}
-	for i, want := range []struct{ w, wratio string }{{}, {}, {"2.00 s", "2.00"}, {}, {}, {"3.00 s", "3.00"}} {
+	for i, want := range []struct{ w, wratio, l, lratio string }{
+		{},
+		{"", "", "500.0 ms", "0.50"},
+		{"2.00 s", "2.00", "500.0 ms", "0.50"},
+		{},
+		{"", "", "500.0 ms", "0.50"},
+		{"3.00 s", "3.00", "500.0 ms", "0.50"},
+	} {
 		r := w.rows[i]
-		if r.w != want.w || r.wratio != want.wratio || r.ratio != "1.00" || r.l != "" {
-			t.Errorf("row %d (%s): W %q %q, A/N %q, L %q; want W %q %q, A/N 1.00, no L", i, r.bench, r.w, r.wratio, r.ratio, r.l, want.w, want.wratio)
+		if r.w != want.w || r.wratio != want.wratio || r.ratio != "1.00" || r.l != want.l || r.lratio != want.lratio {
+			t.Errorf("row %d (%s): W %q %q, A/N %q, L %q %q; want W %q %q, A/N 1.00, L %q %q", i, r.bench, r.w, r.wratio, r.ratio, r.l, r.lratio, want.w, want.wratio, want.l, want.lratio)
 		}
 	}
 	if !strings.Contains(w.rows[3].bench, "go build ./...") || !strings.Contains(w.rows[3].bench, "9 packages") {
 		t.Errorf("build row: %q", w.rows[3].bench)
+	}
+}
+
+// TestGoStateRebuilt checks the gopls floor's rebuild detector on a real
+// workspace: touching the build cache's entries and the installed binary
+// (what an up-to-date go install and build do) is no rebuild; a new
+// entry (a compile) or a binary written anew (a link) is.
+func TestGoStateRebuilt(t *testing.T) {
+	ws := t.TempDir()
+	entry := filepath.Join(ws, ".gocache", "ab", "ab12-a")
+	bin := filepath.Join(ws, "bin", "gopls")
+	for _, f := range []string{entry, filepath.Join(ws, ".gocache", "trim.txt"), bin} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() goState {
+		t.Helper()
+		st, err := readGoState(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	before := read()
+	if len(before.cache) != 2 {
+		t.Fatalf("cache files %v, want 2", before.cache)
+	}
+	// A no-op: entries and the binary touched, trim.txt rewritten in place.
+	later := time.Now().Add(time.Hour)
+	for _, f := range []string{entry, bin} {
+		if err := os.Chtimes(f, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".gocache", "trim.txt"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if why := before.rebuilt(read()); why != "" {
+		t.Errorf("a no-op reads as rebuilt: %s", why)
+	}
+	// A compile: a new entry.
+	added := filepath.Join(ws, ".gocache", "cd", "cd34-d")
+	if err := os.MkdirAll(filepath.Dir(added), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(added, []byte("o"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if why := before.rebuilt(read()); !strings.Contains(why, "1 new build-cache files, first cd/cd34-d") {
+		t.Errorf("a new entry: %q", why)
+	}
+	if err := os.Remove(added); err != nil {
+		t.Fatal(err)
+	}
+	// A link: the binary written again with another build ID.
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("z"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if why := before.rebuilt(read()); why != "bin/gopls relinked" {
+		t.Errorf("a relinked binary: %q", why)
+	}
+	// No binary at all: an error, not a floor.
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readGoState(ws); err == nil {
+		t.Error("readGoState without bin/gopls: no error")
 	}
 }
