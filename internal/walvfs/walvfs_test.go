@@ -67,6 +67,20 @@ func openErr(path string, plain bool, extra url.Values) (*sql.DB, error) {
 	return db, nil
 }
 
+// newStore makes a store in a temporary directory, opens it through the
+// VFS with extra's options and creates table t (k, v): its path and
+// connection.
+func newStore(t *testing.T, extra url.Values) (string, *sql.DB) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	db := open(t, path, false, extra)
+	mustExec(t, db, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`)
+	return path, db
+}
+
+// spills are the options of a connection whose page cache is 10 pages:
+// a transaction of a few rows spills frames to the WAL before its commit.
+func spills() url.Values { return url.Values{"_cache_size": {"10"}} }
+
 // A commit's frames reach the file in one write, and another connection
 // (SQLite's own VFS) reads what it committed.
 func TestCommitIsOneWrite(t *testing.T) {
@@ -348,12 +362,8 @@ func TestKilledAfterCommitKeepsEverything(t *testing.T) {
 // checkpoints between some rounds. Every commit is kept, no rolled-back
 // row shows, and the store is intact for both and for a plain reader.
 func TestWritersAlternateSpillRollbackAndCommit(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.db")
-	extra := url.Values{}
-	extra.Set("_cache_size", "10")
-	a := open(t, path, false, extra)
-	b := open(t, path, false, extra)
-	mustExec(t, a, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`)
+	path, a := newStore(t, spills())
+	b := open(t, path, false, spills())
 	want := map[int]string{}
 	before := walvfs.Read()
 	for round := range 6 {
@@ -405,11 +415,7 @@ func TestWritersAlternateSpillRollbackAndCommit(t *testing.T) {
 func TestSavepointRollbackAfterSpill(t *testing.T) {
 	for _, first := range []int{0, 20} {
 		t.Run(fmt.Sprint(first), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "s.db")
-			extra := url.Values{}
-			extra.Set("_cache_size", "10")
-			db := open(t, path, false, extra)
-			mustExec(t, db, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`)
+			path, db := newStore(t, spills())
 			want := map[int]string{}
 			tx, err := db.Begin()
 			if err != nil {
@@ -453,11 +459,7 @@ func TestSavepointRollbackAfterSpill(t *testing.T) {
 // over the cache, the frames read back and overwritten are among those
 // still held. The last values win.
 func TestFrameOverwrittenInPlace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.db")
-	extra := url.Values{}
-	extra.Set("_cache_size", "10")
-	db := open(t, path, false, extra)
-	mustExec(t, db, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`)
+	path, db := newStore(t, spills())
 	want := map[int]string{}
 	tx, err := db.Begin()
 	if err != nil {
@@ -552,9 +554,7 @@ func TestCheckpointsRestartTheWAL(t *testing.T) {
 // at the previous commit (here and for a plain connection), and the next
 // transaction on the same connection commits.
 func TestFailedRunWriteFailsTheCommit(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.db")
-	db := open(t, path, false, nil)
-	mustExec(t, db, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`)
+	path, db := newStore(t, nil)
 	want := map[int]string{1: strings.Repeat("1", 5000)}
 	mustExec(t, db, `INSERT INTO t VALUES (1, ?)`, want[1])
 	walvfs.FailRun(1)
@@ -579,11 +579,7 @@ func TestFailedRunWriteFailsTheCommit(t *testing.T) {
 // VFS never sees the WAL write lock and holds nothing: each write goes
 // through as it comes, and the store is intact.
 func TestExclusiveModeHoldsNothing(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.db")
-	extra := url.Values{}
-	extra.Set("_locking_mode", "EXCLUSIVE")
-	db := open(t, path, false, extra)
-	mustExec(t, db, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`)
+	path, db := newStore(t, url.Values{"_locking_mode": {"EXCLUSIVE"}})
 	before := walvfs.Read()
 	want := map[int]string{}
 	for i := range 5 {
@@ -602,12 +598,7 @@ func TestExclusiveModeHoldsNothing(t *testing.T) {
 // under synchronous=FULL, and may split a write at the sync point: the
 // VFS holds nothing there, and the store is intact.
 func TestNoPowersafeOverwriteHoldsNothing(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.db")
-	extra := url.Values{}
-	extra.Set("psow", "0")
-	extra.Set("_synchronous", "FULL")
-	db := open(t, path, false, extra)
-	mustExec(t, db, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`)
+	path, db := newStore(t, url.Values{"psow": {"0"}, "_synchronous": {"FULL"}})
 	before := walvfs.Read()
 	want := map[int]string{}
 	for i := range 5 {
