@@ -16,9 +16,10 @@ TAGS    ?= urfave_cli_no_docs
 
 all: build
 
-## build: compile bin/art (and, beside it, the stub of warm daemons' sandboxes started ahead)
+## build: compile bin/art (the thin front), bin/art-core (the full art it executes) and the stub of warm daemons' sandboxes started ahead: the three go together
 build:
-	$(GO) build $(GOFLAGS) -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/art
+	$(GO) build $(GOFLAGS) -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(dir $(BIN))art-core ./cmd/art
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS) -o $(BIN) ./cmd/art-front
 	$(GO) build $(GOFLAGS) -o $(dir $(BIN))art-sandbox-stub ./cmd/art-sandbox-stub
 
 ## run: install what is missing, build, and run a short demo session

@@ -23,6 +23,16 @@ func netFlags() []cli.Flag {
 // loadHostConfig reads the host user's config file (configPath; "" =
 // ~/.config/art/config.json): the invoking user's on the host, never the
 // workspace's.
+// loadHostConfigEnv reads the host user's config file, found through
+// getenv (hostconfig.DefaultPathEnv).
+func loadHostConfigEnv(getenv func(string) string) (hostconfig.Config, error) {
+	p, err := hostconfig.DefaultPathEnv(getenv)
+	if err != nil {
+		return hostconfig.Config{}, err
+	}
+	return hostconfig.Load(p)
+}
+
 func loadHostConfig(configPath string) (hostconfig.Config, error) {
 	if configPath == "" {
 		var err error

@@ -1,0 +1,210 @@
+// Command art-front is installed as art: a small program that serves
+// `art run --warm` through the branch's warm daemon without starting the
+// full art, and executes the full art (art-core, beside it) for
+// everything else. The full binary links the store, FUSE and the MCP SDK:
+// its start-up alone was most of a warm run's cost over bare bwrap
+// (docs/benchmarks.md, "Start-up: a thin front for art run --warm").
+//
+// The front parses almost nothing: it finds the daemon of the store and
+// branch the run names (-d, -b, --warm) and sends it the raw run - its
+// argv, environment, working directory, umask, ignored signals and what
+// a sandbox inherits from it (warmwire.ProcKey) - with its stdin, stdout
+// and stderr. The daemon parses the run with art run's own code and
+// either serves it on the sandbox it started ahead, answering with what
+// art would have written to stderr and its exit status, or says
+// fallback, having done nothing; then, as on any other doubt before the
+// daemon took the run, the front executes the full art with the same
+// arguments and environment.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/artrt/art/internal/warmwire"
+	"golang.org/x/sys/unix"
+)
+
+// fullBinary is the full art's file name, beside the front's.
+const fullBinary = "art-core"
+
+func main() {
+	if sock, ok := warmSocket(os.Args[1:]); ok {
+		if code, served := runWarm(sock, os.Args[1:]); served {
+			os.Exit(code)
+		}
+	}
+	execFull()
+}
+
+// execFull replaces this process with the full art, same argv and
+// environment.
+func execFull() {
+	exe, err := os.Executable()
+	if err == nil {
+		full := filepath.Join(filepath.Dir(exe), fullBinary)
+		err = syscall.Exec(full, os.Args, os.Environ())
+		err = fmt.Errorf("%s: %w", full, err)
+	}
+	fmt.Fprintf(os.Stderr, "art: cannot run the full art binary (%s is installed beside art): %v\n", fullBinary, err)
+	os.Exit(1)
+}
+
+// warmSocket is the socket of the warm daemon args (art's, after the
+// program name) would use, when they are an art run with --warm and -d
+// whose daemon's socket exists. The recognition is deliberately loose:
+// the daemon parses args with art run's own flags and falls back on any
+// difference from the run it serves.
+func warmSocket(args []string) (string, bool) {
+	if len(args) < 2 || args[0] != "run" {
+		return "", false
+	}
+	var db, branch string
+	warm := false
+	for i := 1; i < len(args) && args[i] != "--"; i++ {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") {
+			continue
+		}
+		take := func() string {
+			if hasVal {
+				return val
+			}
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return ""
+		}
+		switch name {
+		case "d", "db":
+			db = take()
+		case "b", "branch":
+			branch = take()
+		case "warm":
+			warm = take() != ""
+		}
+	}
+	if !warm || db == "" {
+		return "", false
+	}
+	if branch == "" {
+		branch = "main"
+	}
+	sock := warmwire.Socket(db, branch)
+	if st, err := os.Stat(sock); err != nil || st.Mode().Type() != os.ModeSocket {
+		return "", false
+	}
+	return sock, true
+}
+
+// request is the daemon's "exec" request (session's warmRequest).
+type request struct {
+	Op     string   `json:"op"`
+	Args   []string `json:"args,omitempty"`
+	Env    []string `json:"env,omitempty"`
+	Cwd    string   `json:"cwd,omitempty"`
+	Umask  int      `json:"umask,omitempty"`
+	Proc   string   `json:"proc,omitempty"`
+	SigIgn uint64   `json:"sig_ign,omitempty"`
+	Signal int      `json:"signal,omitempty"`
+}
+
+// reply is the part of the daemon's answer the front reads.
+type reply struct {
+	Fallback string `json:"fallback,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Stderr   []byte `json:"stderr,omitempty"`
+	Code     int    `json:"code,omitempty"`
+}
+
+// runWarm sends the raw run to the daemon at sock and waits for its end,
+// passing on the signals art run passes on. served false: the daemon did
+// not take the run (nothing was done), the full art must.
+func runWarm(sock string, args []string) (int, bool) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return 0, false
+	}
+	umask, sigIgn, ok := warmwire.Status()
+	if umask < 0 || !ok {
+		return 0, false
+	}
+	// Caught from now on, as the full art catches them from its start.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		return 0, false
+	}
+	uc := c.(*net.UnixConn)
+	// Our environment goes only to a daemon of our own user.
+	if uid, err := peerUID(uc); err != nil || uid != os.Geteuid() {
+		c.Close()
+		return 0, false
+	}
+	msg, err := json.Marshal(request{Op: "exec", Args: args, Env: os.Environ(), Cwd: cwd, Umask: umask,
+		Proc: warmwire.ProcKey(), SigIgn: sigIgn})
+	if err != nil {
+		c.Close()
+		return 0, false
+	}
+	msg = append(msg, '\n')
+	n, _, err := uc.WriteMsgUnix(msg, unix.UnixRights(0, 1, 2), nil)
+	if err == nil && n < len(msg) {
+		_, err = uc.Write(msg[n:])
+	}
+	if err != nil {
+		c.Close()
+		return 0, false
+	}
+	go func() {
+		enc := json.NewEncoder(c)
+		for s := range sigs {
+			enc.Encode(request{Op: "signal", Signal: int(s.(syscall.Signal))})
+		}
+	}()
+	var r reply
+	if err := json.NewDecoder(c).Decode(&r); err != nil {
+		// The daemon may have run the command: never run it again.
+		fmt.Fprintf(os.Stderr, "art: warm daemon: no answer: %v\n", err)
+		return 1, true
+	}
+	c.Close()
+	if r.Fallback != "" {
+		signal.Stop(sigs)
+		return 0, false
+	}
+	if r.Error != "" {
+		fmt.Fprintf(os.Stderr, "art: warm daemon: %s\n", strings.ReplaceAll(r.Error, "\n", " "))
+		return 1, true
+	}
+	os.Stderr.Write(r.Stderr)
+	return r.Code, true
+}
+
+// peerUID is the uid of the process serving c (SO_PEERCRED).
+func peerUID(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return -1, err
+	}
+	if cerr != nil {
+		return -1, cerr
+	}
+	return int(cred.Uid), nil
+}
