@@ -178,13 +178,12 @@ func runWarm(sock string, args []string) (int, bool) {
 		return 1, true
 	}
 	c.Close()
-	if r.Fallback != "" {
+	if r.Fallback != "" || r.Error != "" {
+		// A daemon serving raw runs answers an exec only with its end or
+		// a fallback; an error is an older daemon's "unknown request",
+		// which did nothing either.
 		signal.Stop(sigs)
 		return 0, false
-	}
-	if r.Error != "" {
-		fmt.Fprintf(os.Stderr, "art: warm daemon: %s\n", strings.ReplaceAll(r.Error, "\n", " "))
-		return 1, true
 	}
 	os.Stderr.Write(r.Stderr)
 	return r.Code, true
