@@ -362,7 +362,7 @@ func parseRunEnv(c *cli.Context, o *runOptions, in procInputs) error {
 // host user's config file, never the workspace's, then --net, --allow and
 // --deny.
 func parseRunNet(c *cli.Context, o *runOptions, in procInputs) error {
-	hc, err := loadHostConfigEnv(in.getenv)
+	hc, err := loadHostConfigIn(in)
 	if err != nil {
 		return err
 	}
