@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/internal/warmwire"
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/sandbox"
 	"github.com/artrt/art/session"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -259,7 +261,10 @@ sys.exit(1 if s.recv(100) else 0)`, sock)
 
 // TestRawRunSameOptions: the options and the sandbox a warm daemon
 // computes from a client's raw inputs are the ones the client computes
-// from its own process.
+// from its own process. While the "daemon" parses, this process's own
+// environment, working directory and terminal differ from the client's
+// (as a daemon's do), so that a parse reading them instead of the
+// client's inputs fails here.
 func TestRawRunSameOptions(t *testing.T) {
 	testutil.Require(t, "bwrap")
 	dir := t.TempDir()
@@ -268,22 +273,55 @@ func TestRawRunSameOptions(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "data", "d"), "d\n")
 	home := filepath.Join(dir, "home")
 	os.MkdirAll(home, 0o755)
+	// A relative $HOME's config, under the client's directory only.
+	writeFile(t, filepath.Join(dir, "h", ".config", "art", "config.json"), `{"net":{"mode":"none"}}`)
+	// The daemon's own config (its process's $XDG_CONFIG_HOME): a parse
+	// that finds it reads another policy.
+	decoy := filepath.Join(dir, "decoy")
+	writeFile(t, filepath.Join(decoy, "art", "config.json"), `{"net":{"mode":"none"}}`)
+	daemonEnv := map[string]string{"TERM": "daemon-term", "XDG_CONFIG_HOME": decoy}
+	clientEnv := map[string]string{"TERM": "xterm-test", "SUDO_UID": "4242", "SUDO_GID": "4243", "HOME": home, "XDG_CONFIG_HOME": ""}
+	keys := []string{"TERM", "SUDO_UID", "SUDO_GID", "HOME", "XDG_CONFIG_HOME"}
+	for _, k := range keys {
+		t.Setenv(k, "") // restored after the test
+	}
+	setEnv := func(vars map[string]string) {
+		for _, k := range keys {
+			if v, ok := vars[k]; ok && v != "" {
+				os.Setenv(k, v)
+			} else {
+				os.Unsetenv(k)
+			}
+		}
+	}
+	relHome := map[string]string{"HOME": "h"}
+	for k, v := range clientEnv {
+		if k != "HOME" {
+			relHome[k] = v
+		}
+	}
 	t.Chdir(dir)
-	env := map[string]string{"TERM": "xterm-test", "SUDO_UID": "4242", "SUDO_GID": "4243", "HOME": home, "XDG_CONFIG_HOME": ""}
-	for k, v := range env {
-		t.Setenv(k, v)
+	type tc struct {
+		flags []string
+		env   map[string]string
+		tty   bool
 	}
-	matrix := [][]string{
-		{"-m", "ws", "-d", "s.db"},
-		{"-m", ws, "-d", filepath.Join(dir, "s.db")},
-		{"-m", "ws", "-d", "s.db", "--bind", "data:/data:ro", "-e", "A=b", "--net", "none"},
-		{"-m", "./ws/", "-d", "s.db", "-b", "try", "--bind", filepath.Join(dir, "data") + ":/data", "--net", "host"},
-		{"-m", "ws", "-d", "s.db", "--user", "1234:1235", "--memory", "64M", "--pids", "50", "--timeout", "3s", "-q"},
-		{"-m", "ws", "-d", "s.db", "-i=false", "--", "sh", "-c", "echo"},
+	matrix := []tc{
+		{flags: []string{"-m", "ws", "-d", "s.db"}},
+		{flags: []string{"-m", ws, "-d", filepath.Join(dir, "s.db")}},
+		{flags: []string{"-m", "ws", "-d", "s.db", "--bind", "data:/data:ro", "-e", "A=b", "--net", "none"}},
+		{flags: []string{"-m", "./ws/", "-d", "s.db", "-b", "try", "--bind", filepath.Join(dir, "data") + ":/data", "--net", "host"}},
+		{flags: []string{"-m", "ws", "-d", "s.db", "--user", "1234:1235", "--memory", "64M", "--pids", "50", "--timeout", "3s", "-q"}},
+		{flags: []string{"-m", "ws", "-d", "s.db", "-i=false", "--", "sh", "-c", "echo"}},
+		{flags: []string{"-m", "ws", "-d", "s.db", "-i=false"}, tty: true},
+		{flags: []string{"-m", "ws", "-d", "s.db"}, env: relHome},
 	}
-	getenv := func(k string) string { return env[k] }
-	for _, flags := range matrix {
-		args := append([]string{"run", "--warm", "1m"}, flags...)
+	for _, c := range matrix {
+		env := c.env
+		if env == nil {
+			env = clientEnv
+		}
+		args := append([]string{"run", "--warm", "1m"}, c.flags...)
 		parse := func(in procInputs) (runOptions, error) {
 			var o runOptions
 			var perr error
@@ -292,17 +330,23 @@ func TestRawRunSameOptions(t *testing.T) {
 			}
 			return o, perr
 		}
+		// The client: its own process's inputs (ownInputs, with the
+		// terminal the case gives).
+		setEnv(env)
 		own, err := ownInputs()
 		if err != nil {
 			t.Fatal(err)
 		}
+		own.stdoutTTY = c.tty
 		client, cerr := parse(own)
-		// The daemon: another working directory, the client's given.
+		// The daemon: its own environment and working directory, no
+		// terminal; the client's given.
+		setEnv(daemonEnv)
 		t.Chdir("/")
-		daemon, derr := parse(procInputs{getenv: getenv, cwd: dir, stdoutTTY: own.stdoutTTY})
+		daemon, derr := parse(procInputs{getenv: func(k string) string { return env[k] }, cwd: dir, stdoutTTY: c.tty})
 		t.Chdir(dir)
 		if cerr != nil || derr != nil {
-			t.Fatalf("%q: client %v, daemon %v", args, cerr, derr)
+			t.Fatalf("%q %v: client %v, daemon %v", args, env, cerr, derr)
 		}
 		if journal.BranchKey(client.Store, client.Branch) != journal.BranchKey(filepath.Join(dir, daemon.Store), daemon.Branch) &&
 			journal.BranchKey(client.Store, client.Branch) != journal.BranchKey(daemon.Store, daemon.Branch) {
@@ -310,12 +354,18 @@ func TestRawRunSameOptions(t *testing.T) {
 		}
 		client.Store, daemon.Store = "", ""
 		if !reflect.DeepEqual(client, daemon) {
-			t.Errorf("%q:\nclient %+v\ndaemon %+v", args, client, daemon)
+			t.Errorf("%q %v:\nclient %+v\ndaemon %+v", args, env, client, daemon)
 		}
 		ccfg, cerr := session.SandboxConfig(client.Options, client.Command)
 		dcfg, derr := session.SandboxConfig(daemon.Options, daemon.Command)
 		if cerr != nil || derr != nil || !reflect.DeepEqual(ccfg, dcfg) {
-			t.Errorf("%q: sandbox\nclient %+v %v\ndaemon %+v %v", args, ccfg, cerr, dcfg, derr)
+			t.Errorf("%q %v: sandbox\nclient %+v %v\ndaemon %+v %v", args, env, ccfg, cerr, dcfg, derr)
+		}
+		if c.tty && !slices.Contains(client.Env, "TERM=xterm-test") {
+			t.Errorf("%q: a terminal's client passes no $TERM: %q", args, client.Env)
+		}
+		if c.env != nil && client.Net != sandbox.NetNone {
+			t.Errorf("%q: relative $HOME's config not read: net %q", args, client.Net)
 		}
 	}
 }
