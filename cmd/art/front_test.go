@@ -210,12 +210,16 @@ func TestRawRunFallbackDoesNothing(t *testing.T) {
 	ops := len(runEvents(t, db))
 	sock := session.WarmSocket(db, "main")
 	other := t.TempDir()
+	otherDB := filepath.Join(filepath.Dir(db), "other.db")
 	for _, args := range [][]string{
 		append(append([]string{}, base...), "--trace", "--", "sh", "-c", "true"),
 		{"run", "--warm", "1m", "-m", other, "-d", db, "-i=false", "--", "sh", "-c", "true"},
 		append(append([]string{}, base...), "--bogus", "--", "sh", "-c", "true"),
 		{"log", "-d", db},
 		append(append([]string{}, base...), "-b", "elsewhere", "--", "sh", "-c", "true"),
+		// Another store with the same workspace and branch: the daemon's
+		// sandbox records into its own store, never this one's.
+		{"run", "--warm", "1m", "-m", ws, "-d", otherDB, "-i=false", "-q", "-e", "PATH=/usr/bin:/bin", "--", "sh", "-c", "true"},
 		append(append([]string{}, base...), "--", "no-such-command"),
 	} {
 		r := rawExec(t, sock, args, "/")
@@ -228,6 +232,9 @@ func TestRawRunFallbackDoesNothing(t *testing.T) {
 	}
 	if n := len(runEvents(t, db)); n != ops {
 		t.Fatalf("fallbacks recorded %d run ops", n-ops)
+	}
+	if _, err := os.Lstat(otherDB); !os.IsNotExist(err) {
+		t.Fatalf("the other store: %v", err)
 	}
 	// The daemon is as it was: its next run is served on the sandbox
 	// started ahead.
