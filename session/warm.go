@@ -145,10 +145,9 @@ type warmReply struct {
 	Log      string           `json:"log,omitempty"`    // the overlay's messages during the run
 	Failed   *warmFailed      `json:"failed,omitempty"` // the mount failed (overlay.FailedError)
 
-	// exec's answer: not served (why; nothing was done), or what the
-	// full client would have written to its stderr and its exit status.
+	// exec's answer: not served (why; nothing was done), or the full
+	// client's exit status (its messages went to the client's stderr).
 	Fallback string `json:"fallback,omitempty"`
-	Stderr   []byte `json:"stderr,omitempty"`
 	Code     int    `json:"code,omitempty"`
 }
 
@@ -882,6 +881,9 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File, x *exec
 			d.idle = req.Idle
 			d.mu.Unlock()
 		}
+		// Served from here on, whatever happens: the client's messages
+		// may reach its stderr.
+		x.serving()
 	} else if why := d.stale(req); why != "" {
 		warmLogf("art warm daemon: mount discarded: %s\n", why)
 		d.mu.Lock()
@@ -906,12 +908,17 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File, x *exec
 		return
 	}
 	if p := d.runReady(req, files); p != nil {
-		for _, f := range files {
+		for i, f := range files {
 			// The command has them now. Closed here, not at serve's
 			// end: the daemon holds no copy while the command runs, so
 			// a reader of the client's output sees its end when the
-			// command and the client close theirs.
-			f.Close()
+			// command and the client close theirs. A raw run's stderr
+			// (x) stays for the client's messages after the command,
+			// which the daemon writes; serve closes it after the answer,
+			// as the front, holding its own, exits.
+			if x == nil || i != 2 {
+				f.Close()
+			}
 		}
 		r.Started, r.LimitedBy = true, p.LimitedBy()
 		var onSignal func(syscall.Signal)

@@ -6,10 +6,12 @@ package session
 // working directory, umask, ignored signals, procKey - and its stdio,
 // and has parsed nothing. The daemon parses the run with art run's own
 // code (the ExecHandler cmd/art gives ServeWarm), serves it exactly as a
-// begin on its sandbox started ahead, and answers with what the full
-// client would have written to its stderr and its exit status. Anything
+// begin on its sandbox started ahead, writing the full client's messages
+// to the client's stderr as the full client would, in the same order
+// around the command's output, and answers with its exit status. Anything
 // it would not serve that way it answers with a fallback, having done
-// nothing, and the front runs the full client.
+// nothing (not a byte written to the client's stderr), and the front runs
+// the full client.
 
 import (
 	"context"
@@ -32,20 +34,24 @@ type WarmExec struct {
 
 	// Serve runs the parsed run on the daemon's sandbox started ahead and
 	// returns what Run would have. fallback != "" says why it did not
-	// (and then nothing was done). onSignal hears of each signal the
-	// client passes on while the command runs.
-	Serve func(o Options, c Command, onSignal func(syscall.Signal)) (res Result, err error, fallback string)
+	// (and then nothing was done). serving is called once the run is
+	// the daemon's to serve (no fallback from then on), before anything
+	// is written to o.Warn; onSignal hears of each signal the client
+	// passes on while the command runs.
+	Serve func(o Options, c Command, serving func(), onSignal func(syscall.Signal)) (res Result, err error, fallback string)
 }
 
 // ExecHandler parses x as art run would have in the client, serves it
-// with x.Serve and returns the client's stderr and exit status, or why
-// the full client must run it instead (fallback, with nothing done).
-type ExecHandler func(ctx context.Context, x *WarmExec) (stderr []byte, code int, fallback string)
+// with x.Serve (writing the client's messages to x.Stdio[2] only once
+// Serve said serving) and returns its exit status, or why the full
+// client must run it instead (fallback, with nothing done or written).
+type ExecHandler func(ctx context.Context, x *WarmExec) (code int, fallback string)
 
 // execRun is a raw run being served by warmDaemon.run.
 type execRun struct {
 	o        Options
 	c        Command
+	serving  func() // the run is served: no fallback from now on
 	onSignal func(syscall.Signal)
 	fallback string
 	res      Result
@@ -84,7 +90,7 @@ func (d *warmDaemon) exec(w *warmConn, c net.Conn, req warmRequest, files []*os.
 		return
 	}
 	x := &WarmExec{Args: req.Args, Env: req.Env, Cwd: req.Cwd, Stdio: [3]*os.File{files[0], files[1], files[2]}}
-	x.Serve = func(o Options, cmd Command, onSignal func(syscall.Signal)) (Result, error, string) {
+	x.Serve = func(o Options, cmd Command, serving func(), onSignal func(syscall.Signal)) (Result, error, string) {
 		switch {
 		case o.Store == "" || o.Warm <= 0 || o.At != "":
 			return Result{}, nil, "not a warm run"
@@ -105,17 +111,17 @@ func (d *warmDaemon) exec(w *warmConn, c net.Conn, req warmRequest, files []*os.
 		if breq.Sandbox == nil {
 			return Result{}, nil, "the client's umask is unknown"
 		}
-		xr := &execRun{o: o, c: cmd, onSignal: onSignal}
+		xr := &execRun{o: o, c: cmd, serving: serving, onSignal: onSignal}
 		d.run(w, breq, files, xr)
 		return xr.res, xr.err, xr.fallback
 	}
-	out, code, why := d.execHandler(d.bg, x)
+	code, why := d.execHandler(d.bg, x)
 	if why != "" {
 		warmLogf("art warm daemon: raw run not served: %s\n", why)
 		fallback(why)
 		return
 	}
-	w.enc.Encode(warmReply{Stderr: out, Code: code})
+	w.enc.Encode(warmReply{Code: code})
 }
 
 // SandboxConfig is the sandbox Run would start for c over o's workspace

@@ -121,8 +121,7 @@ type request struct {
 type reply struct {
 	Fallback string `json:"fallback,omitempty"`
 	Error    string `json:"error,omitempty"`
-	Stderr   []byte `json:"stderr,omitempty"`
-	Code     int    `json:"code,omitempty"`
+	Code     int    `json:"code,omitempty"` // the daemon wrote art's messages to our stderr
 }
 
 // runWarm sends the raw run to the daemon at sock and waits for its end,
@@ -185,7 +184,6 @@ func runWarm(sock string, args []string) (int, bool) {
 		signal.Stop(sigs)
 		return 0, false
 	}
-	os.Stderr.Write(r.Stderr)
 	return r.Code, true
 }
 

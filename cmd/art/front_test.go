@@ -129,6 +129,21 @@ func TestFrontServesWarmRunsAsTheFullArt(t *testing.T) {
 	if r.code != 5 || r.stdout != "q\n" || r.stderr != "" {
 		t.Errorf("-q through the front: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	// Limits: their line comes before the command's output, as the full
+	// art writes it. The full art's run leaves the next sandbox ahead
+	// with its policy; the front's is served on it.
+	limited := []string{"run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-e", "PATH=/usr/bin:/bin", "--pids", "100",
+		"--", "sh", "-c", "echo to-stderr >&2; exit 4"}
+	viaCore := frontRun(t, core, "", limited...)
+	before := notServed(t, db)
+	viaFront := frontRun(t, front, "", limited...)
+	if n := notServed(t, db); n != before {
+		t.Errorf("a run with limits through the front was not served by the daemon")
+	}
+	if !strings.HasPrefix(viaCore.stderr, "art: limits enforced by ") || viaFront.code != 4 || viaCore.code != 4 ||
+		timing.ReplaceAllString(viaFront.stderr, "") != timing.ReplaceAllString(viaCore.stderr, "") {
+		t.Errorf("limits: front exit %d %q; full art exit %d %q", viaFront.code, viaFront.stderr, viaCore.code, viaCore.stderr)
+	}
 
 	// Fallbacks run through the full art: a usage error it reports...
 	r = frontRun(t, front, "", "run", "--warm", "1m", "-m", ws, "-d", db, "--trace", "-i=false", "--", "true")

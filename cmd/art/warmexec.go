@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/artrt/art/session"
@@ -15,13 +16,14 @@ import (
 // serveRawRun is a warm daemon's parse of a raw run (session.WarmExec,
 // sent by art's thin front): art run's own flags and option functions
 // over the client's inputs, then, when the run is one the daemon serves
-// on its sandbox started ahead, the run and its report - the bytes art
-// run would have written to the client's stderr and its exit status.
-// Anything else is a fallback with nothing done: the front then runs the
-// full client, which reports usage errors and serves every other case.
-func serveRawRun(ctx context.Context, x *session.WarmExec) ([]byte, int, string) {
+// on its sandbox started ahead, the run and its report - art run's
+// messages, written to the client's stderr as art run writes them, and
+// its exit status. Anything else is a fallback with nothing done or
+// written: the front then runs the full client, which reports usage
+// errors and serves every other case.
+func serveRawRun(ctx context.Context, x *session.WarmExec) (int, string) {
 	if !filepath.IsAbs(x.Cwd) {
-		return nil, 0, "not art run"
+		return 0, "not art run"
 	}
 	vars := map[string]string{}
 	for _, kv := range x.Env {
@@ -34,12 +36,12 @@ func serveRawRun(ctx context.Context, x *session.WarmExec) ([]byte, int, string)
 	getenv := func(k string) string { return vars[k] }
 	for _, k := range []string{"ART_CPUPROFILE", "ART_RUSAGE", "ART_PHASES"} {
 		if getenv(k) != "" {
-			return nil, 0, "measurement aid " + k + " set" // they measure the client's process
+			return 0, "measurement aid " + k + " set" // they measure the client's process
 		}
 	}
 	in := procInputs{getenv: getenv, cwd: x.Cwd, stdoutTTY: isTerminal(x.Stdio[1])}
-	var stderr bytes.Buffer
-	e := &env{stdin: x.Stdio[0], stdout: x.Stdio[1], stderr: &stderr}
+	stderr := &stderrGate{out: x.Stdio[2]}
+	e := &env{stdin: x.Stdio[0], stdout: x.Stdio[1], stderr: stderr}
 	var (
 		served   bool
 		fallback = "art run's flags did not parse"
@@ -70,7 +72,7 @@ func serveRawRun(ctx context.Context, x *session.WarmExec) ([]byte, int, string)
 				cancel(signalCause{sig: sig}) // as main's notifySignals, the first
 			}
 		}
-		res, err, why := x.Serve(o.Options, o.Command, onSignal)
+		res, err, why := x.Serve(o.Options, o.Command, stderr.open, onSignal)
 		if why != "" {
 			fallback = why
 			return
@@ -79,12 +81,44 @@ func serveRawRun(ctx context.Context, x *session.WarmExec) ([]byte, int, string)
 		code = exitStatus(ctx, finishRun(c, e, o, res, err), e.stderr)
 	})
 	if !parsed {
-		return nil, 0, "not art run"
+		return 0, "not art run"
 	}
 	if !served {
-		return nil, 0, fallback
+		return 0, fallback
 	}
-	return stderr.Bytes(), code, ""
+	return code, ""
+}
+
+// stderrGate is art run's stderr in a warm daemon serving a raw run: it
+// holds what is written until the run is the daemon's to serve (open),
+// then writes it, and all that follows, to the client's stderr, so that
+// a fallback writes nothing and a served run's messages come in the
+// order the full client's do around the command's output.
+type stderrGate struct {
+	mu   sync.Mutex
+	out  io.Writer // the client's stderr
+	held bytes.Buffer
+	on   bool
+}
+
+func (g *stderrGate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.on {
+		return g.held.Write(p)
+	}
+	return g.out.Write(p)
+}
+
+// open passes on what was held and all later writes.
+func (g *stderrGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.on {
+		g.on = true
+		g.out.Write(g.held.Bytes()) // as the client's writes: errors not reported
+		g.held.Reset()
+	}
 }
 
 // parseRunArgs parses args (art's, after the program name) as art run
