@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,11 +38,65 @@ const fullBinary = "art-core"
 
 func main() {
 	if sock, ok := warmSocket(os.Args[1:]); ok {
-		if code, served := runWarm(sock, os.Args[1:]); served {
+		sigs := catchSignals()
+		code, served := runWarm(sock, os.Args[1:], sigs)
+		if served {
 			os.Exit(code)
+		}
+		if sig := sigs.stop(); sig != 0 {
+			// Interrupted before anyone ran the command: so is the run.
+			dieOf(sig)
 		}
 	}
 	execFull()
+}
+
+// signals are the signals art run passes on to its command, caught by
+// the front from its start as the full art catches them from its own;
+// the first is remembered, so that one caught before the daemon answered
+// a fallback is not lost in the exec of the full art.
+type signals struct {
+	c     chan os.Signal
+	fwd   chan syscall.Signal // to the daemon, once a request is sent
+	first atomic.Int32
+	done  chan struct{}
+}
+
+func catchSignals() *signals {
+	s := &signals{c: make(chan os.Signal, 4), fwd: make(chan syscall.Signal, 4), done: make(chan struct{})}
+	signal.Notify(s.c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	go func() {
+		defer close(s.done)
+		for sig := range s.c {
+			n := sig.(syscall.Signal)
+			s.first.CompareAndSwap(0, int32(n))
+			select {
+			case s.fwd <- n:
+			default: // the daemon has passed on enough of them
+			}
+		}
+	}()
+	return s
+}
+
+// stop stops catching and returns the first signal caught, or 0.
+func (s *signals) stop() syscall.Signal {
+	signal.Stop(s.c) // no more sends on s.c when it returns
+	close(s.c)
+	<-s.done
+	return syscall.Signal(s.first.Load())
+}
+
+// dieOf ends the front as the signal's default action would, so that its
+// parent sees the interruption; when the signal does not end it (it was
+// ignored when the front started, or is SIGQUIT, whose Go default dumps
+// goroutines), with 128+sig.
+func dieOf(sig syscall.Signal) {
+	if sig != syscall.SIGQUIT {
+		syscall.Kill(os.Getpid(), sig)
+		time.Sleep(100 * time.Millisecond) // delivery is asynchronous
+	}
+	os.Exit(128 + int(sig))
 }
 
 // execFull replaces this process with the full art, same argv and
@@ -125,9 +180,9 @@ type reply struct {
 }
 
 // runWarm sends the raw run to the daemon at sock and waits for its end,
-// passing on the signals art run passes on. served false: the daemon did
-// not take the run (nothing was done), the full art must.
-func runWarm(sock string, args []string) (int, bool) {
+// passing on the signals sigs catches. served false: the daemon did not
+// take the run (nothing was done), the full art must.
+func runWarm(sock string, args []string, sigs *signals) (int, bool) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return 0, false
@@ -136,9 +191,6 @@ func runWarm(sock string, args []string) (int, bool) {
 	if umask < 0 || !ok {
 		return 0, false
 	}
-	// Caught from now on, as the full art catches them from its start.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	c, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {
 		return 0, false
@@ -166,8 +218,8 @@ func runWarm(sock string, args []string) (int, bool) {
 	}
 	go func() {
 		enc := json.NewEncoder(c)
-		for s := range sigs {
-			enc.Encode(request{Op: "signal", Signal: int(s.(syscall.Signal))})
+		for s := range sigs.fwd {
+			enc.Encode(request{Op: "signal", Signal: int(s)})
 		}
 	}()
 	var r reply
@@ -181,7 +233,6 @@ func runWarm(sock string, args []string) (int, bool) {
 		// A daemon serving raw runs answers an exec only with its end or
 		// a fallback; an error is an older daemon's "unknown request",
 		// which did nothing either.
-		signal.Stop(sigs)
 		return 0, false
 	}
 	return r.Code, true

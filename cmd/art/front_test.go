@@ -5,6 +5,7 @@ package main
 // a real daemon, FUSE and bwrap.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/internal/warmwire"
@@ -405,5 +407,68 @@ func TestWarmSocketName(t *testing.T) {
 		if a, b := warmwire.Socket(c[0], c[1]), filepath.Join(journal.LockDir(), "warm-"+journal.BranchKey(filepath.Join(dir, "s.db"), c[1])+".sock"); a != b {
 			t.Errorf("%q: %s, want %s", c, a, b)
 		}
+	}
+}
+
+// TestFrontSignalBeforeFallback: a signal the front caught before the
+// daemon answered fallback ends the front; the full art is not run (nor
+// the command). The daemon is a stand-in that delays its fallback until
+// the front has the signal.
+func TestFrontSignalBeforeFallback(t *testing.T) {
+	ws, db := runWorkspace(t)
+	front := frontBinary(t)
+	t.Cleanup(func() {
+		if warmPID(db) != 0 { // the full art ran after all: its daemon
+			stopWarm(t, db, "main")
+		}
+	})
+	sock := warmwire.Socket(db, "main")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(sock)
+	defer l.Close()
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command(front, "run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-q", "-e", "PATH=/usr/bin:/bin",
+		"--bind", filepath.Dir(marker)+":/out", "--", "sh", "-c", "touch /out/ran")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The request (its descriptors are closed unread), then the signal.
+	if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(300 * time.Millisecond) // caught by the front
+	json.NewEncoder(c).Encode(map[string]string{"fallback": "test"})
+	l.Close()
+	os.Remove(sock)
+	var err2 error
+	select {
+	case err2 = <-exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the front did not end")
+	}
+	ee, ok := err2.(*exec.ExitError)
+	if !ok {
+		t.Fatalf("the front: %v, want ended by SIGINT", err2)
+	}
+	if ws, _ := ee.Sys().(syscall.WaitStatus); !(ws.Signaled() && ws.Signal() == syscall.SIGINT) && ee.ExitCode() != 130 {
+		t.Errorf("the front: %v, want ended by SIGINT", err2)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the command ran after the signal: %v", err)
 	}
 }
