@@ -38,11 +38,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/artrt/art/internal/phase"
 	"github.com/artrt/art/internal/warmwire"
@@ -365,7 +367,11 @@ func beginRequest(o Options, c Command, cfg *sandbox.Config, pid int, ready bool
 	req := warmRequest{Op: "begin", Desc: strings.Join(c.Argv, " "), PID: pid, Workspace: o.Workspace,
 		UID: o.UID, GID: o.GID, JournalWrites: o.JournalWrites, Durability: o.Durability, DiskQuota: o.DiskQuota,
 		Idle: o.Warm, Quiet: c.Quiet}
-	if ready && um >= 0 && ignOK {
+	if ready && um >= 0 && ignOK && utf8Only(reflect.ValueOf(cfg)) {
+		// The daemon starts this sandbox from the request's JSON, which
+		// turns bytes that are not UTF-8 into U+FFFD: a run with such an
+		// argument, variable or path goes the other way (runOverWarm,
+		// bwrap started here from the client's own memory).
 		sb := *cfg
 		req.Sandbox, req.Timeout, req.Umask, req.Proc = &sb, c.Timeout, um, proc
 		// What a bwrap of ours would inherit ignored: supervise handles
@@ -377,6 +383,36 @@ func beginRequest(o Options, c Command, cfg *sandbox.Config, pid int, ready bool
 		req.SigIgn = ign
 	}
 	return req
+}
+
+// utf8Only says whether every string in v is valid UTF-8 (and so
+// survives a JSON encoding unchanged).
+func utf8Only(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil() || utf8Only(v.Elem())
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if !utf8Only(v.Field(i)) {
+				return false
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if !utf8Only(v.Index(i)) {
+				return false
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if !utf8Only(it.Key()) || !utf8Only(it.Value()) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // warmClosing says whether pid, a branch's holder whose socket is gone,

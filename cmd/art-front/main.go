@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/artrt/art/internal/warmwire"
 	"golang.org/x/sys/unix"
@@ -37,6 +38,11 @@ import (
 const fullBinary = "art-core"
 
 func main() {
+	if !utf8Inputs() {
+		// The request is JSON, which turns bytes that are not UTF-8
+		// into U+FFFD: the full art runs it with them as they are.
+		execFull()
+	}
 	if sock, ok := warmSocket(os.Args[1:]); ok {
 		sigs := catchSignals()
 		code, served := runWarm(sock, os.Args[1:], sigs)
@@ -49,6 +55,19 @@ func main() {
 		}
 	}
 	execFull()
+}
+
+// utf8Inputs says whether the front's arguments, environment and working
+// directory are valid UTF-8 (an unreadable directory counts as such: the
+// daemon is not asked then).
+func utf8Inputs() bool {
+	cwd, _ := os.Getwd()
+	for _, s := range append(append([]string{cwd}, os.Args...), os.Environ()...) {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // signals are the signals art run passes on to its command, caught by

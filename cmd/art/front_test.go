@@ -146,6 +146,22 @@ func TestFrontServesWarmRunsAsTheFullArt(t *testing.T) {
 		timing.ReplaceAllString(viaFront.stderr, "") != timing.ReplaceAllString(viaCore.stderr, "") {
 		t.Errorf("limits: front exit %d %q; full art exit %d %q", viaFront.code, viaFront.stderr, viaCore.code, viaCore.stderr)
 	}
+	// Bytes that are not UTF-8 reach the command as they are, through
+	// the front and through the full art (the daemon's requests are
+	// JSON, which would make them U+FFFD). Each run follows one that
+	// leaves a sandbox ahead with its policy.
+	for _, bin := range []string{front, core} {
+		run := func(arg string) runOut {
+			return frontRun(t, bin, "", "run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-q", "-e", "PATH=/usr/bin:/bin",
+				"--", "sh", "-c", `printf %s "$1"`, "sh", arg)
+		}
+		if r := run("ready"); r.code != 0 || r.stdout != "ready" {
+			t.Fatalf("%s: exit %d %q %q", filepath.Base(bin), r.code, r.stdout, r.stderr)
+		}
+		if r := run("\xe9t\xe9"); r.code != 0 || r.stdout != "\xe9t\xe9" {
+			t.Errorf("%s: an argument not UTF-8: exit %d %q %q", filepath.Base(bin), r.code, r.stdout, r.stderr)
+		}
+	}
 
 	// Fallbacks run through the full art: a usage error it reports...
 	r = frontRun(t, front, "", "run", "--warm", "1m", "-m", ws, "-d", db, "--trace", "-i=false", "--", "true")
