@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # urfave_cli_no_docs leaves urfave/cli's man page and markdown generator
-# (and the markdown library's package initialisation) out of bin/art: every
+# (and the markdown library's package initialisation) out of bin/art-core: every
 # art process paid for it at start-up. make man builds without it.
 TAGS    ?= urfave_cli_no_docs
 
@@ -16,9 +16,10 @@ TAGS    ?= urfave_cli_no_docs
 
 all: build
 
-## build: compile bin/art (and, beside it, the stub of warm daemons' sandboxes started ahead)
+## build: compile bin/art (the thin front), bin/art-core (the full art it executes) and the stub of warm daemons' sandboxes started ahead: the three go together
 build:
-	$(GO) build $(GOFLAGS) -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/art
+	$(GO) build $(GOFLAGS) -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(dir $(BIN))art-core ./cmd/art
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS) -o $(BIN) ./cmd/art-front
 	$(GO) build $(GOFLAGS) -o $(dir $(BIN))art-sandbox-stub ./cmd/art-sandbox-stub
 
 ## run: install what is missing, build, and run a short demo session
@@ -66,7 +67,7 @@ deps:
 	@scripts/deps.sh
 
 ## man: generate the man page man/art.1 from the CLI's own definitions
-## (an art built without TAGS: bin/art leaves the generator out)
+## (an art built without TAGS: bin/art-core leaves the generator out)
 man:
 	@mkdir -p man
 	$(GO) run $(GOFLAGS) ./cmd/art man > man/art.1

@@ -52,10 +52,22 @@ import (
 var ErrBadConfig = errclass.New(errclass.Invalid, "bad config file")
 
 // DefaultPath returns the host user's config file path.
-func DefaultPath() (string, error) {
-	dir, err := os.UserConfigDir()
-	if err != nil {
-		return "", fmt.Errorf("find config directory: %w", err)
+func DefaultPath() (string, error) { return DefaultPathEnv(os.Getenv) }
+
+// DefaultPathEnv is DefaultPath with the environment read through getenv
+// (a warm daemon's, its client's): os.UserConfigDir's rule on Linux,
+// $XDG_CONFIG_HOME (absolute) else $HOME/.config.
+func DefaultPathEnv(getenv func(string) string) (string, error) {
+	dir := getenv("XDG_CONFIG_HOME")
+	switch {
+	case dir != "" && !filepath.IsAbs(dir):
+		return "", errors.New("find config directory: path in $XDG_CONFIG_HOME is relative")
+	case dir == "":
+		home := getenv("HOME")
+		if home == "" {
+			return "", errors.New("find config directory: neither $XDG_CONFIG_HOME nor $HOME are defined")
+		}
+		dir = filepath.Join(home, ".config")
 	}
 	return filepath.Join(dir, "art", "config.json"), nil
 }

@@ -2,9 +2,7 @@ package journal
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/internal/errclass"
+	"github.com/artrt/art/internal/warmwire"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,15 +46,7 @@ import (
 // (session.StateDir): /run/art for root, else $XDG_RUNTIME_DIR/art, else
 // TMPDIR/art-UID. Locks, like sessions, are per user: a session of another
 // user on the same store is not seen. LockDir creates nothing.
-func LockDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/art"
-	}
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
-		return filepath.Join(x, "art")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("art-%d", os.Getuid()))
-}
+func LockDir() string { return warmwire.LockDir() }
 
 // BranchInUseError says a session holds the branch's lock: another session
 // on it, or a change of its tree by anyone else, is refused.
@@ -85,28 +76,15 @@ type BranchLock struct {
 // storeKey names db's store for its locks (see BranchKey).
 func (db *DB) storeKey() string { return storeKey(db.path) }
 
-// storeKey names the store at path for its locks: its absolute path with
-// every link resolved, so that every process reaching the store by any
-// path (relative, through a linked directory or $PWD) names one lock.
-func storeKey(path string) string {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return path
-	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		return real
-	}
-	return abs
-}
+// storeKey names the store at path for its locks (warmwire.StoreKey):
+// its absolute path with every link resolved.
+func storeKey(path string) string { return warmwire.StoreKey(path) }
 
 // BranchKey names branch of the store at path in LockDir: the branch's
 // lock file is "lock-" + BranchKey, and whatever else lives there per
 // branch (a warm daemon's socket and log) uses the same key, so that
 // every path to one store names one file.
-func BranchKey(path, branch string) string {
-	sum := sha256.Sum256([]byte(storeKey(path) + "\x00" + branch))
-	return hex.EncodeToString(sum[:8])
-}
+func BranchKey(path, branch string) string { return warmwire.BranchKey(path, branch) }
 
 // lockPath is the lock file of branch in db's store.
 func (db *DB) lockPath(branch string) string {

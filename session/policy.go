@@ -103,11 +103,15 @@ func readPolicyFile(ws, rel string) ([]byte, error) {
 // DefaultUser is the host uid and gid a sandbox over workspace ws runs
 // as when nobody chose: art's own user, or as root the sudo user, else
 // the workspace's owner, else nobody (never root).
-func DefaultUser(ws string) (int, int) {
+func DefaultUser(ws string) (int, int) { return DefaultUserEnv(ws, os.Getenv) }
+
+// DefaultUserEnv is DefaultUser with the environment read through getenv
+// (a warm daemon's, the client's).
+func DefaultUserEnv(ws string, getenv func(string) string) (int, int) {
 	if os.Geteuid() != 0 {
 		return os.Getuid(), os.Getgid()
 	}
-	if u, g, ok := SudoUser(); ok {
+	if u, g, ok := SudoUserEnv(getenv); ok {
 		return u, g
 	}
 	var st unix.Stat_t
@@ -120,12 +124,15 @@ func DefaultUser(ws string) (int, int) {
 // SudoUser returns the user who ran art through sudo: $SUDO_UID and
 // $SUDO_GID (the gid defaults to the uid), ok false when unset, not a
 // number or root. It is the one reader of these variables.
-func SudoUser() (uid, gid int, ok bool) {
-	u, err := strconv.Atoi(os.Getenv("SUDO_UID"))
+func SudoUser() (uid, gid int, ok bool) { return SudoUserEnv(os.Getenv) }
+
+// SudoUserEnv is SudoUser with the environment read through getenv.
+func SudoUserEnv(getenv func(string) string) (uid, gid int, ok bool) {
+	u, err := strconv.Atoi(getenv("SUDO_UID"))
 	if err != nil || u <= 0 {
 		return 0, 0, false
 	}
-	g, err := strconv.Atoi(os.Getenv("SUDO_GID"))
+	g, err := strconv.Atoi(getenv("SUDO_GID"))
 	if err != nil || g <= 0 {
 		g = u
 	}

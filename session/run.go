@@ -64,30 +64,15 @@ type Result struct {
 // process are passed on to it, and SIGTERM and SIGHUP stop it.
 func Run(ctx context.Context, o Options, c Command) (Result, error) {
 	endPrep := phase.Start("prepare sandbox config")
-	name, err := workspace.Name(o.Workspace)
+	cfg, err := sandboxConfig(o, c)
 	if err != nil {
 		return Result{}, err
-	}
-	fileBinds, err := readBindsFile(o.Workspace)
-	if err != nil {
-		return Result{}, err
-	}
-	cfg := &sandbox.Config{
-		Command: c.Argv, Env: c.Env, Name: name, Workspace: o.Workspace,
-		PolicyDir: filepath.Join(o.Workspace, sandbox.ArtDir),
-		Binds:     append(fileBinds, c.Binds...), Net: c.Net,
-		UID: o.UID, GID: o.GID, TmpSize: c.TmpSize, Limits: c.Limits, OwnsTTY: c.OwnsTTY,
 	}
 	release, err := protectPolicy(o.Store == "", o.Workspace, cfg)
 	if err != nil {
 		return Result{}, err
 	}
 	defer release()
-	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always;
-	// with tracing, also the calls that stop for the tracer.
-	if cfg.Seccomp, err = c.Trace.seccompProgram(); err != nil {
-		return Result{}, err
-	}
 	endPrep()
 	if o.Store == "" {
 		return runDirect(ctx, o, c, cfg)
@@ -101,6 +86,31 @@ func Run(ctx context.Context, o Options, c Command) (Result, error) {
 		return runWarm(ctx, o, c, cfg)
 	}
 	return runOverlay(ctx, o, c, cfg)
+}
+
+// sandboxConfig is the sandbox of c's run over o's workspace, before
+// protectPolicy: it reads the workspace's binds file and changes nothing.
+func sandboxConfig(o Options, c Command) (*sandbox.Config, error) {
+	name, err := workspace.Name(o.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	fileBinds, err := readBindsFile(o.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &sandbox.Config{
+		Command: c.Argv, Env: c.Env, Name: name, Workspace: o.Workspace,
+		PolicyDir: filepath.Join(o.Workspace, sandbox.ArtDir),
+		Binds:     append(fileBinds, c.Binds...), Net: c.Net,
+		UID: o.UID, GID: o.GID, TmpSize: c.TmpSize, Limits: c.Limits, OwnsTTY: c.OwnsTTY,
+	}
+	// The deny-list (TIOCSTI, keyctl, bpf, the new mount API...) always;
+	// with tracing, also the calls that stop for the tracer.
+	if cfg.Seccomp, err = c.Trace.seccompProgram(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 func runDirect(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Result, error) {

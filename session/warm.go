@@ -38,13 +38,16 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/artrt/art/internal/phase"
+	"github.com/artrt/art/internal/warmwire"
 	"github.com/artrt/art/journal"
 	"github.com/artrt/art/overlay"
 	"github.com/artrt/art/sandbox"
@@ -68,7 +71,7 @@ func warmName(store, branch string) string {
 
 // WarmSocket is the socket of the warm daemon of store's branch.
 func WarmSocket(store, branch string) string {
-	return filepath.Join(journal.LockDir(), warmName(store, branch)+".sock")
+	return warmwire.Socket(store, branch)
 }
 
 // WarmLog is the log file of the warm daemon of store's branch (its
@@ -101,6 +104,13 @@ type warmRequest struct {
 	Umask   int             `json:"umask,omitempty"`
 	Proc    string          `json:"proc,omitempty"`
 	SigIgn  uint64          `json:"sig_ign,omitempty"`
+
+	// exec (warmexec.go): a raw run from art's thin front: its argv after
+	// the program name, environment and working directory (Umask, SigIgn
+	// and Proc as for a begin); its stdio come with it.
+	Args []string `json:"args,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
 
 	// end: how the command ended, or why it did not run (RunErr).
 	Result *sandbox.Result `json:"result,omitempty"`
@@ -136,6 +146,11 @@ type warmReply struct {
 	Changed  int              `json:"changed,omitempty"`
 	Log      string           `json:"log,omitempty"`    // the overlay's messages during the run
 	Failed   *warmFailed      `json:"failed,omitempty"` // the mount failed (overlay.FailedError)
+
+	// exec's answer: not served (why; nothing was done), or the full
+	// client's exit status (its messages went to the client's stderr).
+	Fallback string `json:"fallback,omitempty"`
+	Code     int    `json:"code,omitempty"`
 }
 
 // warmFailed is an *overlay.FailedError (and whether its record failed)
@@ -160,25 +175,32 @@ func (f *warmFailed) error() *FailedError {
 
 // peerUID is the uid of the process at the other end of c.
 func peerUID(c net.Conn) (int, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return -1, err
+	}
+	return int(cred.Uid), nil
+}
+
+// peerCred is the kernel's word on the process at the other end of c:
+// its pid, uid and gid when it connected.
+func peerCred(c net.Conn) (*unix.Ucred, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return -1, errors.New("not a unix socket")
+		return nil, errors.New("not a unix socket")
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return -1, err
+		return nil, err
 	}
-	if cerr != nil {
-		return -1, cerr
-	}
-	return int(cred.Uid), nil
+	return cred, cerr
 }
 
 // warmConn is a client's connection to a daemon.
@@ -265,25 +287,9 @@ func YieldWarm(store, branch string, holder int) (bool, error) {
 // the run exactly as runOverlay does.
 func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Result, error) {
 	sock := WarmSocket(o.Store, o.Branch)
-	req := warmRequest{Op: "begin", Desc: strings.Join(c.Argv, " "), PID: os.Getpid(), Workspace: o.Workspace,
-		UID: o.UID, GID: o.GID, JournalWrites: o.JournalWrites, Durability: o.Durability, DiskQuota: o.DiskQuota,
-		Idle: o.Warm, Quiet: c.Quiet}
 	stdio, ready := readyStdio(o, c, cfg)
-	if ready {
-		um := ownUmask()
-		ign, ok := sandbox.IgnoredSignals()
-		if um >= 0 && ok {
-			sb := *cfg
-			req.Sandbox, req.Timeout, req.Umask, req.Proc = &sb, c.Timeout, um, procKey()
-			// What a bwrap of ours would inherit ignored: supervise
-			// handles these four before it starts one (an exec resets
-			// handled signals to their default).
-			for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
-				ign &^= 1 << (s - 1)
-			}
-			req.SigIgn = ign
-		}
-	}
+	ign, ok := sandbox.IgnoredSignals()
+	req := beginRequest(o, c, cfg, os.Getpid(), ready, ownUmask(), ign, ok, procKey())
 	deadline := time.Now().Add(warmWait)
 	for {
 		w, err := dialWarm(sock)
@@ -350,6 +356,63 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 		}
 		return runOverWarm(ctx, o, c, cfg, w, r)
 	}
+}
+
+// beginRequest is the begin request of c's run over o in sandbox cfg by
+// the client pid: with the sandbox, for one started ahead, when the run
+// may use one (ready: readyStdio) and the client's umask (um) and
+// ignored signals (ign, ignOK) are known. Both art run's client and a
+// daemon serving a raw request (warmexec.go) make it here.
+func beginRequest(o Options, c Command, cfg *sandbox.Config, pid int, ready bool, um int, ign uint64, ignOK bool, proc string) warmRequest {
+	req := warmRequest{Op: "begin", Desc: strings.Join(c.Argv, " "), PID: pid, Workspace: o.Workspace,
+		UID: o.UID, GID: o.GID, JournalWrites: o.JournalWrites, Durability: o.Durability, DiskQuota: o.DiskQuota,
+		Idle: o.Warm, Quiet: c.Quiet}
+	if ready && um >= 0 && ignOK && utf8Only(reflect.ValueOf(cfg)) {
+		// The daemon starts this sandbox from the request's JSON, which
+		// turns bytes that are not UTF-8 into U+FFFD: a run with such an
+		// argument, variable or path goes the other way (runOverWarm,
+		// bwrap started here from the client's own memory).
+		sb := *cfg
+		req.Sandbox, req.Timeout, req.Umask, req.Proc = &sb, c.Timeout, um, proc
+		// What a bwrap of ours would inherit ignored: supervise handles
+		// these four before it starts one (an exec resets handled
+		// signals to their default).
+		for _, s := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+			ign &^= 1 << (s - 1)
+		}
+		req.SigIgn = ign
+	}
+	return req
+}
+
+// utf8Only says whether every string in v is valid UTF-8 (and so
+// survives a JSON encoding unchanged).
+func utf8Only(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil() || utf8Only(v.Elem())
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if !utf8Only(v.Field(i)) {
+				return false
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if !utf8Only(v.Index(i)) {
+				return false
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if !utf8Only(it.Key()) || !utf8Only(it.Value()) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // warmClosing says whether pid, a branch's holder whose socket is gone,
@@ -506,6 +569,8 @@ type warmDaemon struct {
 	closeErr error
 	serving  sync.WaitGroup // connections being answered
 
+	execHandler ExecHandler // parses raw runs (warmexec.go)
+
 	ready    *readyBox      // the sandbox started ahead (warmready.go)
 	readying sync.WaitGroup // its start, and discards in progress
 }
@@ -514,8 +579,9 @@ type warmDaemon struct {
 // opens the store, captures o's workspace and mounts the branch exactly
 // as a session does, writes a ready line (warmReply) to ready, then
 // serves runs on its socket until it has been idle for idle, is asked to
-// yield, or finds its mount stale; then it unmounts and releases.
-func ServeWarm(ctx context.Context, o Options, idle time.Duration, ready io.WriteCloser) error {
+// yield, or finds its mount stale; then it unmounts and releases. exec
+// parses raw runs (warmexec.go; nil: none are served).
+func ServeWarm(ctx context.Context, o Options, idle time.Duration, ready io.WriteCloser, exec ExecHandler) error {
 	bg := context.WithoutCancel(ctx)
 	var warn bytes.Buffer
 	o.Warn, o.Progress = &warn, nil
@@ -540,7 +606,7 @@ func ServeWarm(ctx context.Context, o Options, idle time.Duration, ready io.Writ
 	}
 	s.warn = os.Stderr // the log file, from now on
 	d := &warmDaemon{s: s, o: o, home: cfg.Home, hide: cfg.Hide, sock: WarmSocket(o.Store, s.Branch), bg: bg,
-		fresh: &s.Capture, idle: idle, done: make(chan struct{})}
+		fresh: &s.Capture, idle: idle, done: make(chan struct{}), execHandler: exec}
 	d.left, err = s.DB.Head(bg, s.Branch)
 	if err == nil {
 		// Open removed a dead daemon's socket under the branch's lock.
@@ -733,7 +799,9 @@ func (d *warmDaemon) serve(c net.Conn) {
 		}
 		w.enc.Encode(r)
 	case "begin":
-		d.run(w, req, files)
+		d.run(w, req, files, nil)
+	case "exec":
+		d.exec(w, c, req, files)
 	default:
 		w.enc.Encode(warmReply{Error: fmt.Sprintf("unknown request %q", req.Op)})
 	}
@@ -775,10 +843,20 @@ func (d *warmDaemon) stale(req warmRequest) string {
 // run serves one run: begin its op, hand the mount to the client, and
 // record its end when the client says how the command ended (or that it
 // did not run), or as killed when the client goes away.
-func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
+//
+// With x (a raw run, warmexec.go) it serves only a run on the sandbox
+// started ahead, and answers nothing itself: what x needs is set in it.
+// Whatever would make it serve the run otherwise (shutting down, busy,
+// the mount stale, no sandbox ahead of the run's policy) sets
+// x.fallback before anything is done.
+func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File, x *execRun) {
 	d.mu.Lock()
 	d.waitEndedLocked()
 	switch {
+	case x != nil && (d.closing || d.busy):
+		d.mu.Unlock()
+		x.fallback = "the daemon is busy or shutting down"
+		return
 	case d.closing:
 		d.mu.Unlock()
 		<-d.done
@@ -794,11 +872,12 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	if req.Idle > 0 {
+	if req.Idle > 0 && x == nil {
 		d.idle = req.Idle
 	}
 	d.mu.Unlock()
 	shut := false
+	noop := false // x's fallback: nothing was done (no sandbox to start)
 	defer func() {
 		d.mu.Lock()
 		d.busy, d.client, d.ended = false, 0, false
@@ -817,14 +896,31 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 		d.mu.Unlock()
 		if shut {
 			d.shutdown()
-		} else if req.Sandbox != nil {
+		} else if req.Sandbox != nil && !noop {
 			// The next run's sandbox, with this run's policy, while
 			// nobody waits.
 			d.startReady(d.runConfig(req), req.Desc)
 		}
 	}()
 
-	if why := d.stale(req); why != "" {
+	if x != nil {
+		if why := d.stale(req); why != "" {
+			x.fallback, noop = "the warm mount may not serve it: "+why, true
+			return
+		}
+		if !d.readyFor(req, files) {
+			x.fallback, noop = "no sandbox started ahead for its policy", true
+			return
+		}
+		if req.Idle > 0 {
+			d.mu.Lock()
+			d.idle = req.Idle
+			d.mu.Unlock()
+		}
+		// Served from here on, whatever happens: the client's messages
+		// may reach its stderr.
+		x.serving()
+	} else if why := d.stale(req); why != "" {
 		warmLogf("art warm daemon: mount discarded: %s\n", why)
 		d.mu.Lock()
 		d.closing = true
@@ -840,22 +936,35 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 	if err != nil {
 		shut = true
 		d.markEnded()
+		if x != nil {
+			x.err = fmt.Errorf("warm daemon of branch %s: %s", d.s.Branch, err)
+			return
+		}
 		w.enc.Encode(warmReply{Error: err.Error()})
 		return
 	}
 	if p := d.runReady(req, files); p != nil {
-		for _, f := range files {
+		for i, f := range files {
 			// The command has them now. Closed here, not at serve's
 			// end: the daemon holds no copy while the command runs, so
 			// a reader of the client's output sees its end when the
-			// command and the client close theirs.
-			f.Close()
+			// command and the client close theirs. A raw run's stderr
+			// (x) stays for the client's messages after the command,
+			// which the daemon writes; serve closes it after the answer,
+			// as the front, holding its own, exits.
+			if x == nil || i != 2 {
+				f.Close()
+			}
 		}
 		r.Started, r.LimitedBy = true, p.LimitedBy()
-		if err := w.enc.Encode(r); err != nil {
+		var onSignal func(syscall.Signal)
+		if x != nil {
+			x.started(r)
+			onSignal = x.onSignal
+		} else if err := w.enc.Encode(r); err != nil {
 			warmLogf("art warm daemon: begin: %v\n", err)
 		}
-		res, gone, werr := superviseReady(w, p, req.Timeout)
+		res, gone, werr := superviseReady(w, p, req.Timeout, onSignal)
 		end := warmRequest{Op: "end", Result: &res}
 		if werr != nil {
 			end.RunErr = werr.Error()
@@ -867,7 +976,23 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File) {
 		}
 		e.Result = &res
 		d.markEnded()
+		if x != nil {
+			x.ended(r, e, res)
+			return
+		}
 		w.enc.Encode(e)
+		return
+	}
+	if x != nil {
+		// The sandbox ahead, there a moment ago, did not take the
+		// command: the op ends as one whose command did not run.
+		e, stop := d.end(req, warmRequest{Op: "end", RunErr: "not run"}, false, op, before)
+		shut = shut || stop
+		d.markEnded()
+		x.err = errors.New("warm daemon: the sandbox started ahead could not run the command (see its log)")
+		if e.Error != "" {
+			x.err = fmt.Errorf("%w; %s", x.err, e.Error)
+		}
 		return
 	}
 	if err := w.enc.Encode(r); err != nil {

@@ -20,7 +20,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/internal/phase"
+	"github.com/artrt/art/internal/warmwire"
 	"github.com/artrt/art/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -49,27 +49,7 @@ type readyBox struct {
 // and so cannot be compared from inside), the cgroup a sandbox's cgroup
 // is made under. A ready sandbox serves a client only when the client's
 // is the daemon's.
-func procKey() string {
-	var b strings.Builder
-	bw, _ := exec.LookPath("bwrap")
-	b.WriteString(bw)
-	prio, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
-	fmt.Fprintf(&b, "\x00%d", prio)
-	for res := 0; res < 16; res++ {
-		var rl unix.Rlimit
-		if unix.Getrlimit(res, &rl) != nil {
-			continue
-		}
-		if res == unix.RLIMIT_NOFILE {
-			rl.Cur = 0
-		}
-		fmt.Fprintf(&b, "\x00%d:%d:%d", res, rl.Cur, rl.Max)
-	}
-	cg, _ := os.ReadFile("/proc/self/cgroup")
-	b.WriteByte(0)
-	b.Write(cg)
-	return b.String()
-}
+func procKey() string { return warmwire.ProcKey() }
 
 // ownUmask is this process's umask, read from /proc (umask(2) would set
 // it for a moment under the process's other goroutines); -1 if unknown.
@@ -310,6 +290,30 @@ func (d *warmDaemon) runReady(req warmRequest, files []*os.File) *sandbox.Proces
 	return p
 }
 
+// readyFor says whether runReady would hand req's command to the sandbox
+// started ahead, without taking it (waiting for one being started).
+func (d *warmDaemon) readyFor(req warmRequest, files []*os.File) bool {
+	if req.Sandbox == nil || len(files) != 3 || req.Umask < 0 {
+		return false
+	}
+	cfg := d.runConfig(req)
+	if cfg.Validate() != nil || lookCommand(cfg) != nil {
+		return false
+	}
+	d.mu.Lock()
+	box := d.ready
+	d.mu.Unlock()
+	if box == nil {
+		return false
+	}
+	select {
+	case <-box.done:
+	case <-time.After(10 * time.Second):
+		return false
+	}
+	return box.r != nil && box.key == readyKey(cfg, req.Proc)
+}
+
 // runConfig is the sandbox configuration of req's run in this daemon.
 func (d *warmDaemon) runConfig(req warmRequest) *sandbox.Config {
 	cfg := *req.Sandbox
@@ -321,7 +325,9 @@ func (d *warmDaemon) runConfig(req warmRequest) *sandbox.Config {
 // the client's signals and enforcing the timeout as supervise does; gone
 // says the client went away (its connection closed) and the sandbox was
 // killed.
-func superviseReady(w *warmConn, p *sandbox.Process, timeout time.Duration) (res sandbox.Result, gone bool, err error) {
+//
+// onSignal, if not nil, hears of each signal passed on.
+func superviseReady(w *warmConn, p *sandbox.Process, timeout time.Duration, onSignal func(syscall.Signal)) (res sandbox.Result, gone bool, err error) {
 	msgs := make(chan warmRequest)
 	eof := make(chan struct{})
 	quit := make(chan struct{})
@@ -356,7 +362,11 @@ func superviseReady(w *warmConn, p *sandbox.Process, timeout time.Duration) (res
 			go p.Stop(grace, true)
 			tc = nil
 		case m := <-msgs:
-			switch sig := syscall.Signal(m.Signal); {
+			sig := syscall.Signal(m.Signal)
+			if m.Op == "signal" && onSignal != nil {
+				onSignal(sig)
+			}
+			switch {
 			case m.Op != "signal":
 			case sig == syscall.SIGINT || sig == syscall.SIGQUIT:
 				p.Signal(sig)

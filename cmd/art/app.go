@@ -152,6 +152,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = newApp(e).RunContext(ctx, permuteArgs(app, args))
 		}
 	}
+	return exitStatus(ctx, err, stderr)
+}
+
+// exitStatus is art's exit status for a verb that ended with err (nil:
+// success), its message written to stderr; ctx is the verb's, cancelled
+// by the signal that interrupted it if one did.
+func exitStatus(ctx context.Context, err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}

@@ -17,15 +17,15 @@ import (
 // directory, the user's home directory (and, under sudo, the invoking
 // user's), or one that holds the store itself. Naming the directory with
 // -m captures it all the same.
-func checkCaptureDir(c *cli.Context, dir, store string) error {
+func checkCaptureDir(c *cli.Context, dir, store string, in procInputs) error {
 	if c.IsSet("mount") || store == "" {
 		return nil
 	}
-	why := captureRisk(dir, store)
+	why := captureRisk(dir, store, in)
 	if why == "" {
 		return nil
 	}
-	abs, _ := filepath.Abs(dir)
+	abs := in.abs(dir)
 	hint := "name the workspace with -m DIR"
 	if abs != "/" {
 		hint += "; -m " + termtext.Word(abs) + " captures this directory all the same"
@@ -34,23 +34,23 @@ func checkCaptureDir(c *cli.Context, dir, store string) error {
 }
 
 // captureRisk says why capturing dir is refused by default, or "".
-func captureRisk(dir, store string) string {
-	d := canonical(dir)
+func captureRisk(dir, store string, in procInputs) string {
+	d := canonical(in.abs(dir))
 	if d == "" {
 		return ""
 	}
 	if d == "/" {
 		return "the root directory"
 	}
-	for _, h := range homeDirs() {
-		if d == canonical(h) {
+	for _, h := range homeDirs(in.getenv) {
+		if d == canonical(in.abs(h)) {
 			return "a home directory"
 		}
 	}
-	s := canonical(store)
+	s := canonical(in.abs(store))
 	if s == "" {
 		// Not created yet: its directory decides.
-		if p := canonical(filepath.Dir(store)); p != "" {
+		if p := canonical(filepath.Dir(in.abs(store))); p != "" {
 			s = filepath.Join(p, filepath.Base(store))
 		}
 	}
@@ -64,20 +64,31 @@ func captureRisk(dir, store string) string {
 
 // homeDirs are the home directories of the user art runs as ($HOME, and
 // the account's) and, under sudo, of the user who ran sudo.
-func homeDirs() []string {
+func homeDirs(getenv func(string) string) []string {
 	var out []string
-	if h := os.Getenv("HOME"); h != "" {
+	if h := getenv("HOME"); h != "" {
 		out = append(out, h)
 	}
 	if u, err := user.Current(); err == nil && u.HomeDir != "" {
 		out = append(out, u.HomeDir)
 	}
-	if name := os.Getenv("SUDO_USER"); name != "" {
+	if name := getenv("SUDO_USER"); name != "" {
 		if u, err := user.Lookup(name); err == nil && u.HomeDir != "" {
 			out = append(out, u.HomeDir)
 		}
 	}
 	return out
+}
+
+// procOwn are this process's inputs (ownInputs) for the verbs that read
+// no more of them than checkCaptureDir and sandboxUser: a working
+// directory that cannot be read leaves relative paths relative.
+func procOwn() procInputs {
+	in, err := ownInputs()
+	if err != nil {
+		in = procInputs{getenv: os.Getenv, stdoutTTY: isTerminal(os.Stdout)}
+	}
+	return in
 }
 
 // canonical is p absolute with symlinks resolved, or "" if it does not

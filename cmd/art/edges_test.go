@@ -60,8 +60,8 @@ func TestRunDirectLeavesNoArtDir(t *testing.T) {
 func TestRunShellIsSet(t *testing.T) {
 	ws, _ := runWorkspace(t)
 	r := mustRun(t, "-m", ws, "-i=false", "-q", "--", "sh", "-c", `$SHELL -c 'echo "ok $0"'`)
-	if r.stdout != "ok "+loginShell()+"\n" {
-		t.Fatalf("$SHELL -c inside: %q, want it to run %s", r.stdout, loginShell())
+	if r.stdout != "ok "+loginShell(os.Getenv)+"\n" {
+		t.Fatalf("$SHELL -c inside: %q, want it to run %s", r.stdout, loginShell(os.Getenv))
 	}
 	r = mustRun(t, "-m", ws, "-i=false", "-q", "--env", "SHELL=/bin/dash", "--", "sh", "-c", `echo $SHELL`)
 	if r.stdout != "/bin/dash\n" {

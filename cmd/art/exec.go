@@ -55,7 +55,7 @@ func newExecCommand(e *env) *cli.Command {
 			o := execOptions{DB: c.String("db"), Mount: c.String("mount"), Branch: c.String("branch"),
 				Durability: c.String("durability"), Mode: execapi.One}
 			if !c.Bool("unsandboxed-for-tests") {
-				if err := checkCaptureDir(c, o.Mount, o.DB); err != nil {
+				if err := checkCaptureDir(c, o.Mount, o.DB, procOwn()); err != nil {
 					return err
 				}
 			}
@@ -132,7 +132,7 @@ func sandboxExecutor(ctx context.Context, e *env, o execOptions) (execapi.Execut
 	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
 		return nil, nil, usagef("workspace %s is not a directory", o.Mount)
 	}
-	uid, gid, err := sandboxUser("", abs)
+	uid, gid, err := sandboxUser("", abs, os.Getenv)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -37,7 +37,7 @@ func newMCPCommand(e *env) *cli.Command {
 			}
 			o := execOptions{DB: c.String("db"), Mount: c.String("mount"), Branch: c.String("branch"),
 				Durability: c.String("durability")}
-			if err := checkCaptureDir(c, o.Mount, o.DB); err != nil {
+			if err := checkCaptureDir(c, o.Mount, o.DB, procOwn()); err != nil {
 				return err
 			}
 			policy, err := execPolicy(o)

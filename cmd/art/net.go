@@ -20,6 +20,19 @@ func netFlags() []cli.Flag {
 	}
 }
 
+// loadHostConfigIn reads the host user's config file, found through the
+// inputs' environment (hostconfig.DefaultPathEnv) and made absolute
+// against the inputs' working directory: a relative $HOME names a file
+// under the client's directory, also when a warm daemon (whose own
+// directory is another) parses the client's run.
+func loadHostConfigIn(in procInputs) (hostconfig.Config, error) {
+	p, err := hostconfig.DefaultPathEnv(in.getenv)
+	if err != nil {
+		return hostconfig.Config{}, err
+	}
+	return hostconfig.Load(in.abs(p))
+}
+
 // loadHostConfig reads the host user's config file (configPath; "" =
 // ~/.config/art/config.json): the invoking user's on the host, never the
 // workspace's.

@@ -220,7 +220,7 @@ func keepHostChanges(c *cli.Context, e *env, db *journal.DB, plan *workspace.Exp
 			len(changes), plural(len(changes), "path", "paths"), termtext.Quote(dir), list), "art push first, or --force")
 	}
 	// --force captures DIR: the same care as any capture of a defaulted -m.
-	if err := checkCaptureDir(c, dir, c.String("db")); err != nil {
+	if err := checkCaptureDir(c, dir, c.String("db"), procOwn()); err != nil {
 		return nil, err
 	}
 	head, err := db.Resolve(c.Context, branch, branch)

@@ -55,7 +55,7 @@ branch moves only as a fast-forward unless --force. See docs/remotes.md.`,
 			if c.NArg() > 0 {
 				return remoteTransfer(c, e, true)
 			}
-			if err := checkCaptureDir(c, c.String("mount"), c.String("db")); err != nil {
+			if err := checkCaptureDir(c, c.String("mount"), c.String("db"), procOwn()); err != nil {
 				return err
 			}
 			var entries io.Writer = e.stdout

@@ -106,9 +106,41 @@ type runOptions struct {
 	retention   retention.Auto // from the host config; applied after the session
 }
 
+// procInputs is what art run reads from its process besides its flags:
+// its environment, working directory and whether its stdout is a
+// terminal. The client passes its own (ownInputs); a warm daemon serving
+// a raw run (warmexec.go) the client's, so that both compute one run.
+type procInputs struct {
+	getenv    func(string) string
+	cwd       string
+	stdoutTTY bool
+}
+
+// ownInputs are this process's inputs.
+func ownInputs() (procInputs, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return procInputs{}, err
+	}
+	return procInputs{getenv: os.Getenv, cwd: cwd, stdoutTTY: isTerminal(os.Stdout)}, nil
+}
+
+// abs is p made absolute against the inputs' working directory, as
+// filepath.Abs does against the process's.
+func (in procInputs) abs(p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(in.cwd, p)
+}
+
 func runAction(c *cli.Context, e *env) error {
 	endParse := phase.Start("parse options")
-	o, err := parseRunOptions(c)
+	in, err := ownInputs()
+	if err != nil {
+		return err
+	}
+	o, err := parseRunOptions(c, in)
 	endParse()
 	if err != nil {
 		return err
@@ -127,6 +159,13 @@ func runAction(c *cli.Context, e *env) error {
 		defer writeRusage(p)
 	}
 	res, err := session.Run(c.Context, o.Options, o.Command)
+	return finishRun(c, e, o, res, err)
+}
+
+// finishRun reports a run that ended with res or err on e's stderr and
+// returns art's error for it, as the client and a warm daemon serving a
+// raw run (warmexec.go) both do.
+func finishRun(c *cli.Context, e *env, o runOptions, res session.Result, err error) error {
 	var failed *session.FailedError
 	if errors.As(err, &failed) {
 		return reportFailedRun(e, res, failed, err)
@@ -228,7 +267,7 @@ func (e *silentExit) Error() string { return fmt.Sprintf("exit status %d", e.cod
 
 // parseRunOptions turns art run's flags into runOptions, in named steps
 // whose order is the order in which their errors are reported.
-func parseRunOptions(c *cli.Context) (runOptions, error) {
+func parseRunOptions(c *cli.Context, in procInputs) (runOptions, error) {
 	o := runOptions{interactive: c.Bool("interactive")}
 	o.Options = session.Options{Store: c.String("db"), Durability: c.String("durability"), Workspace: c.String("mount"),
 		Branch: c.String("branch"), NamedBranch: c.IsSet("branch"), At: c.String("at"), JournalWrites: c.Bool("journal-writes")}
@@ -250,14 +289,14 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 			}
 		}
 	}
-	if err := checkCaptureDir(c, o.Workspace, o.Store); err != nil {
+	if err := checkCaptureDir(c, o.Workspace, o.Store, in); err != nil {
 		return o, err
 	}
 	o.Branch = branchName(o.Branch)
-	for _, step := range []func(*cli.Context, *runOptions) error{
+	for _, step := range []func(*cli.Context, *runOptions, procInputs) error{
 		parseRunWorkspace, parseRunEnv, parseRunNet, parseRunLimits,
 	} {
-		if err := step(c, &o); err != nil {
+		if err := step(c, &o, in); err != nil {
 			return o, err
 		}
 	}
@@ -267,23 +306,20 @@ func parseRunOptions(c *cli.Context) (runOptions, error) {
 		return o, usagef("--warm cannot be used with --trace, --trace-log, --net allow or --at")
 	}
 	var err error
-	o.UID, o.GID, err = sandboxUser(c.String("user"), o.Workspace)
+	o.UID, o.GID, err = sandboxUser(c.String("user"), o.Workspace, in.getenv)
 	if err != nil {
 		return o, err
 	}
 	if len(o.Argv) == 0 {
-		o.Argv = []string{loginShell(), "-l"}
+		o.Argv = []string{loginShell(in.getenv), "-l"}
 	}
 	return o, nil
 }
 
 // parseRunWorkspace makes the workspace absolute and checks it is a
 // directory.
-func parseRunWorkspace(c *cli.Context, o *runOptions) error {
-	abs, err := filepath.Abs(o.Workspace)
-	if err != nil {
-		return err
-	}
+func parseRunWorkspace(c *cli.Context, o *runOptions, in procInputs) error {
+	abs := in.abs(o.Workspace)
 	st, err := os.Stat(abs)
 	if err != nil {
 		return fmt.Errorf("workspace: %w", err)
@@ -297,7 +333,7 @@ func parseRunWorkspace(c *cli.Context, o *runOptions) error {
 
 // parseRunEnv reads --env (with $SHELL and, on a terminal, $TERM filled
 // in) and --bind.
-func parseRunEnv(c *cli.Context, o *runOptions) error {
+func parseRunEnv(c *cli.Context, o *runOptions, in procInputs) error {
 	for _, kv := range c.StringSlice("env") {
 		if err := sandbox.ValidEnv(kv); err != nil {
 			return usagef("--env: %v", errors.Unwrap(err))
@@ -305,15 +341,15 @@ func parseRunEnv(c *cli.Context, o *runOptions) error {
 		o.Env = append(o.Env, kv)
 	}
 	if !slices.ContainsFunc(o.Env, func(kv string) bool { return strings.HasPrefix(kv, "SHELL=") }) {
-		o.Env = append([]string{"SHELL=" + loginShell()}, o.Env...)
+		o.Env = append([]string{"SHELL=" + loginShell(in.getenv)}, o.Env...)
 	}
-	if isTerminal(os.Stdout) {
-		if t := os.Getenv("TERM"); t != "" {
+	if in.stdoutTTY {
+		if t := in.getenv("TERM"); t != "" {
 			o.Env = append([]string{"TERM=" + t}, o.Env...)
 		}
 	}
 	for _, s := range c.StringSlice("bind") {
-		b, err := parseBind(s)
+		b, err := parseBind(s, in)
 		if err != nil {
 			return err
 		}
@@ -325,8 +361,8 @@ func parseRunEnv(c *cli.Context, o *runOptions) error {
 // parseRunNet reads the retention and network policy: defaults from the
 // host user's config file, never the workspace's, then --net, --allow and
 // --deny.
-func parseRunNet(c *cli.Context, o *runOptions) error {
-	hc, err := loadHostConfig("")
+func parseRunNet(c *cli.Context, o *runOptions, in procInputs) error {
+	hc, err := loadHostConfigIn(in)
 	if err != nil {
 		return err
 	}
@@ -361,7 +397,7 @@ func parseRunNet(c *cli.Context, o *runOptions) error {
 
 // parseRunLimits reads the resource limits: --memory, --disk-quota,
 // --tmp-size, --pids, --cpu and --timeout.
-func parseRunLimits(c *cli.Context, o *runOptions) error {
+func parseRunLimits(c *cli.Context, o *runOptions, _ procInputs) error {
 	sizes := map[string]*int64{"memory": &o.Limits.MemoryBytes, "disk-quota": &o.DiskQuota, "tmp-size": &o.TmpSize}
 	for name, dst := range sizes {
 		if !c.IsSet(name) {
@@ -387,7 +423,7 @@ func parseRunLimits(c *cli.Context, o *runOptions) error {
 
 // parseBind reads HOST:GUEST[:ro|rw]; HOST may be relative to the
 // current directory.
-func parseBind(s string) (sandbox.Bind, error) {
+func parseBind(s string, in procInputs) (sandbox.Bind, error) {
 	parts := strings.Split(s, ":")
 	b := sandbox.Bind{}
 	switch {
@@ -397,10 +433,7 @@ func parseBind(s string) (sandbox.Bind, error) {
 	default:
 		return b, usagef("--bind %q: want HOST:GUEST[:ro|rw]", s)
 	}
-	host, err := filepath.Abs(parts[0])
-	if err != nil {
-		return b, err
-	}
+	host := in.abs(parts[0])
 	b.Host, b.Guest = host, parts[1]
 	if err := sandbox.ValidateBind(b); err != nil {
 		return b, usagef("--bind %s: %v", s, errors.Unwrap(err))
@@ -414,7 +447,7 @@ func parseBind(s string) (sandbox.Bind, error) {
 // sandboxUser picks the host uid and gid the command runs as: --user, or
 // session.DefaultUser. Only root has a choice; everyone else runs the
 // sandbox as themselves.
-func sandboxUser(flag, ws string) (int, int, error) {
+func sandboxUser(flag, ws string, getenv func(string) string) (int, int, error) {
 	if os.Geteuid() != 0 && flag != "" {
 		return 0, 0, usagef("--user needs art to run as root")
 	}
@@ -430,17 +463,17 @@ func sandboxUser(flag, ws string) (int, int, error) {
 		}
 		return uid, gid, nil
 	}
-	uid, gid := session.DefaultUser(ws)
+	uid, gid := session.DefaultUserEnv(ws, getenv)
 	return uid, gid, nil
 }
 
 // loginShell is the invoking user's shell from /etc/passwd when the
 // sandbox can run it (it exists, outside the directories the sandbox
 // replaces with a private tmpfs), else /bin/sh.
-func loginShell() string {
+func loginShell(getenv func(string) string) string {
 	data, _ := os.ReadFile("/etc/passwd")
 	uid := strconv.Itoa(os.Getuid())
-	if u, _, ok := session.SudoUser(); ok {
+	if u, _, ok := session.SudoUserEnv(getenv); ok {
 		uid = strconv.Itoa(u)
 	}
 	for _, line := range strings.Split(string(data), "\n") {

@@ -464,7 +464,7 @@ func TestRunEnvironmentOnlyExplicit(t *testing.T) {
 	cmd := artCmd(t, "-m", ws, "-i=false", "-q", "--env", "FOO=bar", "--env", "EMPTY=", "--", "sh", "-c", "env | sort")
 	cmd.Env = append(os.Environ(), "ART_SECRET=1", "TERM=xterm")
 	r := exe(t, cmd)
-	want := "EMPTY=\nFOO=bar\nHOME=/home/agent\nLOGNAME=agent\nPATH=/usr/local/bin:/usr/bin:/bin\nPWD=/home/agent/ws\nSHELL=" + loginShell() + "\nUSER=agent\n"
+	want := "EMPTY=\nFOO=bar\nHOME=/home/agent\nLOGNAME=agent\nPATH=/usr/local/bin:/usr/bin:/bin\nPWD=/home/agent/ws\nSHELL=" + loginShell(os.Getenv) + "\nUSER=agent\n"
 	if r.stdout != want || r.code != 0 {
 		t.Fatalf("env inside:\n%s(exit %d, stderr %s)\nwant:\n%s", r.stdout, r.code, r.stderr, want)
 	}

@@ -37,7 +37,7 @@ func newWarmDaemonCommand(e *env) *cli.Command {
 			if c.Duration("idle") <= 0 {
 				return usagef("--idle must be positive")
 			}
-			return session.ServeWarm(c.Context, o, c.Duration("idle"), ready)
+			return session.ServeWarm(c.Context, o, c.Duration("idle"), ready, serveRawRun)
 		},
 	}
 }

@@ -399,8 +399,21 @@ func moduleRoot(ctx context.Context) (string, error) {
 func (b *bench) buildArt() error {
 	b.art = filepath.Join(b.tmp, "art")
 	b.progress("building %s", b.art)
-	// The tags of make build: the figures are those of the art it ships.
-	cmd := exec.CommandContext(b.ctx, "go", "build", "-tags", "urfave_cli_no_docs", "-o", b.art, "./cmd/art")
+	// What make build makes: the thin front as art, the full art (with
+	// make build's tags) beside it as art-core, so that the figures are
+	// those of the art users run. A tree without the front builds the
+	// full art as art.
+	full := b.art
+	if _, err := os.Stat(filepath.Join(b.module, "cmd", "art-front")); err == nil {
+		full = filepath.Join(b.tmp, "art-core")
+		cmd := exec.CommandContext(b.ctx, "go", "build", "-o", b.art, "./cmd/art-front")
+		cmd.Dir = b.module
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./cmd/art-front: %w\n%s", err, out)
+		}
+	}
+	cmd := exec.CommandContext(b.ctx, "go", "build", "-tags", "urfave_cli_no_docs", "-o", full, "./cmd/art")
 	cmd.Dir = b.module
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./cmd/art: %w\n%s", err, out)

@@ -1,0 +1,113 @@
+// Package warmwire is what both ends of a warm run (session's warm daemon
+// and art's thin front, cmd/art-front) must compute alike, in a package
+// that links nothing heavy: the daemon's socket name (the branch's key in
+// the lock directory) and what a process's sandbox would inherit from it
+// (umask, ignored signals, procKey). The front imports it to find a
+// daemon and describe itself without the store, FUSE or the CLI.
+package warmwire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// LockDir is the directory of branch locks, sessions' state and warm
+// daemons' sockets: /run/art for root, else $XDG_RUNTIME_DIR/art, else
+// TMPDIR/art-UID (journal.LockDir).
+func LockDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/art"
+	}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+		return filepath.Join(x, "art")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("art-%d", os.Getuid()))
+}
+
+// StoreKey names the store at path for its locks: its absolute path with
+// every link resolved, so that every process reaching the store by any
+// path (relative, through a linked directory or $PWD) names one lock.
+func StoreKey(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
+// BranchKey names branch of the store at path in LockDir: the branch's
+// lock file is "lock-" + BranchKey, and a warm daemon's socket and log use
+// the same key, so that every path to one store names one file.
+func BranchKey(path, branch string) string {
+	sum := sha256.Sum256([]byte(StoreKey(path) + "\x00" + branch))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Socket is the socket of the warm daemon of store's branch.
+func Socket(store, branch string) string {
+	return filepath.Join(LockDir(), "warm-"+BranchKey(store, branch)+".sock")
+}
+
+// ProcKey is what a sandbox inherits from the process that starts bwrap
+// rather than from its configuration: the bwrap found on PATH, the nice
+// value, the resource limits (but RLIMIT_NOFILE's soft one, which Go
+// raises in every process and restores for the children it starts, and so
+// cannot be compared from inside), the cgroup a sandbox's cgroup is made
+// under. A warm daemon's sandbox started ahead serves a client only when
+// the client's is the daemon's.
+func ProcKey() string {
+	var b strings.Builder
+	bw, _ := exec.LookPath("bwrap")
+	b.WriteString(bw)
+	prio, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	fmt.Fprintf(&b, "\x00%d", prio)
+	for res := 0; res < 16; res++ {
+		var rl unix.Rlimit
+		if unix.Getrlimit(res, &rl) != nil {
+			continue
+		}
+		if res == unix.RLIMIT_NOFILE {
+			rl.Cur = 0
+		}
+		fmt.Fprintf(&b, "\x00%d:%d:%d", res, rl.Cur, rl.Max)
+	}
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	b.WriteByte(0)
+	b.Write(cg)
+	return b.String()
+}
+
+// Status is what a process's sandbox inherits from its /proc status: its
+// umask (-1 if unknown; umask(2) would set it for a moment under the
+// process's other goroutines) and its ignored signals (ok false if
+// unknown).
+func Status() (umask int, sigIgn uint64, ok bool) {
+	umask = -1
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1, 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, found := strings.CutPrefix(l, "Umask:"); found {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 8, 32); err == nil {
+				umask = int(n)
+			}
+		}
+		if v, found := strings.CutPrefix(l, "SigIgn:"); found {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			sigIgn, ok = n, err == nil
+		}
+	}
+	return umask, sigIgn, ok
+}
