@@ -239,7 +239,10 @@ func (s *Store) PutFile(ctx context.Context, r io.Reader) (ID, FileStats, error)
 //
 // The statistics are exact for a store whose every manifest's chunks are
 // present (what makes a manifest's row ignored is then its chunks' rows
-// being there too).
+// being there too). Its chunks are compressed with one encoder state
+// (codecs.one), so concurrent PutBytes calls compress one at a time: its
+// callers store inside the writer's transaction, one file at a time,
+// anyway.
 func (s *Store) PutBytes(ctx context.Context, data []byte) (ID, FileStats, error) {
 	if len(data) > packFrom {
 		return s.PutFile(ctx, bytes.NewReader(data))
