@@ -228,6 +228,139 @@ func (s *Store) PutFile(ctx context.Context, r io.Reader) (ID, FileStats, error)
 	return s.putManifest(ctx, &m, &st)
 }
 
+// PutBytes is PutFile for content in memory, with the same chunks, ids,
+// stored bytes and result, and less work per file: it cuts data where it
+// lies (no chunker buffer, no copies of chunks), stores the chunks on the
+// calling goroutine (no workers for a few chunks), looks up only chunks of
+// more than lookupFrom bytes (INSERT OR IGNORE says whether a smaller one
+// was new), and inserts a file's last new chunk and its manifest in one
+// statement. Content of more than packFrom bytes goes through PutFile.
+// data is not retained.
+//
+// The statistics are exact for a store whose every manifest's chunks are
+// present (what makes a manifest's row ignored is then its chunks' rows
+// being there too). Its chunks are compressed with one encoder state
+// (codecs.one), so concurrent PutBytes calls compress one at a time: its
+// callers store inside the writer's transaction, one file at a time,
+// anyway.
+func (s *Store) PutBytes(ctx context.Context, data []byte) (ID, FileStats, error) {
+	if len(data) > packFrom {
+		return s.PutFile(ctx, bytes.NewReader(data))
+	}
+	id, st, err := s.putBytes(ctx, data)
+	if err != nil {
+		return ID{}, st, fmt.Errorf("put file: %w", err)
+	}
+	return id, st, nil
+}
+
+// lookupFrom is the size above which PutBytes looks a chunk up before
+// compressing it. A look-up costs about as much as compressing 4 KiB
+// (docs/benchmarks.md, "Small files' content"): for a smaller chunk, new
+// content (the common case of a close) is cheaper without it, and known
+// content costs at most a look-up's worth more.
+const lookupFrom = 8 << 10
+
+func (s *Store) putBytes(ctx context.Context, data []byte) (ID, FileStats, error) {
+	st := FileStats{Size: int64(len(data))}
+	// A file of at most packFrom bytes has at most packFrom/MinChunk
+	// chunks; most small files have one.
+	var ext [4]Extent
+	m := Manifest{Size: int64(len(data)), Extents: ext[:0]}
+	var offs [4]int
+	starts := offs[:0]
+	for off := 0; off < len(data); {
+		if err := ctx.Err(); err != nil {
+			return ID{}, st, err
+		}
+		n := Cut(data[off:])
+		m.Extents = append(m.Extents, Extent{ID: Sum(data[off : off+n]), Len: int64(n)})
+		starts = append(starts, off)
+		off += n
+	}
+	st.Chunks, st.Bytes = len(m.Extents), m.Size
+
+	// The chunks to insert: each distinct one once, big ones only if
+	// absent.
+	todo := make([]int, 0, len(m.Extents))
+next:
+	for i, e := range m.Extents {
+		for _, j := range todo {
+			if m.Extents[j].ID == e.ID {
+				continue next
+			}
+		}
+		if e.Len > lookupFrom {
+			if ok, err := s.has(ctx, e.ID); err != nil {
+				return ID{}, st, fmt.Errorf("look up chunk %s: %w", e.ID.Short(), err)
+			} else if ok {
+				continue
+			}
+		}
+		todo = append(todo, i)
+	}
+
+	mb := m.Encode()
+	mid := Sum(mb)
+	buf := s.c.bufs.Get().(*[]byte)
+	defer s.c.bufs.Put(buf)
+	for k, i := range todo {
+		e := m.Extents[i]
+		chunk := data[starts[i] : starts[i]+int(e.Len)]
+		codec, stored := s.c.compressWith(s.c.one, chunk, buf)
+		if k < len(todo)-1 {
+			n, err := s.insertStored(ctx, e.ID, KindChunk, int64(codec), e.Len, stored, false)
+			if err != nil {
+				return ID{}, st, fmt.Errorf("put chunk %s: %w", e.ID.Short(), err)
+			}
+			if n > 0 {
+				st.NewChunks++
+				st.NewBytes += n
+			}
+			continue
+		}
+		// The last new chunk and the manifest, in one statement. A
+		// manifest is shorter than minCompress up to one extent (42
+		// bytes) and mostly chunk ids beyond: it compresses as Put
+		// would, into a buffer of its own, for the same stored bytes.
+		var mbuf []byte
+		mcodec, mstored := s.c.compress(mb, &mbuf)
+		res, err := s.db.ExecContext(ctx, insertTwo,
+			e.ID[:], int64(KindChunk), int64(codec), e.Len, stored,
+			mid[:], int64(KindManifest), int64(mcodec), int64(len(mb)), mstored)
+		if err != nil {
+			return ID{}, st, fmt.Errorf("put chunk %s and manifest %s: %w", e.ID.Short(), mid.Short(), err)
+		}
+		rows, err := res.RowsAffected()
+		if err != nil {
+			return ID{}, st, fmt.Errorf("put chunk %s and manifest %s: %w", e.ID.Short(), mid.Short(), err)
+		}
+		// One row new: the manifest (its row present means its
+		// chunk's is).
+		if rows == 2 {
+			st.NewChunks++
+			st.NewBytes += int64(len(stored))
+		}
+		if rows > 0 {
+			st.NewBytes += int64(len(mstored))
+		}
+		return mid, st, nil
+	}
+	// No chunk to insert (an empty file, or every chunk known).
+	var mbuf []byte
+	mcodec, mstored := s.c.compress(mb, &mbuf)
+	n, err := s.insertStored(ctx, mid, KindManifest, int64(mcodec), int64(len(mb)), mstored, false)
+	if err != nil {
+		return ID{}, st, fmt.Errorf("put manifest %s: %w", mid.Short(), err)
+	}
+	st.NewBytes += n
+	return mid, st, nil
+}
+
+// insertTwo inserts two inline objects' rows, each unless a row with its
+// id exists.
+const insertTwo = `INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)`
+
 // chunkCopies hold new chunks on their way to the workers.
 var chunkCopies = sync.Pool{New: func() any {
 	b := make([]byte, 0, MaxChunk)
