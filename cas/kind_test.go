@@ -47,6 +47,9 @@ func kindTwins(t *testing.T) []twin {
 			}},
 		{name: "tree", k: KindTree, enc: tenc,
 			put: func(t *testing.T, s *Store) ID {
+				if _, _, err := s.PutFile(context.Background(), bytes.NewReader(hello)); err != nil {
+					t.Fatal(err)
+				}
 				id, _, err := s.PutTree(context.Background(), tr)
 				if err != nil {
 					t.Fatal(err)
@@ -118,5 +121,46 @@ func TestSameBytesOtherKind(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestWalkSameBytesOtherKind: a walk follows a reference as the kind its
+// referrer expects, even when the id was reached before as another kind:
+// here the chunk of file a (reached first, a level up) has the bytes of the
+// object under d, whose own references must still be reached (gc keeps
+// what a walk reaches).
+func TestWalkSameBytesOtherKind(t *testing.T) {
+	ctx := context.Background()
+	hello := []byte("hello")
+	for _, tw := range kindTwins(t) {
+		t.Run(tw.name, func(t *testing.T) {
+			s, _ := newTestStore(t)
+			obj := tw.put(t, s)
+			a, _, err := s.PutFile(ctx, bytes.NewReader(tw.enc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			under := Entry{Name: []byte("b"), Kind: EntryFile, Mode: 0o644, Size: 5, Target: obj}
+			if tw.k == KindTree {
+				under = Entry{Name: []byte("s"), Kind: EntryDir, Mode: 0o755, Target: obj}
+			}
+			d, _, err := s.PutTree(ctx, &Tree{Entries: []Entry{under}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			root, _, err := s.PutTree(ctx, &Tree{Entries: []Entry{
+				{Name: []byte("a"), Kind: EntryFile, Mode: 0o644, Size: int64(len(tw.enc)), Target: a},
+				{Name: []byte("d"), Kind: EntryDir, Mode: 0o755, Target: d}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &Walker{Load: StoreLoader(s, false)}
+			if err := w.Walk(ctx, Ref{ID: root, Kind: KindTree}); err != nil {
+				t.Fatalf("walk: %v", err)
+			}
+			if _, ok := w.Seen[Sum(hello)]; !ok {
+				t.Fatalf("the walk did not reach the chunk of %q under the %s that shares a chunk's id", hello, tw.name)
+			}
+		})
 	}
 }
