@@ -396,6 +396,23 @@ func (s *Store) Has(ctx context.Context, id ID) (bool, error) {
 	return ok, nil
 }
 
+// StoredKind returns the kind column of object id's row, 0 when there is
+// none. The column is only a hint (see getKind): a transfer uses it to tell
+// a row stored as the kind a referrer expects, whose references were
+// stored with it, from one whose bytes were first stored as another kind
+// and whose references as this kind may be absent.
+func (s *Store) StoredKind(ctx context.Context, id ID) (Kind, error) {
+	var k int64
+	err := s.db.QueryRowContext(ctx, `SELECT kind FROM objects WHERE id = ?`, id[:]).Scan(&k)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up object %s: %w", id.Short(), err)
+	}
+	return Kind(k), nil
+}
+
 // HasMany reports, for each of ids, whether an object with that id is
 // stored. It does not verify them.
 func (s *Store) HasMany(ctx context.Context, ids []ID) ([]bool, error) {
