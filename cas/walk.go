@@ -126,6 +126,11 @@ func (w *Walker) Walk(ctx context.Context, roots ...Ref) error {
 	return nil
 }
 
+// ReachedAs reports whether this walker reached id as kind k.
+func (w *Walker) ReachedAs(id ID, k Kind) bool {
+	return w.kinds[id]&kindBit(k) != 0
+}
+
 // kindBit is k's bit in Walker.kinds.
 func kindBit(k Kind) uint8 { return 1 << (k & 7) }
 

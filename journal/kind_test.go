@@ -74,3 +74,32 @@ func TestGCSameBytesOtherKind(t *testing.T) {
 		})
 	}
 }
+
+// TestGCKeepsRowKindClosure: a live row whose kind column says manifest,
+// reached only as a chunk (file a's content is the manifest's bytes; the
+// manifest's own file is gone), keeps the manifest's chunks: a pull trusts
+// a row of a kind to hold its references as that kind and would not fetch
+// them again.
+func TestGCKeepsRowKindClosure(t *testing.T) {
+	ctx := context.Background()
+	hello := []byte("hello")
+	db := openStore(t)
+	var enc []byte
+	mustDo(t, db, "main", func(tx *journal.Tx) error {
+		m, _, err := tx.Objects().PutFile(ctx, bytes.NewReader(hello)) // the manifest row first, referenced by nothing
+		if err != nil {
+			return err
+		}
+		if _, enc, err = tx.Objects().Get(ctx, m); err != nil {
+			return err
+		}
+		return writeFile(tx, "a", string(enc), 1)
+	})
+	if _, err := db.GC(ctx, journal.GCOptions{}); err != nil {
+		t.Fatalf("gc: %v", err)
+	}
+	if ok, err := db.Objects().Has(ctx, cas.Sum(hello)); err != nil || !ok {
+		t.Fatalf("gc removed the chunk under a live row of kind manifest: has %v, %v", ok, err)
+	}
+	mustVerify(t, db)
+}
