@@ -71,6 +71,20 @@ func TestGCSameBytesOtherKind(t *testing.T) {
 				t.Fatalf("file a after gc: %q, %v; want %q", b.Bytes(), err, enc)
 			}
 			mustVerify(t, db)
+
+			// Verify walks the twin as its kind too: with the chunk under
+			// it gone, it must say so (it reached the id as a chunk first).
+			gone := cas.Sum(hello)
+			if _, err := rawSQL(t, db.Path()).Exec(`DELETE FROM objects WHERE id = ?`, gone[:]); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := db.Verify(ctx, journal.VerifyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() {
+				t.Fatalf("verify with the chunk of %q gone: OK", hello)
+			}
 		})
 	}
 }
