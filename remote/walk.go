@@ -24,7 +24,8 @@ func fetchLoader(r Remote, received func(*cas.Checked) error, bytes *int64) func
 			// walked and stored as the kind their referrer expects, so a
 			// row of a kind here always has what it references as that
 			// kind.
-			if k, ok := kinds[raw.ID]; ok {
+			// An unknown kind stays refused, as a local read refuses it.
+			if k, ok := kinds[raw.ID]; ok && raw.Kind >= cas.KindChunk && raw.Kind <= cas.KindTree {
 				raw.Kind = k
 			}
 			c, err := cas.Check(raw)
