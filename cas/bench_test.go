@@ -4,13 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -202,90 +197,4 @@ func BenchmarkWriteSparse(b *testing.B) {
 		f.Close()
 		os.Remove(f.Name())
 	}
-}
-
-// BenchmarkPutSourceTree stores the files of Go's own source tree that a
-// close stores from memory (up to 128 KiB: the tar x workload's files,
-// docs/benchmarks.md "Small files' content") into an empty store, one
-// transaction a file as the overlay's closes do (without their fsyncs),
-// with PutFile over a
-// bytes.Reader (as closes did) and with PutBytes. cpu-us/file is the
-// process's CPU time (workers and the garbage collector included) per
-// file, less noisy than the wall time on a shared machine.
-func BenchmarkPutSourceTree(b *testing.B) {
-	root := filepath.Join(runtime.GOROOT(), "src")
-	var files [][]byte
-	var total int64
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		if info, err := d.Info(); err != nil || info.Size() > 128<<10 {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		files = append(files, data)
-		total += int64(len(data))
-		return err
-	})
-	if err != nil || len(files) == 0 {
-		b.Skipf("no source tree at %s: %v", root, err)
-	}
-	ctx := context.Background()
-	puts := map[string]func(s *Store, data []byte) error{
-		"PutFile": func(s *Store, data []byte) error {
-			_, _, err := s.PutFile(ctx, bytes.NewReader(data))
-			return err
-		},
-		"PutBytes": func(s *Store, data []byte) error {
-			_, _, err := s.PutBytes(ctx, data)
-			return err
-		},
-	}
-	for _, name := range []string{"PutFile", "PutBytes"} {
-		put := puts[name]
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(total)
-			var cpu time.Duration
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				db := openDB(b)
-				// The commits' fsyncs are not the content's cost.
-				db.SetMaxOpenConns(1)
-				if _, err := db.Exec(`PRAGMA synchronous=OFF`); err != nil {
-					b.Fatal(err)
-				}
-				s := NewStore(db)
-				runtime.GC()
-				start := processCPU(b)
-				b.StartTimer()
-				for _, data := range files {
-					tx, err := db.BeginTx(ctx, nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if err := put(s.With(tx), data); err != nil {
-						tx.Rollback()
-						b.Fatal(err)
-					}
-					if err := tx.Commit(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				cpu += processCPU(b) - start
-				db.Close()
-			}
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*len(files)), "cpu-us/file")
-		})
-	}
-}
-
-// processCPU is the CPU time the process has used, user and system.
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

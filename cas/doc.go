@@ -34,9 +34,7 @@
 // for concurrent use; PutFile and ReadFile use GOMAXPROCS worker goroutines
 // for files of several chunks (compressing on the way in, inflating and
 // verifying ahead of the reader on the way out), all finished before they
-// return. PutBytes, for content in memory up to 1 MiB (a small file's
-// close), stores the same rows on the calling goroutine with fewer
-// statements.
+// return.
 //
 // Known failure modes: a file whose manifest would pass 64 MiB (about 30 GiB
 // of content) or a directory whose tree would fails with ErrTooLarge; a write

@@ -135,48 +135,30 @@ const minPackRaw = 16 << 10
 // measurement behind it.
 const zstdLevel = zstd.SpeedFastest
 
-// codecs are the zstd encoders and decoder every Store shares. Their
+// codecs are the zstd encoder and decoder every Store shares. Their
 // EncodeAll and DecodeAll are safe for concurrent use.
 type codecs struct {
-	enc *zstd.Encoder
-	// one is an encoder of its own for PutBytes, whose callers store
-	// one file at a time inside the writer's transaction: one state whose
-	// tables the next small file finds still in the CPU's caches, where
-	// enc hands its GOMAXPROCS states out in turn (measured 10-15% less
-	// CPU per small chunk, docs/benchmarks.md "Small files' content").
-	// Both produce the same frames.
-	one  *zstd.Encoder
+	enc  *zstd.Encoder
 	dec  *zstd.Decoder
 	bufs sync.Pool // *[]byte with capacity compressBufSize
 }
 
-// compressRoom is the capacity compress asks of its buffer for n bytes:
-// zstd's output of incompressible data (its raw blocks and headers) is a
-// little longer than the input.
-func compressRoom(n int) int { return n + n>>7 + 64 }
-
-// compressBufSize holds the zstd frame of any chunk: compressRoom(MaxChunk).
-// (It was MaxChunk, so a chunk of more than 64,960 bytes, as every chunk of
-// random data is, allocated a buffer of its own at each compress.)
-const compressBufSize = MaxChunk + MaxChunk>>7 + 64
+// compressBufSize holds the zstd frame of any chunk that is worth storing
+// compressed (smaller than the chunk).
+const compressBufSize = MaxChunk
 
 var sharedCodecs = sync.OnceValue(func() *codecs { return newCodecs(zstdLevel) })
 
 func newCodecs(level zstd.EncoderLevel) *codecs {
 	n := procs.Workers()
-	newEncoder := func(concurrency int) *zstd.Encoder {
-		enc, err := zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(level),
-			zstd.WithEncoderConcurrency(concurrency),
-			zstd.WithEncoderCRC(false), // objects are verified by their BLAKE3 id
-		)
-		if err != nil {
-			panic(fmt.Sprintf("cas: zstd encoder: %v", err))
-		}
-		return enc
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(level),
+		zstd.WithEncoderConcurrency(n),
+		zstd.WithEncoderCRC(false), // objects are verified by their BLAKE3 id
+	)
+	if err != nil {
+		panic(fmt.Sprintf("cas: zstd encoder: %v", err))
 	}
-	// An encoder allocates its state at its first use.
-	enc, one := newEncoder(n), newEncoder(1)
 	dec, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(n),
 		zstd.WithDecoderMaxMemory(MaxObjectSize),
@@ -186,7 +168,7 @@ func newCodecs(level zstd.EncoderLevel) *codecs {
 	if err != nil {
 		panic(fmt.Sprintf("cas: zstd decoder: %v", err))
 	}
-	c := &codecs{enc: enc, one: one, dec: dec}
+	c := &codecs{enc: enc, dec: dec}
 	c.bufs.New = func() any {
 		b := make([]byte, 0, compressBufSize)
 		return &b
@@ -199,23 +181,18 @@ func newCodecs(level zstd.EncoderLevel) *codecs {
 // live in *buf, which must not be reused until the result is no longer
 // needed.
 func (c *codecs) compress(data []byte, buf *[]byte) (int, []byte) {
-	return c.compressWith(c.enc, data, buf)
-}
-
-// compressWith is compress with encoder enc.
-func (c *codecs) compressWith(enc *zstd.Encoder, data []byte, buf *[]byte) (int, []byte) {
 	if len(data) < minCompress {
 		return codecRaw, data
 	}
-	// Room for zstd's output of incompressible data too, or EncodeAll
-	// grows dst at every such chunk: a tenth of a 2 GiB random file's
-	// probes.
-	room := compressRoom(len(data))
+	// Room for zstd's output of incompressible data too (its raw blocks
+	// and headers are a little longer than data), or EncodeAll grows dst
+	// at every such chunk: a tenth of a 2 GiB random file's probes.
+	room := len(data) + len(data)>>7 + 64
 	dst := (*buf)[:0]
 	if cap(dst) < room {
 		dst = make([]byte, 0, room)
 	}
-	z := enc.EncodeAll(data, dst)
+	z := c.enc.EncodeAll(data, dst)
 	if cap(z) <= cap(*buf) {
 		*buf = z[:0]
 	}

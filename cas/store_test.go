@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync"
@@ -560,29 +559,5 @@ func TestConcurrentPut(t *testing.T) {
 	}
 	if got, want := newBytes, int64(objects*5000); got != want {
 		t.Fatalf("new bytes reported = %d, want %d", got, want)
-	}
-}
-
-// TestCompressNoAlloc: the pooled buffer has the room compress asks for
-// the largest chunk, incompressible (zstd's frame a little longer than the
-// chunk) or not, so compressing one allocates nothing.
-func TestCompressNoAlloc(t *testing.T) {
-	c := sharedCodecs()
-	random := make([]byte, MaxChunk)
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range random {
-		random[i] = byte(r.Uint32())
-	}
-	text := bytes.Repeat([]byte("package cas // a line of source\n"), MaxChunk/32)[:MaxChunk]
-	for name, data := range map[string][]byte{"random": random, "text": text} {
-		buf := make([]byte, 0, compressBufSize)
-		for _, enc := range []*zstd.Encoder{c.enc, c.one} {
-			for range 2 * runtime.GOMAXPROCS(0) { // every state of enc made
-				c.compressWith(enc, data, &buf)
-			}
-			if n := testing.AllocsPerRun(20, func() { c.compressWith(enc, data, &buf) }); n != 0 {
-				t.Errorf("%s: %v allocations per compress", name, n)
-			}
-		}
 	}
 }

@@ -370,7 +370,7 @@ func (n *node) store(ctx context.Context, t journalTake) (jn journal.Node, id ca
 		switch {
 		case streamed:
 		case t.inMem:
-			id, st, err = tx.Objects().PutBytes(ctx, t.data)
+			id, st, err = tx.Objects().PutFile(ctx, bytes.NewReader(t.data))
 		default:
 			id, st, err = tx.Objects().PutSparseFile(ctx, t.f)
 		}
@@ -658,7 +658,7 @@ func (n *node) recordWrite(ctx context.Context, data []byte, off int64) error {
 		if err != nil {
 			return nil // unlinked: the write has no name to record
 		}
-		m, _, err := tx.Objects().PutBytes(ctx, data)
+		m, _, err := tx.Objects().PutFile(ctx, bytes.NewReader(data))
 		if err != nil {
 			return err
 		}

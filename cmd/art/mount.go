@@ -110,20 +110,6 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-// writeMemProfile writes the process's allocation profile (every
-// allocation sampled since the start, at the runtime's default rate) to
-// path: a measurement aid (ART_MEMPROFILE) for what a session's daemon
-// allocates per request (`go tool pprof -sample_index=alloc_space`).
-// Best effort.
-func writeMemProfile(path string) {
-	f, err := os.Create(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	pprof.Lookup("allocs").WriteTo(f, 0)
-}
-
 // writeRusage appends the process's own resource usage (every thread of
 // art's process, the session's FUSE daemon included; not the sandbox's
 // processes) to path as one line: a measurement aid (ART_RUSAGE) for the

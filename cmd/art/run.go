@@ -155,9 +155,6 @@ func runAction(c *cli.Context, e *env) error {
 		}
 		defer stop()
 	}
-	if p := os.Getenv("ART_MEMPROFILE"); p != "" { // measurement aid: the allocations of the session's daemon included
-		defer writeMemProfile(p)
-	}
 	if p := os.Getenv("ART_RUSAGE"); p != "" { // measurement aid: the daemon's context switches (mount.go)
 		defer writeRusage(p)
 	}
