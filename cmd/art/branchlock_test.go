@@ -143,7 +143,7 @@ func TestOverlayLogHeldUntilCommandEnds(t *testing.T) {
 	db := filepath.Join(base, "ws.db")
 	mustRun(t, "push", "-q", "-m", ws, "-d", db)
 	signal := filepath.Join(base, "signal")
-	cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--", "sh", "-c", fmt.Sprintf(`
+	cmd := artCmd(t, "run", "-m", ws, "-d", db, "-i=false", "-q", "--timeout", "120s", "--", "sh", "-c", fmt.Sprintf(`
 echo ready >&2
 until test -e %s; do sleep 0.05; done
 cat main.py; echo new > new.txt; ls

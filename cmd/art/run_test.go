@@ -124,11 +124,19 @@ func populate(t *testing.T, base string) string {
 
 // hostVisibleDir is a fresh directory that is visible inside the sandbox
 // at its own path (t.TempDir is under /tmp, which the sandbox replaces).
+// It is made under the package's directory, so a checkout under /tmp or
+// /var/tmp (both private in the sandbox) cannot run these tests: a command
+// waiting there for a file the test writes would wait forever.
 func hostVisibleDir(t *testing.T) string {
 	t.Helper()
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, private := range []string{"/tmp", "/var/tmp"} {
+		if wd == private || strings.HasPrefix(wd, private+"/") {
+			t.Fatalf("the checkout is under %s, which the sandbox replaces with a private directory: run the tests from a checkout elsewhere", private)
+		}
 	}
 	d, err := os.MkdirTemp(wd, ".run-test-")
 	if err != nil {
