@@ -217,6 +217,18 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		}
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
+			if has[i] && ref.Kind != cas.KindChunk {
+				// Our row of another kind (an id names bytes: a chunk
+				// with a manifest's bytes) says the other side may hold
+				// it as that kind too, without what it references as
+				// this one: descend, sending what it lacks.
+				if k, err := objs.StoredKind(ctx, ref.ID); err != nil {
+					return nil, err
+				} else if k != ref.Kind {
+					load[i] = true
+					continue
+				}
+			}
 			if has[i] {
 				st.DedupObjects++
 				n, err := sz.size(ctx, ref.ID, ref.Kind, ref.Size)
@@ -237,16 +249,26 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		return load, nil
 	}
 	w.Refs = func(ctx context.Context, c *cas.Checked, reach func(cas.Ref)) error {
+		// n is nil for an object the other side has under another kind
+		// (see Visit): its references are sent if missing, with no
+		// parent to order them before.
 		n := missing[c.ID]
 		return treeRefs(ctx, objs, c, bases[c.ID], func(ref cas.Ref, sub cas.ID) {
-			if m := missing[ref.ID]; m != nil {
-				n.children = append(n.children, ref.ID)
+			// A missing id known as another kind (a chunk with a
+			// manifest's bytes) is still reached as this one, so that
+			// what it references as this kind is sent too.
+			if m := missing[ref.ID]; m != nil && (ref.Kind == cas.KindChunk || m.kind == ref.Kind) {
+				if n != nil {
+					n.children = append(n.children, ref.ID)
+				}
 				return
 			}
 			if _, seen := w.Seen[ref.ID]; !seen && !sub.IsZero() {
 				bases[ref.ID] = sub
 			}
-			parents[ref.ID] = append(parents[ref.ID], n) // linked if found missing
+			if n != nil {
+				parents[ref.ID] = append(parents[ref.ID], n) // linked if found missing
+			}
 			reach(ref)
 		})
 	}
@@ -541,11 +563,14 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 	w.Visit = func(ctx context.Context, refs []cas.Ref) ([]bool, error) {
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
-			ok, err := objs.Has(ctx, ref.ID)
+			k, err := objs.StoredKind(ctx, ref.ID)
 			if err != nil {
 				return nil, err
 			}
-			if !ok {
+			// A row of another kind (an id names bytes, see
+			// cas.Store.StoredKind) does not bring what the object
+			// references as this kind: fetch and descend into it too.
+			if k == 0 || ref.Kind != cas.KindChunk && k != ref.Kind {
 				load[i] = true
 				continue
 			}

@@ -19,6 +19,15 @@ func fetchLoader(r Remote, received func(*cas.Checked) error, bytes *int64) func
 			ids[i], kinds[ref.ID] = ref.ID, ref.Kind
 		}
 		n, err := r.Fetch(ctx, ids, func(raw cas.Raw) error {
+			// The other side may hold the bytes under another kind (an id
+			// names bytes, see cas.Store.StoredKind): they are checked,
+			// walked and stored as the kind their referrer expects, so a
+			// row of a kind here always has what it references as that
+			// kind.
+			// An unknown kind stays refused, as a local read refuses it.
+			if k, ok := kinds[raw.ID]; ok && raw.Kind >= cas.KindChunk && raw.Kind <= cas.KindTree {
+				raw.Kind = k
+			}
 			c, err := cas.Check(raw)
 			if err != nil {
 				return &ObjectError{ID: raw.ID, Kind: raw.Kind, Err: err}

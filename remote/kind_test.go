@@ -1,0 +1,93 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/artrt/art/cas"
+)
+
+// TestPushPullSameBytesOtherKind: file a's content is exactly the encoding
+// of the manifest of d/s/b or of the tree d/s (one row, an id names bytes),
+// stored in either order. A push and a pull back into a fresh store must
+// keep both files readable and both stores clean.
+func TestPushPullSameBytesOtherKind(t *testing.T) {
+	ctx := context.Background()
+	hello := []byte("hello")
+	for _, twin := range []string{"manifest", "tree"} {
+		for _, fileFirst := range []bool{false, true} {
+			name := twin + "/" + twin + "-first"
+			if fileFirst {
+				name = twin + "/file-first"
+			}
+			t.Run(name, func(t *testing.T) {
+				forEachKind(t, func(t *testing.T, k *kind) {
+					ws, aside := filepath.Join(t.TempDir(), "ws"), filepath.Join(t.TempDir(), "d")
+					writeFile(t, filepath.Join(ws, "d", "s", "b"), string(hello))
+					// The twin's bytes, from a scratch store.
+					scratch := newStore(t)
+					root := importDir(t, scratch, ws)
+					path := "ws/d/s/b"
+					if twin == "tree" {
+						path = "ws/d/s"
+					}
+					e, err := scratch.Objects().LookupPath(ctx, root, path)
+					if err != nil {
+						tr, _ := scratch.Objects().GetTree(ctx, root)
+						t.Fatalf("%s: %v in %+v", path, err, tr)
+					}
+					_, enc, err := scratch.Objects().Get(ctx, e.Target)
+					if err != nil {
+						t.Fatal(err)
+					}
+					a := newStore(t)
+					if fileFirst {
+						if err := os.Rename(filepath.Join(ws, "d"), aside); err != nil {
+							t.Fatal(err)
+						}
+						writeFile(t, filepath.Join(ws, "a"), string(enc))
+						importDir(t, a, ws)
+						if err := os.Rename(aside, filepath.Join(ws, "d")); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						importDir(t, a, ws)
+						writeFile(t, filepath.Join(ws, "a"), string(enc))
+					}
+					root = importDir(t, a, ws)
+					if e2, err := a.Objects().LookupPath(ctx, root, path); err != nil || e2.Target != e.Target {
+						t.Fatalf("%s in the store: %+v, %v; want %s", path, e2, err, e.Target.Short())
+					}
+					r, reopen := k.newRemote(t)
+					if _, err := Push(ctx, a, r, []string{"main"}, Options{Name: "origin"}); err != nil {
+						t.Fatalf("push: %v", err)
+					}
+					b := newStore(t)
+					if _, err := Pull(ctx, b, reopen(), []string{"main"}, Options{Name: "origin"}); err != nil {
+						t.Fatalf("pull: %v", err)
+					}
+					if got := head(t, b, "main"); got != root {
+						t.Fatalf("pulled root %s, pushed %s", got.Short(), root.Short())
+					}
+					for _, db := range []*cas.Store{a.Objects(), b.Objects()} {
+						for p, want := range map[string][]byte{"ws/a": enc, "ws/d/s/b": hello} {
+							e, err := db.LookupPath(ctx, root, p)
+							if err != nil {
+								t.Fatal(err)
+							}
+							var got bytes.Buffer
+							if _, err := db.ReadFile(ctx, e.Target, &got); err != nil || !bytes.Equal(got.Bytes(), want) {
+								t.Fatalf("%s: %q, %v; want %q", p, got.Bytes(), err, want)
+							}
+						}
+					}
+					verifyClean(t, a)
+					verifyClean(t, b)
+				})
+			})
+		}
+	}
+}
