@@ -325,6 +325,9 @@ func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int
 	extra := map[cas.ID]cas.Kind{}
 	load := cas.StoreLoader(objs, true)
 	w := &cas.Walker{Load: func(ctx context.Context, refs []cas.Ref, got func(*cas.Checked) error) error {
+		if len(extra) == 0 { // the walk from the roots: the loader's batches
+			return load(ctx, refs, got)
+		}
 		for _, r := range refs {
 			err := load(ctx, []cas.Ref{r}, got)
 			if k, ok := extra[r.ID]; ok && k == r.Kind && errors.Is(err, cas.ErrCorrupt) {
