@@ -131,6 +131,23 @@ func (w *Walker) ReachedAs(id ID, k Kind) bool {
 	return w.kinds[id]&kindBit(k) != 0
 }
 
+// CopyReached makes what w has reached a copy of what from has: Seen and
+// the kinds each id was reached as. A walk from more roots then extends
+// from's without changing it. Copying Seen alone would lose the kinds: an
+// id put in Seen by the caller counts as reached as every kind, so one
+// from reached only as a chunk would be skipped when reached again as a
+// manifest or tree.
+func (w *Walker) CopyReached(from *Walker) {
+	w.Seen = make(map[ID]struct{}, len(from.Seen))
+	for id := range from.Seen {
+		w.Seen[id] = struct{}{}
+	}
+	w.kinds = make(map[ID]uint8, len(from.kinds))
+	for id, b := range from.kinds {
+		w.kinds[id] = b
+	}
+}
+
 // kindBit is k's bit in Walker.kinds.
 func kindBit(k Kind) uint8 { return 1 << (k & 7) }
 

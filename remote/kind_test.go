@@ -91,3 +91,57 @@ func TestPushPullSameBytesOtherKind(t *testing.T) {
 		}
 	}
 }
+
+// TestGCS3KeepsEntryKindClosure: the remote holds big.bin's manifest as a
+// manifest (it was pushed as one), and then only as a chunk of the live
+// state (file a's content is exactly those bytes: an id names bytes).
+// Has offers an object with its closure as the kind its entry says, and a
+// push trusts that: gc must keep the manifest's chunks, or a later push of
+// big.bin by a store holding it as a manifest sends none of them and the
+// state it leaves cannot be pulled.
+func TestGCS3KeepsEntryKindClosure(t *testing.T) {
+	k := s3Kind(t)
+	ctx := context.Background()
+	ws := filepath.Join(t.TempDir(), "ws")
+	big := filepath.Join(ws, "d", "big.bin")
+	randomFile(t, big, 512<<10)
+	content, err := os.ReadFile(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newStore(t)
+	root := importDir(t, a, ws)
+	e, err := a.Objects().LookupPath(ctx, root, "ws/d/big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, enc, err := a.Objects().Get(ctx, e.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, reopen := k.newRemote(t)
+	if _, err := Push(ctx, a, r, []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// main moves on to a state whose only file's content is big.bin's
+	// manifest: the pack of the first push is dead but for that object.
+	if err := os.RemoveAll(filepath.Join(ws, "d")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, "a"), string(enc))
+	root = importDir(t, a, ws)
+	if _, err := Push(ctx, a, reopen(), []string{"main"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	runGC(t, reopen(), GCOptions{Grace: 0}) // checks the closure of what Has offers
+	checkPulled(t, reopen(), "main", root, ws)
+
+	ws2 := filepath.Join(t.TempDir(), "ws")
+	writeFile(t, filepath.Join(ws2, "d", "big.bin"), string(content))
+	b := newStore(t)
+	root2 := importDir(t, b, ws2)
+	if _, err := Push(ctx, b, reopen(), []string{"main"}, Options{Name: "origin", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	checkPulled(t, reopen(), "main", root2, ws2)
+}
