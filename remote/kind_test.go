@@ -145,3 +145,42 @@ func TestGCS3KeepsEntryKindClosure(t *testing.T) {
 	}
 	checkPulled(t, reopen(), "main", root2, ws2)
 }
+
+// TestPushSendsUnderObjectHeldAsOtherKind: the remote holds file a's
+// content, which is exactly the manifest of d/b, as a chunk (the first
+// push had only a). The second push adds d/b: the remote has that id, but
+// not as a manifest, so the push must descend into it and send d/b's
+// chunk, or the state it leaves cannot be pulled.
+func TestPushSendsUnderObjectHeldAsOtherKind(t *testing.T) {
+	ctx := context.Background()
+	content := "the content of d/b, whose manifest is file a's content\n"
+	forEachKind(t, func(t *testing.T, k *kind) {
+		scratchWS := filepath.Join(t.TempDir(), "ws")
+		writeFile(t, filepath.Join(scratchWS, "d", "b"), content)
+		scratch := newStore(t)
+		root := importDir(t, scratch, scratchWS)
+		e, err := scratch.Objects().LookupPath(ctx, root, "ws/d/b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, enc, err := scratch.Objects().Get(ctx, e.Target)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		ws := filepath.Join(t.TempDir(), "ws")
+		writeFile(t, filepath.Join(ws, "a"), string(enc))
+		a := newStore(t)
+		importDir(t, a, ws)
+		r, reopen := k.newRemote(t)
+		if _, err := Push(ctx, a, r, []string{"main"}, Options{Name: "origin"}); err != nil {
+			t.Fatalf("first push: %v", err)
+		}
+		writeFile(t, filepath.Join(ws, "d", "b"), content)
+		root = importDir(t, a, ws)
+		if _, err := Push(ctx, a, reopen(), []string{"main"}, Options{Name: "origin"}); err != nil {
+			t.Fatalf("second push: %v", err)
+		}
+		checkPulled(t, reopen(), "main", root, ws)
+	})
+}

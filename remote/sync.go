@@ -183,6 +183,12 @@ type node struct {
 	kind     cas.Kind
 	base     cas.ID   // trees: the tree at the same path in the remote's state
 	children []cas.ID // the missing ones, for the post-order send
+	// held: the other side has the id, but this side holds it as another
+	// kind (an id names bytes: a chunk with a manifest's bytes), so it may
+	// lack what the object references as this kind. The object is not
+	// sent; it is descended into, and its missing children are sent before
+	// the objects referring to it.
+	held bool
 }
 
 // sendState sends every object under root that r lacks. It walks top-down
@@ -217,17 +223,17 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		}
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
+			held := false
 			if has[i] && ref.Kind != cas.KindChunk {
 				// Our row of another kind (an id names bytes: a chunk
 				// with a manifest's bytes) says the other side may hold
 				// it as that kind too, without what it references as
 				// this one: descend, sending what it lacks.
-				if k, err := objs.StoredKind(ctx, ref.ID); err != nil {
+				k, err := objs.StoredKind(ctx, ref.ID)
+				if err != nil {
 					return nil, err
-				} else if k != ref.Kind {
-					load[i] = true
-					continue
 				}
+				held = k != ref.Kind
 			}
 			if has[i] {
 				st.DedupObjects++
@@ -236,10 +242,20 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 					return nil, err
 				}
 				st.DedupBytes += n
-				continue
+				if !held {
+					continue
+				}
 			}
-			n := &node{id: ref.ID, kind: ref.Kind, base: bases[ref.ID]}
-			missing[ref.ID] = n
+			// One id may be reached as a chunk and, later, as a manifest
+			// or tree: one node, of the kind that has children.
+			n := missing[ref.ID]
+			if n == nil {
+				n = &node{id: ref.ID, base: bases[ref.ID], held: held}
+				missing[ref.ID] = n
+			}
+			if n.kind == 0 || ref.Kind != cas.KindChunk {
+				n.kind = ref.Kind
+			}
 			for _, p := range parents[ref.ID] {
 				p.children = append(p.children, ref.ID)
 			}
@@ -249,26 +265,19 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		return load, nil
 	}
 	w.Refs = func(ctx context.Context, c *cas.Checked, reach func(cas.Ref)) error {
-		// n is nil for an object the other side has under another kind
-		// (see Visit): its references are sent if missing, with no
-		// parent to order them before.
-		n := missing[c.ID]
+		n := missing[c.ID] // a node: only missing or held objects are loaded
 		return treeRefs(ctx, objs, c, bases[c.ID], func(ref cas.Ref, sub cas.ID) {
 			// A missing id known as another kind (a chunk with a
 			// manifest's bytes) is still reached as this one, so that
 			// what it references as this kind is sent too.
 			if m := missing[ref.ID]; m != nil && (ref.Kind == cas.KindChunk || m.kind == ref.Kind) {
-				if n != nil {
-					n.children = append(n.children, ref.ID)
-				}
+				n.children = append(n.children, ref.ID)
 				return
 			}
 			if _, seen := w.Seen[ref.ID]; !seen && !sub.IsZero() {
 				bases[ref.ID] = sub
 			}
-			if n != nil {
-				parents[ref.ID] = append(parents[ref.ID], n) // linked if found missing
-			}
+			parents[ref.ID] = append(parents[ref.ID], n) // linked if found missing or held
 			reach(ref)
 		})
 	}
@@ -292,7 +301,9 @@ func sendOrder(missing map[cas.ID]*node, root cas.ID) []*node {
 				visit(m)
 			}
 		}
-		order = append(order, n)
+		if !n.held {
+			order = append(order, n)
+		}
 	}
 	if m := missing[root]; m != nil {
 		visit(m)
