@@ -184,3 +184,50 @@ func TestPushSendsUnderObjectHeldAsOtherKind(t *testing.T) {
 		checkPulled(t, reopen(), "main", root, ws)
 	})
 }
+
+// TestPushKindAsReferenced: store a holds d/b's manifest as a manifest,
+// but pushes only a state where those bytes are file a's content (a
+// chunk): the remote must not be told it holds the manifest, whose chunks
+// it never got. Store b then pushes d/b: the remote's object is only a
+// chunk, so b must send d/b's chunks though it holds the id as a manifest
+// itself, or the state it leaves cannot be pulled.
+func TestPushKindAsReferenced(t *testing.T) {
+	ctx := context.Background()
+	content := "the content of d/b, whose manifest is file a's content\n"
+	forEachKind(t, func(t *testing.T, k *kind) {
+		ws := filepath.Join(t.TempDir(), "ws")
+		writeFile(t, filepath.Join(ws, "d", "b"), content)
+		a := newStore(t)
+		root := importDir(t, a, ws)
+		e, err := a.Objects().LookupPath(ctx, root, "ws/d/b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, enc, err := a.Objects().Get(ctx, e.Target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(ws, "d")); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(ws, "a"), string(enc))
+		root = importDir(t, a, ws)
+		r, reopen := k.newRemote(t)
+		if _, err := Push(ctx, a, r, []string{"main"}, Options{Name: "origin"}); err != nil {
+			t.Fatalf("push a: %v", err)
+		}
+		checkPulled(t, reopen(), "main", root, ws)
+
+		ws2 := filepath.Join(t.TempDir(), "ws")
+		writeFile(t, filepath.Join(ws2, "d", "b"), content)
+		b := newStore(t)
+		root2 := importDir(t, b, ws2)
+		if _, err := Push(ctx, b, reopen(), []string{"main"}, Options{Name: "origin", Force: true}); err != nil {
+			t.Fatalf("push b: %v", err)
+		}
+		checkPulled(t, reopen(), "main", root2, ws2)
+		if s, ok := reopen().(*S3Remote); ok {
+			checkClosure(t, s)
+		}
+	})
+}

@@ -191,6 +191,36 @@ type node struct {
 	held bool
 }
 
+// kindHaver is implemented by remotes that tell the kind each object is
+// held as (a store file's kind column, an S3 pack index's entry): the
+// closure a present object promises is the one of that kind.
+type kindHaver interface {
+	// HasKinds is Has answering, for each id, the kind it is held as (0:
+	// absent).
+	HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error)
+}
+
+// hasKinds is r.Has with, when r tells them, the kinds (else nil).
+func hasKinds(ctx context.Context, r Remote, ids []cas.ID) ([]bool, []cas.Kind, error) {
+	kh, ok := r.(kindHaver)
+	if !ok {
+		has, err := r.Has(ctx, ids)
+		return has, nil, err
+	}
+	kinds, err := kh.HasKinds(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(kinds) != len(ids) {
+		return nil, nil, fmt.Errorf("remote answered %d of %d kinds", len(kinds), len(ids))
+	}
+	has := make([]bool, len(ids))
+	for i, k := range kinds {
+		has[i] = k != 0
+	}
+	return has, kinds, nil
+}
+
 // sendState sends every object under root that r lacks. It walks top-down
 // one level at a time (a Has per level), skipping subtrees r holds, then
 // sends children before parents in packs of about packTarget bytes. base is
@@ -217,7 +247,7 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		for i, ref := range refs {
 			ids[i] = ref.ID
 		}
-		has, err := r.Has(ctx, ids)
+		has, kinds, err := hasKinds(ctx, r, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -225,15 +255,16 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		for i, ref := range refs {
 			held := false
 			if has[i] && ref.Kind != cas.KindChunk {
-				// Our row of another kind (an id names bytes: a chunk
-				// with a manifest's bytes) says the other side may hold
-				// it as that kind too, without what it references as
-				// this one: descend, sending what it lacks.
+				// The other side holding the id as another kind (an id
+				// names bytes: a chunk with a manifest's bytes) promises
+				// no closure as this kind; nor does our row of another
+				// kind say it was ever sent as this one: descend, sending
+				// what it lacks.
 				k, err := objs.StoredKind(ctx, ref.ID)
 				if err != nil {
 					return nil, err
 				}
-				held = k != ref.Kind
+				held = k != ref.Kind || kinds != nil && kinds[i] != ref.Kind
 			}
 			if has[i] {
 				st.DedupObjects++
@@ -334,6 +365,11 @@ func sendObjects(ctx context.Context, objs *cas.Store, r Remote, order []*node, 
 		if err != nil {
 			return &ObjectError{ID: n.id, Kind: n.kind, Err: err}
 		}
+		// Sent as the kind the walk checked it as, not our row's (an id
+		// names bytes): the other side's entry then says what closure
+		// was sent with it (a chunk row sent as a manifest with its
+		// chunks, a manifest row sent as a mere chunk without them).
+		raw.Kind = n.kind
 		o := Object{Raw: raw}
 		if n.kind == cas.KindTree && !n.base.IsZero() {
 			if k, b, err := objs.Get(ctx, n.base); err == nil && k == cas.KindTree {
