@@ -1453,11 +1453,11 @@ func countTree(dir string) (int, int64, error) {
 // after A's two sessions (the build cache A's cold session wrote): its
 // first session, on a new warm mount, runs each no-op once, untimed, as
 // A's first session ran them after its cold steps, and its second
-// session is timed. L has no cold steps of its own (they take minutes a
-// place, and their floor is not in question): it runs the no-ops in a
-// copy of N's workspace after N's sessions, seen at N's path (goplsFloor).
+// session is timed. L runs the cold steps in a copy of N's workspace
+// without its build cache and installed binary, then the no-ops in a copy
+// of N's workspace after N's sessions, both seen at N's path (goplsFloor).
 // So a repetition has one cold install and one cold build a place, and
-// none for L and W.
+// none for W.
 func (w *wlRun) gopls() error {
 	if w.b.cfg.quick && w.b.cfg.workloads == "" {
 		w.notes = append(w.notes, "-quick skips the gopls rows (a cold build is about a minute per place) unless -workloads names them.")
@@ -1508,7 +1508,7 @@ func (w *wlRun) gopls() error {
 	if err != nil {
 		return err
 	}
-	first, next, warmup, floor := goplsBodies()
+	first, next, warmup, floor, cold := goplsBodies()
 	reps := w.reps
 	if w.b.cfg.goplsReps > 0 {
 		reps = w.b.cfg.goplsReps
@@ -1525,7 +1525,7 @@ func (w *wlRun) gopls() error {
 		var aStore string // A's store after its sessions, for W
 		for _, p := range places {
 			if p == wlLoop {
-				if err := w.goplsFloor(dirs[wlLoop], host, floor, next); err != nil {
+				if err := w.goplsFloor(dirs[wlLoop], host, cold, floor, next); err != nil {
 					return err
 				}
 				continue
@@ -1623,16 +1623,22 @@ func (w *wlRun) copyWorkspace(src, dst string) error {
 	return w.cp(src, dst)
 }
 
-// goplsFloor takes L's samples of the gopls no-op rows in ws, a copy of
-// N's workspace after N's two sessions, which the sandbox sees at N's
-// path at: its first session (a fresh mount) runs body (each no-op once
+// goplsFloor takes L's samples of the gopls rows. The cold steps run
+// first, in a fresh mount over a copy of ws without its build cache and
+// installed binary, seen at N's path at (a compile's cache key holds its
+// package's directory), so that the cold rows have their floor too. The
+// no-ops run in ws, a copy of N's workspace after N's two sessions, seen
+// at the same path: its first session (a fresh mount) runs body (each no-op once
 // untimed, as the mount's first, then three timed: A's timed no-ops
 // follow its cold steps in the same mount), its next session (a fresh
 // mount over what the first left, as A's next session is a new mount)
 // runs next. A no-op that compiled or linked anything is no floor: then
 // L's gopls samples go, every repetition's (the ratios pair repetitions
 // by index), and L takes none after.
-func (w *wlRun) goplsFloor(ws, at, body, next string) error {
+func (w *wlRun) goplsFloor(ws, at, cold, body, next string) error {
+	if err := w.goplsColdFloor(ws, at, cold); err != nil {
+		return err
+	}
 	if w.goplsNoFloor {
 		return nil
 	}
@@ -1679,6 +1685,35 @@ func (w *wlRun) goplsFloor(ws, at, body, next string) error {
 	}
 	w.b.progress("workloads: gopls L: no-op install %s, no-op build %s; next session %s, %s; nothing rebuilt (%d build-cache files)",
 		fmtDur(got["noop"]), fmtDur(got["bnoop"]), fmtDur(got["next"]), fmtDur(got["bnext"]), len(after.cache))
+	return nil
+}
+
+// goplsColdFloor times L's cold install and cold build (body cold) in a
+// copy of ws without the build cache and the installed binary, as N, B
+// and A start theirs, and removes the copy.
+func (w *wlRun) goplsColdFloor(ws, at, cold string) (err error) {
+	dir := ws + ".cold"
+	if err := w.copyWorkspace(ws, dir); err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	for _, d := range []string{".gocache", "bin"} {
+		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
+			return err
+		}
+	}
+	t, _, err := w.run(wlSession{place: wlLoop, ws: dir, at: at, body: cold})
+	if err != nil {
+		return err
+	}
+	if err := w.addSteps("", wlLoop, t, "cold", "bcold"); err != nil {
+		return err
+	}
+	w.b.progress("workloads: gopls L: cold install %s, cold build %s", fmtDur(t["cold"]), fmtDur(t["bcold"]))
 	return nil
 }
 
@@ -1766,9 +1801,10 @@ func goplsEnv(ws string) []string {
 
 // goplsBodies are the gopls scripts: the first session (cold install and
 // its no-ops, cold build and its no-ops), the next session (the no-ops
-// of both), W's untimed first session (each no-op once) and L's first
-// session (first's with each cold step an untimed no-op).
-func goplsBodies() (first, next, warmup, floor string) {
+// of both), W's untimed first session (each no-op once), L's first
+// session (first's with each cold step an untimed no-op) and L's cold
+// session (the two cold steps alone).
+func goplsBodies() (first, next, warmup, floor, cold string) {
 	install := "go install " + goplsPkg + "@" + goplsVer
 	build := "go -C " + goplsModDir + " build ./..."
 	steps := func(prefix, cmd string, from, to int) string {
@@ -1783,7 +1819,8 @@ func goplsBodies() (first, next, warmup, floor string) {
 	next = goplsEnvScript + steps("next", install, 1, 3) + steps("bnext", build, 1, 3)
 	warmup = goplsEnvScript + install + "\n" + build + "\n"
 	floor = goplsEnvScript + install + "\n" + steps("noop", install, 1, 3) + build + "\n" + steps("bnoop", build, 1, 3)
-	return first, next, warmup, floor
+	cold = goplsEnvScript + "t cold " + install + "\n" + "t bcold " + build + "\n"
+	return first, next, warmup, floor, cold
 }
 
 // makeWritable gives the owner write permission on every file and
@@ -1818,7 +1855,7 @@ type wlSpec struct {
 
 func (w *wlRun) table() {
 	n, b, l, a, wm := wlNative, wlBwrap, wlLoop, wlArt, wlWarm
-	nba := []wlPlace{n, b, a}          // no floor to show (gopls's cold steps, the session around npm ci)
+	nba := []wlPlace{n, b, a}          // no floor to show (the session around npm ci)
 	nbla := []wlPlace{n, b, l, a}      // a first session
 	nblaw := []wlPlace{n, b, l, a, wm} // the rows of a second session
 	f := func(k, def string) string {
@@ -1833,10 +1870,10 @@ func (w *wlRun) table() {
 	}
 	ddSize := fmtSize(w.dd)
 	specs := []wlSpec{
-		{"cold", fmt.Sprintf("`go install gopls@%s`, cold (module cache of %s in the workspace, offline)", goplsVer, f("gomod", "?")), nba, false, 1.1, false},
+		{"cold", fmt.Sprintf("`go install gopls@%s`, cold (module cache of %s in the workspace, offline)", goplsVer, f("gomod", "?")), nbla, false, 1.1, false},
 		{"noop", "the same `go install` again, nothing changed (median of 3 in the same session)", nbla, false, 1.5, false},
 		{"next", "the same in the next session (build cache in the store; median of 3)", nblaw, false, 1.5, false},
-		{"bcold", fmt.Sprintf("`go build ./...` in a writable copy of gopls's module in the workspace (%s), first build, after the install in the same session (its build cache holds the dependencies; the module's own packages compile)", f("goplsmod", "?")), nba, false, 1.1, false},
+		{"bcold", fmt.Sprintf("`go build ./...` in a writable copy of gopls's module in the workspace (%s), first build, after the install in the same session (its build cache holds the dependencies; the module's own packages compile)", f("goplsmod", "?")), nbla, false, 1.1, false},
 		{"bnoop", "the same `go build ./...` again, nothing changed (median of 3 in the same session)", nbla, false, 1.5, false},
 		{"bnext", "the same in the next session (median of 3)", nblaw, false, 1.5, false},
 		{"ci", fmt.Sprintf("`npm ci --offline` of %s; caches dropped and inputs read back before each run", f("npm", "?")), nbla, false, 1.2, false},
@@ -1961,9 +1998,9 @@ func (b *bench) workloadsMarkdown(took time.Duration) string {
 		goFuse += " " + v
 	}
 	notes := append([]string{
-		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. `go build ./...` (`go -C gopls build ./...`) runs in a copy of gopls's own module taken from that module cache (with its go.mod and go.sum, made writable) in the workspace, with the same environment and build cache: its first build follows the install in the same session, so it finds the dependencies the install compiled, and compiles the module's own packages (their directory, part of a compile's cache key, is not the module cache's) and the packages of `./...` the gopls binary does not import. It links every command of the module (its main packages) at every build, no-op or not (Go's build cache keeps no binary `go build` links), so its no-op rows are mostly the linker's CPU and its reads of the build cache's archives. So each repetition has one cold install and one cold build a place (none for L and W, below). L has no cold steps of its own, so no L in the cold rows: after N's two sessions the harness copies N's workspace (`cp -a`: module cache, build cache, `GOBIN`, the module's copy) onto L's plain directory, and L's bwrap binds the mount at N's path (a compile's cache key holds its package's directory: anywhere else every package would compile again). L's first session, on a fresh mount, runs the no-op install once untimed (the mount's first: A's timed no-ops follow its cold install in the same mount), times three, runs the no-op build once untimed (as A's follow its cold build), times three; its next session, on a fresh mount over what the first left, times the next session's no-ops as A's does. The harness checks that L's sessions built nothing (no new file in the build cache, the installed binary's bytes unchanged) and shows no L for gopls otherwise (a note says so).",
+		"gopls: `GOMODCACHE`, `GOCACHE` and `GOBIN` in the workspace, `GOFLAGS=-mod=mod`, `GOPROXY=file://$PWD/.gomod/cache/download` (the workspace's own module cache: `GOPROXY=off` refuses `go install pkg@version`, which looks the module's deprecation up), `GOSUMDB=off`; the sandboxes have no network. The module cache was filled once from the module proxy into the data cache. `go build ./...` (`go -C gopls build ./...`) runs in a copy of gopls's own module taken from that module cache (with its go.mod and go.sum, made writable) in the workspace, with the same environment and build cache: its first build follows the install in the same session, so it finds the dependencies the install compiled, and compiles the module's own packages (their directory, part of a compile's cache key, is not the module cache's) and the packages of `./...` the gopls binary does not import. It links every command of the module (its main packages) at every build, no-op or not (Go's build cache keeps no binary `go build` links), so its no-op rows are mostly the linker's CPU and its reads of the build cache's archives. So each repetition has one cold install and one cold build a place (none for W, below). L's cold steps run in a session of their own: the harness copies N's workspace after its sessions without its build cache and `GOBIN`, as N, B and A start, onto a plain directory of its own, mounts it, and L's bwrap binds the mount at N's path (a compile's cache key holds its package's directory: anywhere else every package would compile again); L runs the cold install and the cold build there, and the copy goes. For its no-op rows, after N's two sessions the harness copies N's workspace (`cp -a`: module cache, build cache, `GOBIN`, the module's copy) onto L's plain directory, and L's bwrap binds the mount at N's path again. L's first session, on a fresh mount, runs the no-op install once untimed (the mount's first: A's timed no-ops follow its cold install in the same mount), times three, runs the no-op build once untimed (as A's follow its cold build), times three; its next session, on a fresh mount over what the first left, times the next session's no-ops as A's does. The harness checks that L's sessions built nothing (no new file in the build cache, the installed binary's bytes unchanged) and shows no L for gopls otherwise (a note says so).",
 		"npm: `npm ci --offline --no-audit --no-fund` with `npm_config_cache` in the workspace (filled once from the registry); the lockfile was resolved once. Before each run the harness drops the caches and reads the workspace (and for A and W the store copy, for L its plain directory) back. `find` + `du` and `rm -rf` run in the next session, so for A the tree comes from the store through a new mount, and for L through a new loopback mount.",
-		"L: `cmd/bench/loopfloor`, " + goFuse + "'s loopback node (`fs.NewLoopbackRoot`, the node go-fuse's example/loopback serves) mounted with the options art's mount gives the kernel: names, attributes and negative lookups kept an hour (the example as shipped keeps them 1 s, libfuse's default, so its second `git status` a few seconds after the first looked every file up again where art's mount answered from the kernel's caches: no floor), allow_other with `default_permissions`, a direct mount, 1 MiB writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC, and, as root, FUSE passthrough for every open file. The harness starts it natively as root, as art's daemon runs, over a plain directory of its own on the same disk, made and reset like N's. Each session mounts afresh (a second session over the directory the first left), so the kernel knows nothing of the tree, as at A's new mount; the script runs under bare `bwrap` with the mount bound as B binds its directory, as B's user. L is the floor under A: what the kernel's FUSE protocol costs with a server that only forwards, written with art's library; where A/N is near L/N, the rest is outside art. It is no lower bound where art answers from its own index what the loopback asks the disk for (a lookup is an lstat of the host file there): A can beat L. No L for start-up, for the session around `npm ci` (art's capture and snapshot have no counterpart there) and for gopls's cold install and cold build (minutes a place; the no-op rows have L, see gopls).",
+		"L: `cmd/bench/loopfloor`, " + goFuse + "'s loopback node (`fs.NewLoopbackRoot`, the node go-fuse's example/loopback serves) mounted with the options art's mount gives the kernel: names, attributes and negative lookups kept an hour (the example as shipped keeps them 1 s, libfuse's default, so its second `git status` a few seconds after the first looked every file up again where art's mount answered from the kernel's caches: no floor), allow_other with `default_permissions`, a direct mount, 1 MiB writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC, and, as root, FUSE passthrough for every open file. The harness starts it natively as root, as art's daemon runs, over a plain directory of its own on the same disk, made and reset like N's. Each session mounts afresh (a second session over the directory the first left), so the kernel knows nothing of the tree, as at A's new mount; the script runs under bare `bwrap` with the mount bound as B binds its directory, as B's user. L is the floor under A: what the kernel's FUSE protocol costs with a server that only forwards, written with art's library; where A/N is near L/N, the rest is outside art. It is no lower bound where art answers from its own index what the loopback asks the disk for (a lookup is an lstat of the host file there): A can beat L. No L for start-up and for the session around `npm ci` (art's capture and snapshot have no counterpart there).",
 		"git: two sets of rows. The owner case, the ordinary one (a user running art on their own repository): the repository belongs to uid 65534, which refreshed its index on the host before the capture; N runs as that uid (setresuid and setresgid with no supplementary groups, as `setpriv --reuid --regid --clear-groups`), B and L start bwrap as it with `--unshare-user --uid --gid` (mapped to itself, as art's sandbox does), and `art run` (the harness drops sudo's variables from its environment) picks the workspace's owner as the agent. No place sets git's `safe.directory` there: a place that saw someone else's repository would fail the workload with git's dubious-ownership error (a note under the table would say so). The root case (marked so, the rows of earlier tables): the repository is root's, N, B and L run as root, art's agent is uid 65534 (art never runs it as root), so every entry's uid differs from git's index and git re-reads every file once a session until the agent's own index is written; `safe.directory` is `*` in every place, or the agent's git refuses root's repository. Every script reports the uid it ran as, and the harness checks it. Each place runs two sessions per repetition: the first times `git status`; the second times `git status` twice, `git grep foo` and the commit; N, B and L then go back to main (A's store copy is new each repetition).",
 		"W: art run --warm " + wlWarmIdle + ": the first session of a repetition starts the warm daemon (it captures and mounts), later ones of the repetition run over its mount, so a second session finds the kernel's dentry, attribute and page caches of the first; after the repetition's W sessions the harness asks the daemon to go (`session.YieldWarm`) and waits for its process to exit. Rows of a first session on a fresh store (`npm ci`, `tar x`, dd, the first `git status`) have no W: that is A's session with the daemon's start added. git: W runs A's two sessions and times the second's steps. npm: W runs `npm ci` (untimed) and times the next session's `find` + `du` and `rm -rf`. startup: one untimed `art run --warm` starts the daemon, the timed runs reuse it; every timed start-up command (B, A and W alike) starts 0.3 s after the one before ended, so that the sandbox a warm daemon starts ahead after a run (as between an agent's calls) is not timed inside the next command. gopls: W's store is a copy of A's after A's two sessions (it holds the build cache and binary A's cold steps wrote); W's first session, untimed, starts the daemon and runs the no-op install and build once each (as A's first session ran them after its cold steps), and its second session's no-ops are timed.",
 		"dd: the source file is bound read-only into the sandboxes (page cache warm); after the write the script waits while the harness drops the caches, then reads the file back with `dd bs=1M`.",

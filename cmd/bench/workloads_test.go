@@ -166,7 +166,7 @@ func TestArtEnv(t *testing.T) {
 // times the steps the harness reads, in order, each running the command
 // it names, in the workspace's environment.
 func TestGoplsBodies(t *testing.T) {
-	first, next, warmup, floor := goplsBodies()
+	first, next, warmup, floor, cold := goplsBodies()
 	install := "install " + goplsPkg + "@" + goplsVer
 	build := "-C " + goplsModDir + " build ./..."
 	for _, c := range []struct {
@@ -180,6 +180,7 @@ func TestGoplsBodies(t *testing.T) {
 		{"warmup", warmup, []string{"-: " + install, "-: " + build}},
 		{"floor", floor, []string{"-: " + install, "noop1: " + install, "noop2: " + install, "noop3: " + install,
 			"-: " + build, "bnoop1: " + build, "bnoop2: " + build, "bnoop3: " + build}},
+		{"cold", cold, []string{"cold: " + install, "bcold: " + build}},
 	} {
 		dir := t.TempDir()
 		// go prints what it ran and where its caches are; t prints the
@@ -255,8 +256,8 @@ func TestMakeWritable(t *testing.T) {
 
 // TestGoplsRows checks the gopls rows of the table: the cold and
 // same-session rows of install and build have no W, the next-session
-// rows have it; the no-op rows show L and L/N, the cold rows never do
-// (not even with an L sample, which the harness does not take).
+// rows have it; every row shows L and L/N (the cold rows from L's cold
+// session).
 func TestGoplsRows(t *testing.T) {
 	s := time.Second
 	w := &wlRun{samples: map[string]map[wlPlace][]time.Duration{}, facts: map[string]string{"goplsmod": "9 packages"}}
@@ -273,10 +274,10 @@ func TestGoplsRows(t *testing.T) {
 		t.Fatalf("%d rows, want 6: %+v", len(w.rows), w.rows)
 	}
 	for i, want := range []struct{ w, wratio, l, lratio string }{
-		{},
+		{"", "", "500.0 ms", "0.50"},
 		{"", "", "500.0 ms", "0.50"},
 		{"2.00 s", "2.00", "500.0 ms", "0.50"},
-		{},
+		{"", "", "500.0 ms", "0.50"},
 		{"", "", "500.0 ms", "0.50"},
 		{"3.00 s", "3.00", "500.0 ms", "0.50"},
 	} {
