@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,6 +57,26 @@ func newStoreWith(t testing.TB, opts overlay.Options) *store {
 	s := &store{t: t, dir: dir, dbPath: filepath.Join(dir, "s.db"), mnt: filepath.Join(dir, "mnt"), opts: opts}
 	if err := os.Mkdir(s.mnt, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if s.opts.Log == nil {
+		// What the mount logs (the detail behind an EIO) is shown when
+		// the test fails, the last lines of it.
+		var mu sync.Mutex
+		var lines []string
+		s.opts.Log = func(l string) {
+			mu.Lock()
+			if lines = append(lines, l); len(lines) > 200 {
+				lines = lines[len(lines)-100:]
+			}
+			mu.Unlock()
+		}
+		t.Cleanup(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if t.Failed() && len(lines) > 0 {
+				t.Logf("the mount logged:\n%s", strings.Join(lines, "\n"))
+			}
+		})
 	}
 	t.Cleanup(func() {
 		if s.fs != nil {
