@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/internal/testutil"
+	"github.com/artrt/art/sandbox"
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
@@ -124,8 +125,8 @@ func populate(t *testing.T, base string) string {
 
 // hostVisibleDir is a fresh directory that is visible inside the sandbox
 // at its own path (t.TempDir is under /tmp, which the sandbox replaces).
-// It is made under the package's directory, so a checkout under /tmp or
-// /var/tmp (both private in the sandbox) cannot run these tests: a command
+// It is made under the package's directory, so a checkout the sandbox
+// hides (under /tmp, /var/tmp, /home...) cannot run these tests: a command
 // waiting there for a file the test writes would wait forever.
 func hostVisibleDir(t *testing.T) string {
 	t.Helper()
@@ -133,10 +134,8 @@ func hostVisibleDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, private := range []string{"/tmp", "/var/tmp"} {
-		if wd == private || strings.HasPrefix(wd, private+"/") {
-			t.Fatalf("the checkout is under %s, which the sandbox replaces with a private directory: run the tests from a checkout elsewhere", private)
-		}
+	if sandbox.HiddenInside(wd) {
+		t.Fatalf("the checkout %s is under a directory the sandbox replaces with a private one: run the tests from a checkout elsewhere", wd)
 	}
 	d, err := os.MkdirTemp(wd, ".run-test-")
 	if err != nil {
