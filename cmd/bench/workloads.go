@@ -1545,7 +1545,7 @@ func (w *wlRun) gopls() error {
 				removeStore(aStore)
 				s.body = warmup
 			default:
-				for _, d := range []string{".gocache", "bin"} {
+				for _, d := range goplsBuilt {
 					if err := os.RemoveAll(filepath.Join(s.ws, d)); err != nil {
 						return err
 					}
@@ -1608,8 +1608,9 @@ func (w *wlRun) gopls() error {
 }
 
 // copyWorkspace replaces dst with a copy of the workspace src (cp -a:
-// owners, modes and times kept, which go's caches compare).
-func (w *wlRun) copyWorkspace(src, dst string) error {
+// owners, modes and times kept, which go's caches compare), without the
+// entries of src's top directory named in except.
+func (w *wlRun) copyWorkspace(src, dst string, except ...string) error {
 	if err := os.RemoveAll(dst); err != nil {
 		return err
 	}
@@ -1620,7 +1621,38 @@ func (w *wlRun) copyWorkspace(src, dst string) error {
 	if err := os.Chmod(parent, 0o755); err != nil {
 		return err
 	}
-	return w.cp(src, dst)
+	if len(except) == 0 {
+		return w.cp(src, dst)
+	}
+	// The top directory with its owner and mode, then each entry but
+	// those left out.
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dst, st.Mode().Perm()); err != nil {
+		return err
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if err := os.Chown(dst, int(sys.Uid), int(sys.Gid)); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(dst, st.Mode().Perm()); err != nil { // past the umask
+		return err
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !slices.Contains(except, e.Name()) {
+			if err := w.cp(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // goplsFloor takes L's samples of the gopls rows. The cold steps run
@@ -1688,23 +1720,22 @@ func (w *wlRun) goplsFloor(ws, at, cold, body, next string) error {
 	return nil
 }
 
+// goplsBuilt are what a gopls workspace's builds leave in it (the build
+// cache and GOBIN): a cold session starts without them.
+var goplsBuilt = []string{".gocache", "bin"}
+
 // goplsColdFloor times L's cold install and cold build (body cold) in a
-// copy of ws without the build cache and the installed binary, as N, B
-// and A start theirs, and removes the copy.
+// copy of ws without what its builds left (goplsBuilt), as N, B and A
+// start theirs, and removes the copy.
 func (w *wlRun) goplsColdFloor(ws, at, cold string) (err error) {
 	dir := ws + ".cold"
-	if err := w.copyWorkspace(ws, dir); err != nil {
-		return err
-	}
 	defer func() {
 		if rerr := os.RemoveAll(dir); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}()
-	for _, d := range []string{".gocache", "bin"} {
-		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
-			return err
-		}
+	if err := w.copyWorkspace(ws, dir, goplsBuilt...); err != nil {
+		return err
 	}
 	t, _, err := w.run(wlSession{place: wlLoop, ws: dir, at: at, body: cold})
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -362,5 +363,39 @@ func TestGoStateRebuilt(t *testing.T) {
 	}
 	if _, err := readGoState(ws); err == nil {
 		t.Error("readGoState without bin/gopls: no error")
+	}
+}
+
+// TestCopyWorkspaceExcept checks the copy L's cold session starts from: a
+// workspace without the entries left out, the rest (and the top
+// directory's mode) as they were.
+func TestCopyWorkspaceExcept(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	for p, body := range map[string]string{"a.txt": "a", "mod/b.go": "package b", ".gocache/x": "x", "bin/gopls": "elf"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, p), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(src, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	w := &wlRun{b: &bench{ctx: context.Background()}, root: root}
+	dst := filepath.Join(root, "copies", "dst")
+	if err := w.copyWorkspace(src, dst, goplsBuilt...); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{"a.txt": true, "mod/b.go": true, ".gocache": false, "bin": false} {
+		if _, err := os.Stat(filepath.Join(dst, p)); (err == nil) != want {
+			t.Errorf("%s in the copy: %v, want present %v", p, err, want)
+		}
+	}
+	if st, err := os.Stat(dst); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o750 {
+		t.Errorf("the copy's top directory has mode %v, want 0750", st.Mode().Perm())
 	}
 }
