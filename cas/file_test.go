@@ -487,9 +487,12 @@ func TestReadAheadBatches(t *testing.T) {
 	if _, err := s.ReadFile(ctx, id, io.Discard); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), last.String()) {
 		t.Fatalf("ReadFile with chunk %s gone: %v, want not found naming it", last.Short(), err)
 	}
+	// The kind column is a hint (an id names bytes): a chunk whose row says
+	// tree is still read as the chunk, and the read goes on to the gone one.
 	if _, err := db.Exec(`UPDATE objects SET kind = ? WHERE id = ?`, int(KindTree), first[:]); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.ReadFile(ctx, id, io.Discard)
-	wantCorrupt(t, err, first)
+	if _, err := s.ReadFile(ctx, id, io.Discard); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), last.String()) {
+		t.Fatalf("ReadFile with chunk %s stored as a tree and %s gone: %v, want not found naming the gone one", first.Short(), last.Short(), err)
+	}
 }

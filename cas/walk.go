@@ -55,6 +55,15 @@ type Walker struct {
 	Seen map[ID]struct{}
 	// Progress, when set, is called after each batch with len(Seen).
 	Progress func(reached int)
+
+	// kinds holds, for each id this walker reached, the kinds it was
+	// reached as (a bit per Kind). One id may be referenced as a chunk and
+	// as a manifest or tree: the same bytes (an id names bytes, not a
+	// kind). Each must be followed as its referrer expects, or a manifest
+	// first reached as a chunk would never be loaded and its chunks would
+	// not be live. A chunk is followed once whatever else its id was
+	// reached as (it references nothing).
+	kinds map[ID]uint8
 }
 
 // DefaultWalkBatch is the batch size of a Walker without one.
@@ -70,12 +79,18 @@ func (w *Walker) Walk(ctx context.Context, roots ...Ref) error {
 	if batch <= 0 {
 		batch = DefaultWalkBatch
 	}
+	if w.kinds == nil {
+		w.kinds = map[ID]uint8{}
+	}
 	var level []Ref
 	reach := func(r Ref) {
-		if _, ok := w.Seen[r.ID]; !ok {
-			w.Seen[r.ID] = struct{}{}
-			level = append(level, r)
+		bits, mine := w.kinds[r.ID]
+		if _, ok := w.Seen[r.ID]; ok && (!mine || r.Kind == KindChunk || bits&kindBit(r.Kind) != 0) {
+			return // reached already as this kind, a chunk, or put in Seen by the caller
 		}
+		w.Seen[r.ID] = struct{}{}
+		w.kinds[r.ID] = bits | kindBit(r.Kind)
+		level = append(level, r)
 	}
 	for _, r := range roots {
 		reach(r)
@@ -111,6 +126,31 @@ func (w *Walker) Walk(ctx context.Context, roots ...Ref) error {
 	return nil
 }
 
+// ReachedAs reports whether this walker reached id as kind k.
+func (w *Walker) ReachedAs(id ID, k Kind) bool {
+	return w.kinds[id]&kindBit(k) != 0
+}
+
+// CopyReached makes what w has reached a copy of what from has: Seen and
+// the kinds each id was reached as. A walk from more roots then extends
+// from's without changing it. Copying Seen alone would lose the kinds: an
+// id put in Seen by the caller counts as reached as every kind, so one
+// from reached only as a chunk would be skipped when reached again as a
+// manifest or tree.
+func (w *Walker) CopyReached(from *Walker) {
+	w.Seen = make(map[ID]struct{}, len(from.Seen))
+	for id := range from.Seen {
+		w.Seen[id] = struct{}{}
+	}
+	w.kinds = make(map[ID]uint8, len(from.kinds))
+	for id, b := range from.kinds {
+		w.kinds[id] = b
+	}
+}
+
+// kindBit is k's bit in Walker.kinds.
+func kindBit(k Kind) uint8 { return 1 << (k & 7) }
+
 func (w *Walker) progress() {
 	if w.Progress != nil {
 		w.Progress(len(w.Seen))
@@ -143,8 +183,25 @@ func (w *Walker) visit(ctx context.Context, refs []Ref) ([]Ref, error) {
 // asked for.
 func (w *Walker) load(ctx context.Context, refs []Ref, reach func(Ref)) error {
 	asked := make(map[ID]Kind, len(refs))
+	var again []Ref // an id asked for as a second kind: loaded after
 	for _, r := range refs {
+		if _, dup := asked[r.ID]; dup {
+			again = append(again, r)
+			continue
+		}
 		asked[r.ID] = r.Kind
+	}
+	if len(again) > 0 {
+		first := make([]Ref, 0, len(asked))
+		for _, r := range refs {
+			if k, ok := asked[r.ID]; ok && k == r.Kind {
+				first = append(first, r)
+			}
+		}
+		if err := w.load(ctx, first, reach); err != nil {
+			return err
+		}
+		return w.load(ctx, again, reach)
 	}
 	err := w.Load(ctx, refs, func(c *Checked) error {
 		k, ok := asked[c.ID]
@@ -152,7 +209,15 @@ func (w *Walker) load(ctx context.Context, refs []Ref, reach func(Ref)) error {
 			return &WalkError{ID: c.ID, Kind: c.Kind, Err: fmt.Errorf("%w: not the object asked for", ErrCorrupt)}
 		}
 		if c.Kind != k {
-			return &WalkError{ID: c.ID, Kind: k, Err: fmt.Errorf("%w: is a %s", ErrCorrupt, c.Kind)}
+			// The source holds the bytes under another kind (an id names
+			// bytes, not a kind: see Store.getKind): they are the object
+			// asked for if they are valid as that kind.
+			r := c.Raw
+			r.Kind = k
+			var err error
+			if c, err = Check(r); err != nil {
+				return &WalkError{ID: r.ID, Kind: k, Err: err}
+			}
 		}
 		delete(asked, c.ID)
 		if w.Refs != nil {

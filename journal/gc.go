@@ -319,18 +319,82 @@ func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int
 	if tx, ok := q.(*sql.Tx); ok {
 		objs = db.objs.With(tx)
 	}
-	w := &cas.Walker{Load: cas.StoreLoader(objs, true)}
+	// extra holds the rows followed as their kind column's kind only (see
+	// below): one whose bytes do not decode as that kind (a hostile
+	// store's) references nothing, rather than failing gc.
+	extra := map[cas.ID]cas.Kind{}
+	load := cas.StoreLoader(objs, true)
+	w := &cas.Walker{Load: func(ctx context.Context, refs []cas.Ref, got func(*cas.Checked) error) error {
+		if len(extra) == 0 { // the walk from the roots: the loader's batches
+			return load(ctx, refs, got)
+		}
+		for _, r := range refs {
+			err := load(ctx, []cas.Ref{r}, got)
+			if k, ok := extra[r.ID]; ok && k == r.Kind && errors.Is(err, cas.ErrCorrupt) {
+				err = got(&cas.Checked{Raw: cas.Raw{ID: r.ID, Kind: r.Kind}})
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
 	if progress != nil {
 		w.Progress = func(n int) { progress("mark", n, 0) }
 	}
-	if err := w.Walk(ctx, roots...); err != nil {
-		var we *cas.WalkError
-		if errors.As(err, &we) {
-			return nil, fmt.Errorf("%s %s: %w (run art verify)", we.Kind, we.ID.Short(), we.Err)
+	walk := func(roots []cas.Ref) error {
+		if err := w.Walk(ctx, roots...); err != nil {
+			var we *cas.WalkError
+			if errors.As(err, &we) {
+				return fmt.Errorf("%s %s: %w (run art verify)", we.Kind, we.ID.Short(), we.Err)
+			}
+			return err
 		}
+		return nil
+	}
+	if err := walk(roots); err != nil {
 		return nil, err
 	}
-	return w.Seen, nil
+	// A live row whose kind column is a manifest or tree but which was
+	// reached only as another kind (a chunk with its bytes: an id names
+	// bytes) keeps what it references as its own kind: a pull trusts a
+	// row of a kind to have its references as that kind (remote
+	// receiveState). Until no such row is left.
+	for {
+		var more []cas.Ref
+		rows, err := q.QueryContext(ctx, `SELECT id, kind FROM objects WHERE kind IN (?, ?)`, int(cas.KindManifest), int(cas.KindTree))
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var b []byte
+			var k int
+			if err := rows.Scan(&b, &k); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if len(b) != len(cas.ID{}) {
+				continue
+			}
+			id := cas.ID(b)
+			if _, live := w.Seen[id]; live && !w.ReachedAs(id, cas.Kind(k)) {
+				more = append(more, cas.Ref{ID: id, Kind: cas.Kind(k)})
+				extra[id] = cas.Kind(k)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if len(more) == 0 {
+			return w.Seen, nil
+		}
+		if err := walk(more); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // gcRoots lists what GC keeps, with everything under it: every event's

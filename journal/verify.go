@@ -414,7 +414,7 @@ func (db *DB) rebuild(ctx context.Context, branch int64, name string, headSeq in
 // missing or do not decode and naming, for every damaged object, the paths
 // that depend on it (see reachCheck).
 func (db *DB) verifyReach(ctx context.Context, st *verifyStates, bad map[cas.ID]*Problem) error {
-	rc := &reachCheck{bad: bad, pending: map[cas.ID][]string{}}
+	rc := &reachCheck{bad: bad, pending: map[refKey][]string{}}
 	w := &cas.Walker{Load: rc.loader(db.objs), Refs: rc.refs}
 	// Chunks are loaded too: the loader checks that they are present.
 	w.Visit = func(_ context.Context, refs []cas.Ref) ([]bool, error) {

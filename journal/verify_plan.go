@@ -177,9 +177,15 @@ func collectProblems(found []Problem, bad map[cas.ID]*Problem, packBad map[int64
 // problem's paths; every later reference to a damaged object adds a path
 // too. A sound tree or manifest is named by the first path that reached
 // it, and names its children from there.
+// refKey is an id as reached by a referrer expecting kind k.
+type refKey struct {
+	id cas.ID
+	k  cas.Kind
+}
+
 type reachCheck struct {
 	bad     map[cas.ID]*Problem
-	pending map[cas.ID][]string
+	pending map[refKey][]string // by id and kind: one id may be reached as two kinds (docs/store-format.md)
 	w       *cas.Walker
 }
 
@@ -189,14 +195,17 @@ func (rc *reachCheck) refer(r cas.Ref, where string, reach func(cas.Ref)) {
 		p.addPath(where)
 		return
 	}
-	if ps, ok := rc.pending[r.ID]; ok {
-		rc.pending[r.ID] = append(ps, where)
+	key := refKey{r.ID, r.Kind}
+	if ps, ok := rc.pending[key]; ok {
+		rc.pending[key] = append(ps, where)
 		return
 	}
-	if _, seen := rc.w.Seen[r.ID]; seen {
+	// A chunk is present once its id was reached as anything; a manifest
+	// or tree is walked as such even when its id was reached as a chunk.
+	if _, seen := rc.w.Seen[r.ID]; seen && (r.Kind == cas.KindChunk || rc.w.ReachedAs(r.ID, r.Kind)) {
 		return
 	}
-	rc.pending[r.ID] = []string{where}
+	rc.pending[key] = []string{where}
 	reach(r)
 }
 
@@ -213,17 +222,17 @@ func (rc *reachCheck) walk(ctx context.Context, root cas.Ref, where string) erro
 // damaged records r as damaged by err, with the paths that reached it.
 func (rc *reachCheck) damaged(r cas.Ref, err error) {
 	p := &Problem{What: "object", Object: r.ID.String(), Detail: fmt.Sprintf("%s: %v", r.Kind, err)}
-	for _, where := range rc.pending[r.ID] {
+	for _, where := range rc.pending[refKey{r.ID, r.Kind}] {
 		p.addPath(where)
 	}
-	delete(rc.pending, r.ID)
+	delete(rc.pending, refKey{r.ID, r.Kind})
 	rc.bad[r.ID] = p
 }
 
 // refs is the walk's Refs: it names c's children from c's path.
 func (rc *reachCheck) refs(_ context.Context, c *cas.Checked, reach func(cas.Ref)) error {
-	paths := rc.pending[c.ID]
-	delete(rc.pending, c.ID)
+	paths := rc.pending[refKey{c.ID, c.Kind}]
+	delete(rc.pending, refKey{c.ID, c.Kind})
 	if len(paths) == 0 {
 		return nil // damaged: recorded by the loader
 	}

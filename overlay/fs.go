@@ -109,9 +109,6 @@ type FS struct {
 	lower         string   // host workspace, "" for none
 	lowerPfx      string   // its path in the store, "ws/"
 
-	emptyOnce sync.Once
-	empty     cas.ID
-
 	owner       *Owner
 	recordOwner *Owner
 	quota       atomic.Int64 // bytes writable through the mount; 0 = no cap
@@ -719,16 +716,14 @@ func (f *FS) sync() error {
 	return nil
 }
 
-// emptyManifest is the id of the empty file's manifest, stored once.
+// emptyManifest stores the empty file's manifest inside tx and returns its
+// id. It is stored by every create that needs it (an INSERT OR IGNORE of a
+// few bytes), never cached: a cache filled inside an update that then
+// rolled back would name a row that is gone, and every later empty file
+// would name a missing manifest.
 func (f *FS) emptyManifest(tx *journal.Tx, ctx context.Context) (cas.ID, error) {
-	var err error
-	f.emptyOnce.Do(func() {
-		f.empty, _, err = tx.Objects().PutManifest(ctx, &cas.Manifest{})
-	})
-	if err != nil {
-		f.emptyOnce = sync.Once{}
-	}
-	return f.empty, err
+	id, _, err := tx.Objects().PutManifest(ctx, &cas.Manifest{})
+	return id, err
 }
 
 // newUpper creates a fresh private file for content.

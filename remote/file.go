@@ -109,6 +109,20 @@ func (f *FileRemote) Has(ctx context.Context, ids []cas.ID) ([]bool, error) {
 	return out, nil
 }
 
+// HasKinds is Has answering the kind column of each object's row (0:
+// absent); see kindHaver.
+func (f *FileRemote) HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error) {
+	out := make([]cas.Kind, len(ids))
+	for i, id := range ids {
+		k, err := f.db.Objects().StoredKind(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = k
+	}
+	return out, nil
+}
+
 // Send implements Remote: the objects are verified and stored in one
 // transaction of the remote store.
 func (f *FileRemote) Send(ctx context.Context, objs []Object) (int64, error) {

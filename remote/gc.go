@@ -399,16 +399,17 @@ func (s *S3Remote) gcMark(ctx context.Context, opts GCOptions, rep *GCReport, pr
 	if err != nil {
 		return nil, err
 	}
-	live := map[cas.ID]struct{}{}
-	if err := s.markWalk(ctx, live, progress, roots); err != nil {
+	lm := s.newMarkWalk(progress)
+	if err := lm.walk(ctx, v, roots); err != nil {
 		return nil, err
 	}
+	live := lm.w.Seen
 	rep.Live = int64(len(live))
 	if err := s.gcStep(opts, "mark"); err != nil {
 		return nil, err
 	}
 	names := sortedPacks(v.ents)
-	kept, retained, err := s.gcRetain(ctx, v, names, live, progress)
+	kept, retained, err := s.gcRetain(ctx, v, names, lm, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -438,16 +439,33 @@ func (s *S3Remote) gcMark(ctx context.Context, opts GCOptions, rep *GCReport, pr
 	return m, nil
 }
 
-// markWalk adds to seen everything under refs (root trees when given as
-// ids): trees and manifests are fetched and verified, chunks are leaves
-// whose presence is checked.
-func (s *S3Remote) markWalk(ctx context.Context, seen map[cas.ID]struct{}, progress func(string, int, int), roots []cas.ID, more ...cas.Ref) error {
-	w := &cas.Walker{Batch: fetchBatch, Seen: seen, Load: fetchLoader(s, nil, nil),
+// markWalk is gc's walk: trees and manifests are fetched and verified,
+// chunks are leaves whose presence is checked.
+type markWalk struct {
+	w *cas.Walker
+	// lenient is nil during the walk from the roots given; then it holds
+	// the ids walked as their index kind only (see walk), which are
+	// allowed not to decode as that kind.
+	lenient map[cas.ID]cas.Kind
+}
+
+func (s *S3Remote) newMarkWalk(progress func(string, int, int)) *markWalk {
+	m := &markWalk{}
+	m.w = &cas.Walker{Batch: fetchBatch,
+		Load: fetchLoaderLenient(s, nil, nil, func(r cas.Ref) bool {
+			k, ok := m.lenient[r.ID]
+			return ok && k == r.Kind
+		}),
 		Progress: func(n int) { progress("mark", n, 0) },
 		Visit: func(_ context.Context, refs []cas.Ref) ([]bool, error) {
 			load := make([]bool, len(refs))
 			for i, r := range refs {
-				if r.Kind != cas.KindChunk {
+				if m.lenient != nil {
+					// Under an object walked as its index kind only: what
+					// is absent is no ref's (see walk); skip it.
+					_, ok := s.loc(r.ID)
+					load[i] = ok && r.Kind != cas.KindChunk
+				} else if r.Kind != cas.KindChunk {
 					load[i] = true
 				} else if _, ok := s.loc(r.ID); !ok {
 					return nil, &ObjectError{ID: r.ID, Kind: r.Kind, Err: fmt.Errorf("%w on the remote (a ref's state is incomplete; nothing collected)", cas.ErrNotFound)}
@@ -455,13 +473,49 @@ func (s *S3Remote) markWalk(ctx context.Context, seen map[cas.ID]struct{}, progr
 			}
 			return load, nil
 		}}
+	return m
+}
+
+// walk adds to m.w.Seen everything under roots (root trees) and more, and
+// then everything under each object reached whose index entry (in any
+// pack of v) is a manifest or tree it was not reached as. An id names
+// bytes, not a kind: a chunk with a manifest's bytes is reached as a chunk
+// while its entry may say manifest (it was sent as one). Has offers every
+// object it holds with its closure as the kind its entry says (see
+// checkClosure in the tests; a push trusts it), so that closure must stay
+// too, even where no ref needs it. Those extra objects are walked
+// leniently: one that does not decode as its entry's kind (a hostile
+// push's) references nothing, and what is absent under them is skipped
+// (no ref's state needs it).
+func (m *markWalk) walk(ctx context.Context, v *gcView, roots []cas.ID, more ...cas.Ref) error {
 	for _, r := range roots {
 		more = append(more, cas.Ref{ID: r, Kind: cas.KindTree})
 	}
-	if err := w.Walk(ctx, more...); err != nil {
+	m.lenient = nil
+	if err := m.w.Walk(ctx, more...); err != nil {
 		return fmt.Errorf("mark: %w", objectError(err))
 	}
-	return nil
+	m.lenient = map[cas.ID]cas.Kind{}
+	for {
+		var extra []cas.Ref
+		for _, name := range sortedPacks(v.ents) {
+			for _, e := range v.ents[name] {
+				if e.kind != cas.KindManifest && e.kind != cas.KindTree {
+					continue
+				}
+				if _, ok := m.w.Seen[e.id]; ok && !m.w.ReachedAs(e.id, e.kind) {
+					extra = append(extra, cas.Ref{ID: e.id, Kind: e.kind})
+					m.lenient[e.id] = e.kind
+				}
+			}
+		}
+		if len(extra) == 0 {
+			return nil
+		}
+		if err := m.w.Walk(ctx, extra...); err != nil {
+			return fmt.Errorf("mark: %w", objectError(err))
+		}
+	}
 }
 
 // gcRetain decides which packs stay and what is retained with them.
@@ -473,17 +527,21 @@ func (s *S3Remote) markWalk(ctx context.Context, seen map[cas.ID]struct{}, progr
 // base that leaves unretained is dropped (its objects are copied, that
 // delta whole), which may shrink the retained set, so again. After three
 // passes only packs closed as they are (closedPacks) are kept.
-func (s *S3Remote) gcRetain(ctx context.Context, v *gcView, names []string, live map[cas.ID]struct{}, progress func(string, int, int)) (map[string]bool, map[cas.ID]struct{}, error) {
+//
+// Each pass extends a copy of the live walk lm, with the kinds it reached
+// each id as: a kept manifest reached only as a chunk (an id names bytes)
+// is walked as a manifest there, and its chunks are retained.
+func (s *S3Remote) gcRetain(ctx context.Context, v *gcView, names []string, lm *markWalk, progress func(string, int, int)) (map[string]bool, map[cas.ID]struct{}, error) {
+	live := lm.w.Seen
 	dropped := map[string]bool{}
 	for pass := 0; pass < 3; pass++ {
 		kept := keepPacks(names, v.ents, live, dropped)
-		retained := make(map[cas.ID]struct{}, len(live))
-		for id := range live {
-			retained[id] = struct{}{}
-		}
-		if err := s.markWalk(ctx, retained, progress, nil, keptRefs(names, v.ents, kept)...); err != nil {
+		rm := s.newMarkWalk(progress)
+		rm.w.CopyReached(lm.w)
+		if err := rm.walk(ctx, v, nil, keptRefs(names, v.ents, kept)...); err != nil {
 			return nil, nil, err
 		}
+		retained := rm.w.Seen
 		baseless := baselessPacks(names, v.ents, kept, retained)
 		if len(baseless) == 0 {
 			return kept, retained, nil

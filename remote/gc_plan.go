@@ -167,9 +167,9 @@ func planMarker(in markInput) *markPlan {
 // and takes the refs in pending as more roots.
 type rescuePlan struct {
 	ents        map[string][]gcEnt
-	condemned   map[string]bool // still condemned
-	closed      map[cas.ID]bool // held by a kept pack, whose closure the mark established
-	visible     map[cas.ID]bool // held by a pack that stays but is not known closed
+	condemned   map[string]bool  // still condemned
+	closed      map[cas.ID]uint8 // held by a kept pack as these kinds (a bit each), whose closure as them the mark established
+	visible     map[cas.ID]bool  // held by a pack that stays but is not known closed
 	inCondemned map[cas.ID][]string
 	rescued     map[string]bool
 	pending     []cas.Ref // objects of newly visible packs, to walk
@@ -178,7 +178,7 @@ type rescuePlan struct {
 // newRescuePlan sorts the packs of ents into kept (per the marker),
 // condemned and new; the new ones' objects are the first pending.
 func newRescuePlan(ents map[string][]gcEnt, m *gcMarker) *rescuePlan {
-	p := &rescuePlan{ents: ents, condemned: m.condemnedSet(), closed: map[cas.ID]bool{}, visible: map[cas.ID]bool{},
+	p := &rescuePlan{ents: ents, condemned: m.condemnedSet(), closed: map[cas.ID]uint8{}, visible: map[cas.ID]bool{},
 		inCondemned: map[cas.ID][]string{}, rescued: map[string]bool{}}
 	kept := map[string]bool{}
 	for _, n := range m.Kept {
@@ -188,7 +188,7 @@ func newRescuePlan(ents map[string][]gcEnt, m *gcMarker) *rescuePlan {
 		switch {
 		case kept[name]:
 			for _, e := range ents[name] {
-				p.closed[e.id] = true
+				p.closed[e.id] |= 1 << (e.kind & 7)
 			}
 		case p.condemned[name]:
 			for _, e := range ents[name] {
@@ -220,8 +220,11 @@ func (p *rescuePlan) show(name string) {
 // object held nowhere but in condemned packs rescues the first of them;
 // one held nowhere at all is an error (ok false).
 func (p *rescuePlan) reach(r cas.Ref) (descend, ok bool) {
-	if p.closed[r.ID] {
-		return false, true
+	if bits, ok := p.closed[r.ID]; ok {
+		// Reached as a kind no kept pack holds it as (an id names bytes:
+		// a chunk with a manifest's bytes), its closure as that kind is
+		// not established: walk it, rescuing what it needs.
+		return r.Kind != cas.KindChunk && bits&(1<<(r.Kind&7)) == 0, true
 	}
 	if !p.visible[r.ID] {
 		packs := p.inCondemned[r.ID]

@@ -512,6 +512,19 @@ func (s *S3Remote) Has(ctx context.Context, ids []cas.ID) ([]bool, error) {
 	return out, nil
 }
 
+// HasKinds is Has answering the kind of each object's index entry (0:
+// absent); see kindHaver.
+func (s *S3Remote) HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error) {
+	if err := s.loadIndex(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]cas.Kind, len(ids))
+	for i, id := range ids {
+		out[i] = s.index[id].kind // the zero entry for an absent one
+	}
+	return out, nil
+}
+
 // Send implements Remote: objs become one pack, written before its index so
 // that an index always names a complete pack. A tree whose Base the remote
 // holds is packed as a delta when that is smaller, as long as the chain

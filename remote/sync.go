@@ -183,6 +183,42 @@ type node struct {
 	kind     cas.Kind
 	base     cas.ID   // trees: the tree at the same path in the remote's state
 	children []cas.ID // the missing ones, for the post-order send
+	// held: the other side has the id, but this side holds it as another
+	// kind (an id names bytes: a chunk with a manifest's bytes), so it may
+	// lack what the object references as this kind. The object is not
+	// sent; it is descended into, and its missing children are sent before
+	// the objects referring to it.
+	held bool
+}
+
+// kindHaver is implemented by remotes that tell the kind each object is
+// held as (a store file's kind column, an S3 pack index's entry): the
+// closure a present object promises is the one of that kind.
+type kindHaver interface {
+	// HasKinds is Has answering, for each id, the kind it is held as (0:
+	// absent).
+	HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error)
+}
+
+// hasKinds is r.Has with, when r tells them, the kinds (else nil).
+func hasKinds(ctx context.Context, r Remote, ids []cas.ID) ([]bool, []cas.Kind, error) {
+	kh, ok := r.(kindHaver)
+	if !ok {
+		has, err := r.Has(ctx, ids)
+		return has, nil, err
+	}
+	kinds, err := kh.HasKinds(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(kinds) != len(ids) {
+		return nil, nil, fmt.Errorf("remote answered %d of %d kinds", len(kinds), len(ids))
+	}
+	has := make([]bool, len(ids))
+	for i, k := range kinds {
+		has[i] = k != 0
+	}
+	return has, kinds, nil
 }
 
 // sendState sends every object under root that r lacks. It walks top-down
@@ -211,12 +247,25 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		for i, ref := range refs {
 			ids[i] = ref.ID
 		}
-		has, err := r.Has(ctx, ids)
+		has, kinds, err := hasKinds(ctx, r, ids)
 		if err != nil {
 			return nil, err
 		}
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
+			held := false
+			if has[i] && ref.Kind != cas.KindChunk {
+				// The other side holding the id as another kind (an id
+				// names bytes: a chunk with a manifest's bytes) promises
+				// no closure as this kind; nor does our row of another
+				// kind say it was ever sent as this one: descend, sending
+				// what it lacks.
+				k, err := objs.StoredKind(ctx, ref.ID)
+				if err != nil {
+					return nil, err
+				}
+				held = k != ref.Kind || kinds != nil && kinds[i] != ref.Kind
+			}
 			if has[i] {
 				st.DedupObjects++
 				n, err := sz.size(ctx, ref.ID, ref.Kind, ref.Size)
@@ -224,10 +273,20 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 					return nil, err
 				}
 				st.DedupBytes += n
-				continue
+				if !held {
+					continue
+				}
 			}
-			n := &node{id: ref.ID, kind: ref.Kind, base: bases[ref.ID]}
-			missing[ref.ID] = n
+			// One id may be reached as a chunk and, later, as a manifest
+			// or tree: one node, of the kind that has children.
+			n := missing[ref.ID]
+			if n == nil {
+				n = &node{id: ref.ID, base: bases[ref.ID], held: held}
+				missing[ref.ID] = n
+			}
+			if n.kind == 0 || ref.Kind != cas.KindChunk {
+				n.kind = ref.Kind
+			}
 			for _, p := range parents[ref.ID] {
 				p.children = append(p.children, ref.ID)
 			}
@@ -237,16 +296,19 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		return load, nil
 	}
 	w.Refs = func(ctx context.Context, c *cas.Checked, reach func(cas.Ref)) error {
-		n := missing[c.ID]
+		n := missing[c.ID] // a node: only missing or held objects are loaded
 		return treeRefs(ctx, objs, c, bases[c.ID], func(ref cas.Ref, sub cas.ID) {
-			if m := missing[ref.ID]; m != nil {
+			// A missing id known as another kind (a chunk with a
+			// manifest's bytes) is still reached as this one, so that
+			// what it references as this kind is sent too.
+			if m := missing[ref.ID]; m != nil && (ref.Kind == cas.KindChunk || m.kind == ref.Kind) {
 				n.children = append(n.children, ref.ID)
 				return
 			}
 			if _, seen := w.Seen[ref.ID]; !seen && !sub.IsZero() {
 				bases[ref.ID] = sub
 			}
-			parents[ref.ID] = append(parents[ref.ID], n) // linked if found missing
+			parents[ref.ID] = append(parents[ref.ID], n) // linked if found missing or held
 			reach(ref)
 		})
 	}
@@ -270,7 +332,9 @@ func sendOrder(missing map[cas.ID]*node, root cas.ID) []*node {
 				visit(m)
 			}
 		}
-		order = append(order, n)
+		if !n.held {
+			order = append(order, n)
+		}
 	}
 	if m := missing[root]; m != nil {
 		visit(m)
@@ -301,6 +365,11 @@ func sendObjects(ctx context.Context, objs *cas.Store, r Remote, order []*node, 
 		if err != nil {
 			return &ObjectError{ID: n.id, Kind: n.kind, Err: err}
 		}
+		// Sent as the kind the walk checked it as, not our row's (an id
+		// names bytes): the other side's entry then says what closure
+		// was sent with it (a chunk row sent as a manifest with its
+		// chunks, a manifest row sent as a mere chunk without them).
+		raw.Kind = n.kind
 		o := Object{Raw: raw}
 		if n.kind == cas.KindTree && !n.base.IsZero() {
 			if k, b, err := objs.Get(ctx, n.base); err == nil && k == cas.KindTree {
@@ -541,11 +610,14 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 	w.Visit = func(ctx context.Context, refs []cas.Ref) ([]bool, error) {
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
-			ok, err := objs.Has(ctx, ref.ID)
+			k, err := objs.StoredKind(ctx, ref.ID)
 			if err != nil {
 				return nil, err
 			}
-			if !ok {
+			// A row of another kind (an id names bytes, see
+			// cas.Store.StoredKind) does not bring what the object
+			// references as this kind: fetch and descend into it too.
+			if k == 0 || ref.Kind != cas.KindChunk && k != ref.Kind {
 				load[i] = true
 				continue
 			}
