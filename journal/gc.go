@@ -184,30 +184,55 @@ func (db *DB) gcPlan(ctx context.Context, q gcQuerier, opts GCOptions, rep *GCRe
 			return nil, err
 		}
 	}
-	marked, err := db.gcMark(ctx, q, opts.Progress)
+	m, err := db.gcMark(ctx, q, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	plan := newSweepPlan(marked, maxRowid.Int64, gcCutoff(maxRowid.Int64, opts.Grace, mark.Int64))
-	rows, err := q.QueryContext(ctx, `SELECT rowid, id, length(data) + pack_len, pack, pack_off, pack_len FROM objects`)
+	// The sweep's scan of every row also finds the live rows whose kind
+	// column is a manifest or tree but which the mark reached only as
+	// another kind (see gcMarker.twin). Such rows are rare (an agent's
+	// file whose bytes are another object's encoding): when the scan
+	// finds some, their references are marked and the plan is made again
+	// from a new scan, until a scan finds none.
+	for {
+		plan := newSweepPlan(m.w.Seen, maxRowid.Int64, gcCutoff(maxRowid.Int64, opts.Grace, mark.Int64))
+		twins, err := db.gcScan(ctx, q, m, plan)
+		if err != nil {
+			return nil, err
+		}
+		if len(twins) == 0 {
+			plan.report(rep)
+			return plan, nil
+		}
+		if err := m.follow(twins); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// gcScan reads every object row into plan and returns the live rows the
+// mark reached only as a kind other than their kind column's.
+func (db *DB) gcScan(ctx context.Context, q gcQuerier, m *gcMarker, plan *sweepPlan) ([]cas.Ref, error) {
+	rows, err := q.QueryContext(ctx, `SELECT rowid, id, kind, length(data) + pack_len, pack, pack_off, pack_len FROM objects`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	var twins []cas.Ref
 	for rows.Next() {
 		var o gcObject
 		var idb []byte
-		if err := rows.Scan(&o.rowid, &idb, &o.size, &o.pack.Pack, &o.pack.Off, &o.pack.Len); err != nil {
+		var kind int64
+		if err := rows.Scan(&o.rowid, &idb, &kind, &o.size, &o.pack.Pack, &o.pack.Off, &o.pack.Len); err != nil {
 			return nil, err
 		}
 		copy(o.id[:], idb)
+		if len(idb) == len(o.id) && m.twin(o.id, kind) {
+			twins = append(twins, cas.Ref{ID: o.id, Kind: cas.Kind(kind)})
+		}
 		plan.consider(o)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	plan.report(rep)
-	return plan, nil
+	return twins, rows.Err()
 }
 
 // gcExecute applies a sweep plan in tx: it deletes the doomed rows and
@@ -310,7 +335,7 @@ func (db *DB) gcVacuum(ctx context.Context, removed bool) string {
 // gcMark returns every object reachable from a root (see GC). An object
 // missing from the store is no error here (art verify reports it); one
 // that does not decode is.
-func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int, int)) (map[cas.ID]struct{}, error) {
+func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int, int)) (*gcMarker, error) {
 	roots, err := gcRoots(ctx, q)
 	if err != nil {
 		return nil, err
@@ -320,8 +345,8 @@ func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int
 		objs = db.objs.With(tx)
 	}
 	// extra holds the rows followed as their kind column's kind only (see
-	// below): one whose bytes do not decode as that kind (a hostile
-	// store's) references nothing, rather than failing gc.
+	// gcMarker.follow): one whose bytes do not decode as that kind (a
+	// hostile store's) references nothing, rather than failing gc.
 	extra := map[cas.ID]cas.Kind{}
 	load := cas.StoreLoader(objs, true)
 	w := &cas.Walker{Load: func(ctx context.Context, refs []cas.Ref, got func(*cas.Checked) error) error {
@@ -355,46 +380,36 @@ func (db *DB) gcMark(ctx context.Context, q gcQuerier, progress func(string, int
 	if err := walk(roots); err != nil {
 		return nil, err
 	}
-	// A live row whose kind column is a manifest or tree but which was
-	// reached only as another kind (a chunk with its bytes: an id names
-	// bytes) keeps what it references as its own kind: a pull trusts a
-	// row of a kind to have its references as that kind (remote
-	// receiveState). Until no such row is left.
-	for {
-		var more []cas.Ref
-		rows, err := q.QueryContext(ctx, `SELECT id, kind FROM objects WHERE kind IN (?, ?)`, int(cas.KindManifest), int(cas.KindTree))
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var b []byte
-			var k int
-			if err := rows.Scan(&b, &k); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if len(b) != len(cas.ID{}) {
-				continue
-			}
-			id := cas.ID(b)
-			if _, live := w.Seen[id]; live && !w.ReachedAs(id, cas.Kind(k)) {
-				more = append(more, cas.Ref{ID: id, Kind: cas.Kind(k)})
-				extra[id] = cas.Kind(k)
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		if len(more) == 0 {
-			return w.Seen, nil
-		}
-		if err := walk(more); err != nil {
-			return nil, err
-		}
+	return &gcMarker{w: w, walk: walk, extra: extra}, nil
+}
+
+// gcMarker is gc's mark: the walk from the roots, which rows found by the
+// sweep's scan extend (follow).
+type gcMarker struct {
+	w     *cas.Walker
+	walk  func([]cas.Ref) error
+	extra map[cas.ID]cas.Kind
+}
+
+// twin reports whether the row of id, whose kind column is kind, is live
+// but was reached only as another kind (a chunk with a manifest's bytes:
+// an id names bytes). Such a row keeps what it references as its own
+// kind: a pull trusts a row of a kind to have its references as that kind
+// (remote receiveState).
+func (m *gcMarker) twin(id cas.ID, kind int64) bool {
+	if kind != int64(cas.KindManifest) && kind != int64(cas.KindTree) {
+		return false
 	}
+	_, live := m.w.Seen[id]
+	return live && !m.w.ReachedAs(id, cas.Kind(kind))
+}
+
+// follow marks what twins reference, each as its row's kind.
+func (m *gcMarker) follow(twins []cas.Ref) error {
+	for _, r := range twins {
+		m.extra[r.ID] = r.Kind
+	}
+	return m.walk(twins)
 }
 
 // gcRoots lists what GC keeps, with everything under it: every event's
