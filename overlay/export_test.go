@@ -25,3 +25,18 @@ func CopyOnRead() (restore func()) {
 // HasConnCtl reports whether f holds its connection's control files
 // (opened by Mount).
 func HasConnCtl(f *FS) bool { return f.ctl != nil }
+
+// OnHandleRelease calls fn at the end of every daemon-served file's
+// Release, inside go-fuse's release (before it drops a backing reference),
+// until the returned function is called.
+func OnHandleRelease(fn func(ino int64)) (restore func()) {
+	hooks.handleReleased.Store(&fn)
+	return func() { hooks.handleReleased.Store(nil) }
+}
+
+// OnReleaseDone calls fn after go-fuse has finished each file's release,
+// until the returned function is called.
+func OnReleaseDone(fn func(ino int64)) (restore func()) {
+	hooks.releaseDone.Store(&fn)
+	return func() { hooks.releaseDone.Store(nil) }
+}

@@ -115,7 +115,9 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !modifies {
 		openFlags |= fuse.FOPEN_NOFLUSH
 	}
-	if !modifies && n.upper == "" && !n.inMem && n.cachedOpensLocked() == 0 && n.ptOpens == 0 {
+	// Not while a file of the node is being released unless the host
+	// file is open already: see openPassthroughLocked.
+	if !modifies && n.upper == "" && !n.inMem && n.cachedOpensLocked() == 0 && n.ptOpens == 0 && (n.lowerOpens > 0 || n.releases == 0) {
 		if fd := n.openLowerLocked(ctx); fd >= 0 {
 			n.opens++
 			n.lowerOpens++
@@ -777,5 +779,8 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	n.dropMemLocked()
 	n.mu.Unlock()
 	n.afterRelease()
+	if fn := hooks.handleReleased.Load(); fn != nil {
+		(*fn)(n.ino)
+	}
 	return h.n.fsys.errno(err)
 }

@@ -75,11 +75,15 @@ type node struct {
 	lowerOpens int
 	ptOpens    int
 	ptWriters  int
-	lowerUsed  bool  // a host file was a backing file: never upper (passthrough.go)
-	ptTimes    bool  // upper's mtime is the file's (passthrough writers write it)
-	mapped     bool  // a mapping may write upper unseen (passthrough.go)
-	jmtime     int64 // the mtime the journal holds for the file
-	atime      int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
+	// releases counts RELEASEs of the node's files in flight, from
+	// before its handle's Release until go-fuse's bridge has finished
+	// with it (rawFS.Release): see openPassthroughLocked.
+	releases  int
+	lowerUsed bool  // a host file was a backing file: never upper (passthrough.go)
+	ptTimes   bool  // upper's mtime is the file's (passthrough writers write it)
+	mapped    bool  // a mapping may write upper unseen (passthrough.go)
+	jmtime    int64 // the mtime the journal holds for the file
+	atime     int64 // set by utimensat; kept in memory only (the store does not version atime); 0 = mtime
 
 	// Where the node's one name is, for stale (parent 0: unknown).
 	parent int64

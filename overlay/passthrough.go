@@ -33,6 +33,17 @@ import (
 // passes through to its upper - a stale backing id would let an open for
 // writing reach the host file.
 //
+// go-fuse's bridge also drops a backing reference at the end of every
+// release of a node that has a backing id, whether or not the released
+// file took one. Had an open registered a backing file while a
+// daemon-served file of the node was being released, that release would
+// drop the open's reference and unregister the id under it: the kernel
+// fails the open with EIO when its reply names an id gone by then, or the
+// next open, which registers a second backing file for the inode. So the
+// daemon counts releases in flight until the bridge is done with them
+// (node.releases, rawFS.Release) and registers no backing file while one
+// is, unless the inode has one in use already.
+//
 // Writers through passthrough are not seen write by write: a node open
 // for writing that way (ptWriters) is journaled at every flush, fsync and
 // release of a writer whether or not it looks dirty (an unchanged result
@@ -82,6 +93,18 @@ func (n *node) openPassthroughLocked(ctx context.Context, flags uint32, modifies
 	if n.ptOpens == 0 {
 		// Free to choose.
 		if !n.ptEnabledLocked() {
+			return nil, nil
+		}
+		if n.releases > 0 {
+			// A file of the node is being released. go-fuse's bridge
+			// drops a backing reference at the end of every release of
+			// a node that has a backing id, whether or not the file took
+			// one: a daemon-served file released after this open had
+			// registered one would drop this open's reference, the id
+			// would be unregistered under it (the kernel fails the open
+			// with EIO when the reply names an id that is gone, or a
+			// later open when it names a second backing file). So no
+			// backing file is registered until that release is done.
 			return nil, nil
 		}
 		if n.upper == "" && (n.inMem || n.attr.Size < ptMinCopy || flags&syscall.O_TRUNC != 0) {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,4 +327,81 @@ func TestPassthroughNeverReachesHost(t *testing.T) {
 func withoutGC(fn func()) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	fn()
+}
+
+// TestPassthroughOpenDuringRelease: go-fuse's bridge drops a backing
+// reference at the end of every release of a node that has a backing id,
+// whether or not the released file took one. A file served by the daemon,
+// released while an open of the same file registers a backing file, must
+// therefore not leave that open's id to be unregistered under it: the next
+// open would name a second backing file, which the kernel refuses with EIO
+// (TestFSX met it as an EIO on an open right after a close).
+func TestPassthroughOpenDuringRelease(t *testing.T) {
+	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
+	s := newStore(t)
+	p := filepath.Join(s.mnt, "f")
+	want := pattern(100 << 10)
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A read-only open of a file held only in the store is served by the
+	// daemon (read from the store).
+	s.remount()
+	r := mustOpen(t, p, unix.O_RDONLY)
+	closeR := sync.OnceFunc(func() { unix.Close(r) })
+	defer closeR()
+	if got := s.fs.Stats().PtOpens; got != 0 {
+		t.Fatalf("the reader was served by passthrough (%d): the test needs a daemon-served file", got)
+	}
+	// Its release stops inside the bridge, after the daemon's part.
+	inRelease, goOn, released := make(chan int64, 1), make(chan struct{}), make(chan int64, 1)
+	var once sync.Once
+	t.Cleanup(overlay.OnHandleRelease(func(ino int64) {
+		once.Do(func() {
+			inRelease <- ino
+			<-goOn
+		})
+	}))
+	t.Cleanup(overlay.OnReleaseDone(func(ino int64) {
+		select {
+		case released <- ino:
+		default:
+		}
+	}))
+	closeR()
+	var ino int64
+	select {
+	case ino = <-inRelease:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader's release did not reach the daemon")
+	}
+	// Opened meanwhile for writing: free of other opens as far as the
+	// daemon's counts go.
+	w, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	close(goOn)
+	if err != nil {
+		t.Fatalf("open for writing during the release: %v", err)
+	}
+	defer unix.Close(w)
+	for done := false; !done; {
+		select {
+		case got := <-released:
+			done = got == ino
+		case <-time.After(10 * time.Second):
+			t.Fatal("the reader's release did not finish")
+		}
+	}
+	// A second open while the writer is open.
+	r2, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open while the writer is open: %v", err)
+	}
+	defer unix.Close(r2)
+	if _, err := unix.Pwrite(w, []byte("EDIT"), 0); err != nil {
+		t.Fatal(err)
+	}
+	copy(want, "EDIT")
+	if got := mustPread(t, r2, len(want)+1, 0); !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, not what was written", len(got))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/artrt/art/cas"
@@ -36,6 +37,36 @@ type rawFS struct {
 	fuse.RawFileSystem
 	f      *FS
 	server *fuse.Server
+}
+
+// Release counts the release in flight on its node (node.releases) until
+// go-fuse's bridge has finished it, the backing reference it drops
+// included (see openPassthroughLocked).
+func (r *rawFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	n := r.f.live(int64(in.NodeId))
+	if n != nil {
+		n.mu.Lock()
+		n.releases++
+		n.mu.Unlock()
+	}
+	r.RawFileSystem.Release(cancel, in)
+	if n != nil {
+		n.mu.Lock()
+		n.releases--
+		n.mu.Unlock()
+		if fn := hooks.releaseDone.Load(); fn != nil {
+			(*fn)(n.ino)
+		}
+	}
+}
+
+// hooks are called, when set, by the daemon for tests to step in.
+var hooks struct {
+	// handleReleased: at the end of a daemon-served file's Release
+	// (inside the bridge's release, before it drops a backing reference).
+	handleReleased atomic.Pointer[func(ino int64)]
+	// releaseDone: after the bridge has finished a file's release.
+	releaseDone atomic.Pointer[func(ino int64)]
 }
 
 func (r *rawFS) Init(s *fuse.Server) {
