@@ -37,10 +37,13 @@ func uninterruptible(ctx context.Context) context.Context { return context.Witho
 
 // errno is the one translation from art errors to what the kernel gets
 // (toErrno); an error that is not a POSIX one becomes EIO, and its detail
-// goes to the mount's log (Options.Log).
+// goes to the mount's log (Options.Log), as does every EIO: the detail of
+// an I/O error a system call returned (a pack, a private copy) is what an
+// operator needs, and an EIO the daemon did not log is then known to be
+// the kernel's own (passthrough.go).
 func (f *FS) errno(err error) syscall.Errno {
 	e, known := toErrno(err)
-	if !known {
+	if !known || e == syscall.EIO {
 		f.logf("%v", err)
 	}
 	return e
