@@ -49,6 +49,16 @@ type Batch struct {
 	pending int
 	timer   *time.Timer
 
+	// Commits shared by concurrent callers (see Commit): waiting counts
+	// the Update and Commit calls waiting for mu; a Commit that finds one
+	// waits (ended, on mu) until a transaction ends after it, as the
+	// last of them leaves (unlock) or the timer fires. ends counts the
+	// transactions ended (committed, rolled back, or nothing left open).
+	waiting atomic.Int32
+	sharers int
+	ends    uint64
+	ended   sync.Cond
+
 	// failed holds the Batch's failure once it lost a transaction (see
 	// Failed); lost names what that transaction held. Set under mu, read
 	// without it.
@@ -58,6 +68,7 @@ type Batch struct {
 	// rollbacks counts transactions rolled back with their updates (a
 	// failed commit, an abort): see Rollbacks.
 	rollbacks atomic.Int64
+	commits   atomic.Int64
 
 	// paths caches paths across the batch's transactions
 	// (each close commits one). The projection clears it whenever a
@@ -72,7 +83,53 @@ func (op *Op) NewBatch(maxDelay time.Duration, maxOps int) *Batch {
 	if maxOps <= 0 {
 		maxOps = 1000
 	}
-	return &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps, paths: newPathCache()}
+	b := &Batch{op: op, maxDelay: maxDelay, maxOps: maxOps, paths: newPathCache()}
+	b.ended.L = &b.mu
+	return b
+}
+
+// lock takes mu for an Update or Commit, counted as waiting meanwhile.
+func (b *Batch) lock() {
+	b.waiting.Add(1)
+	b.mu.Lock()
+	b.waiting.Add(-1)
+}
+
+// unlock lets go of mu after an Update or Commit. The last of a queue of
+// callers commits for the Commit calls that waited on it (sharers).
+func (b *Batch) unlock() {
+	if b.sharers > 0 && b.waiting.Load() == 0 {
+		if b.conn != nil && b.Failed() == nil {
+			b.commitLocked() // wakes them; a failure stays for them to see
+		} else {
+			b.endLocked()
+		}
+	}
+	b.mu.Unlock()
+}
+
+// endLocked notes that the open transaction, if any, has ended and wakes
+// the Commit calls waiting for that. The caller holds mu.
+func (b *Batch) endLocked() {
+	b.ends++
+	b.ended.Broadcast()
+}
+
+// armLocked starts the timer that commits after d, unless it runs.
+func (b *Batch) armLocked(d time.Duration) {
+	if b.timer != nil || d <= 0 {
+		return
+	}
+	b.timer = time.AfterFunc(d, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.timer = nil
+		if b.conn == nil {
+			b.endLocked() // a sharer may be waiting for this (see Commit)
+			return
+		}
+		b.commitLocked() // a failure stays: every later call returns it
+	})
 }
 
 // Failed returns the Batch's failure, or nil while it has none. A Batch
@@ -212,8 +269,8 @@ func (t *Tx) restore(s txState) {
 
 // Update runs fn against the shared transaction.
 func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if err := b.Failed(); err != nil {
 		return b.readLocked(fn, err)
 	}
@@ -271,14 +328,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 	if b.pending >= b.maxOps {
 		return b.commitLocked()
 	}
-	if b.timer == nil && b.maxDelay > 0 {
-		b.timer = time.AfterFunc(b.maxDelay, func() {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			b.timer = nil
-			b.commitLocked() // a failure stays: every later call returns it
-		})
-	}
+	b.armLocked(b.maxDelay)
 	return nil
 }
 
@@ -337,18 +387,42 @@ func (b *Batch) Record(ctx context.Context, evs ...Event) error {
 // inserts: unchanged, they committed or are in the open transaction.
 func (b *Batch) Rollbacks() int64 { return b.rollbacks.Load() }
 
-// Commit commits the shared transaction now (a no-op when nothing is
+// Commit commits the shared transaction (a no-op when nothing is
 // pending). When it returns nil, every earlier Update is committed; an
 // error means the updates not committed before are lost, and the Batch
 // has failed (see Failed).
+//
+// Commits are shared: when another Update or Commit is waiting for the
+// Batch, Commit lets it run first and returns once a later commit (the
+// last waiting caller's, or the timer's) has ended the transaction, so
+// concurrent closes of files pay for one commit between them instead of
+// one each (each commit writes the pages it changed to the WAL). Only a
+// Batch whose MaxDelay is at most shareWait shares: it waits at most until
+// its timer fires.
 func (b *Batch) Commit() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if err := b.Failed(); err != nil {
 		return err
 	}
+	if b.conn != nil && b.waiting.Load() > 0 && b.maxDelay > 0 && b.maxDelay <= shareWait {
+		b.armLocked(b.maxDelay)
+		b.sharers++
+		for target := b.ends + 1; b.ends < target; {
+			b.ended.Wait()
+		}
+		b.sharers--
+		return b.Failed()
+	}
 	return b.commitLocked()
 }
+
+// shareWait is the longest MaxDelay of a Batch whose commits are shared:
+// how long a Commit may wait for the callers queued behind it.
+const shareWait = 10 * time.Millisecond
+
+// Commits is how many of the Batch's transactions committed.
+func (b *Batch) Commits() int64 { return b.commits.Load() }
 
 func (b *Batch) commitLocked() error {
 	if b.timer != nil {
@@ -360,6 +434,7 @@ func (b *Batch) commitLocked() error {
 	}
 	conn, t := b.conn, b.t
 	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
+	defer b.endLocked()
 	defer t.p.close()
 	err := t.flush(conn)
 	if err == nil {
@@ -369,6 +444,7 @@ func (b *Batch) commitLocked() error {
 	}
 	if err == nil {
 		if err = endTx(conn, `COMMIT`); err == nil {
+			b.commits.Add(1)
 			return nil
 		}
 	} else {
@@ -507,6 +583,7 @@ func (b *Batch) rollbackLocked() {
 	}
 	b.paths.clear()
 	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
+	b.endLocked()
 }
 
 // SetOp commits what is pending and makes later updates part of op (a

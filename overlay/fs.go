@@ -402,8 +402,8 @@ type Stats struct {
 // queryCounts is the daemon's metadata queries so far, for
 // ART_FUSE_COUNTS (opcount.go).
 func (f *FS) queryCounts() string {
-	return fmt.Sprintf("queries: lookups %d, listings %d (of them %d of a directory's subdirectories at once), records %d",
-		f.stats.lookupQueries.Load(), f.stats.listQueries.Load(), f.stats.aheadQueries.Load(), f.stats.recordQueries.Load())
+	return fmt.Sprintf("queries: lookups %d, listings %d (of them %d of a directory's subdirectories at once), records %d; commits %d",
+		f.stats.lookupQueries.Load(), f.stats.listQueries.Load(), f.stats.aheadQueries.Load(), f.stats.recordQueries.Load(), f.batch.Commits())
 }
 
 // Stats reports counters since the mount.
