@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
@@ -97,6 +98,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	return n.open(ctx, flags)
 }
 
+// lowerWait bounds how long an open that the kernel would refuse beside a
+// passthrough open of the host file waits for that open's RELEASE (node.open);
+// lowerPoll is how often it looks.
+const (
+	lowerWait = 500 * time.Millisecond
+	lowerPoll = time.Millisecond
+)
+
 func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -115,22 +124,45 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !modifies {
 		openFlags |= fuse.FOPEN_NOFLUSH
 	}
-	// Not while a file of the node is being released unless the host
-	// file is open already: see openPassthroughLocked.
-	if !modifies && n.upper == "" && !n.inMem && n.cachedOpensLocked() == 0 && n.ptOpens == 0 && (n.lowerOpens > 0 || n.releases == 0) {
-		if fd := n.openLowerLocked(ctx); fd >= 0 {
-			n.opens++
-			n.lowerOpens++
-			n.lowerUsed = true
-			n.fsys.stats.lowerOpens.Add(1)
-			// A plain loopback handle: go-fuse registers it as the inode's
-			// passthrough backing file (passthrough.go).
-			return &lowerHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), n: n}, openFlags, 0
+	var pt *ptHandle
+	for waited := time.Duration(0); ; waited += lowerPoll {
+		// Not while a file of the node is being released unless the host
+		// file is open already: see openPassthroughLocked.
+		if !modifies && n.upper == "" && !n.inMem && n.cachedOpensLocked() == 0 && n.ptOpens == 0 && (n.lowerOpens > 0 || n.releases == 0) {
+			if fd := n.openLowerLocked(ctx); fd >= 0 {
+				n.opens++
+				n.lowerOpens++
+				n.lowerUsed = true
+				n.fsys.stats.lowerOpens.Add(1)
+				// A plain loopback handle: go-fuse registers it as the inode's
+				// passthrough backing file (passthrough.go).
+				return &lowerHandle{LoopbackFile: fs.NewLoopbackFile(fd).(*fs.LoopbackFile), n: n}, openFlags, 0
+			}
 		}
-	}
-	pt, err := n.openPassthroughLocked(ctx, flags, modifies)
-	if err != nil {
-		return nil, 0, n.fsys.errno(err)
+		var err error
+		if pt, err = n.openPassthroughLocked(ctx, flags, modifies); err != nil {
+			return nil, 0, n.fsys.errno(err)
+		}
+		if pt != nil || n.lowerOpens == 0 {
+			break
+		}
+		// The host file is open by passthrough as far as the daemon
+		// knows, and this open would be served by the daemon, which the
+		// kernel refuses beside it (EIO). Answered anyway, the open would
+		// have changed the file first (an O_TRUNC empties it, journaled
+		// at the release the refusal sends) and its release would drop
+		// the host file's backing reference (go-fuse: passthrough.go), failing every
+		// later open until that reader closes. A reader that was closed
+		// but whose RELEASE is still on its way (an editor reads a file,
+		// closes it and opens it for writing) is waited for; one still
+		// open makes this open fail with nothing changed.
+		if waited >= lowerWait {
+			n.fsys.logf("open of inode %d (flags %#x) refused: its host file is open by passthrough", n.ino, flags)
+			return nil, 0, syscall.ETXTBSY
+		}
+		n.mu.Unlock()
+		time.Sleep(lowerPoll)
+		n.mu.Lock()
 	}
 	if pt != nil {
 		if modifies {

@@ -2,6 +2,7 @@ package overlay_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -403,5 +404,71 @@ func TestPassthroughOpenDuringRelease(t *testing.T) {
 	copy(want, "EDIT")
 	if got := mustPread(t, r2, len(want)+1, 0); !bytes.Equal(got, want) {
 		t.Fatalf("read %d bytes, not what was written", len(got))
+	}
+}
+
+// TestHostFileWriterBesideReader: an open for writing of a file whose host
+// file a reader holds open by passthrough cannot be served (the kernel
+// refuses a daemon-served open beside a passthrough one). It must fail
+// with nothing changed - an O_TRUNC once emptied the file before the
+// kernel refused the open, and the refused open's release dropped the
+// host file's backing reference, so every later reader failed with EIO -
+// while a writer that opens right after the reader closed (an editor's
+// read, close, open for writing) must not fail.
+func TestHostFileWriterBesideReader(t *testing.T) {
+	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
+	host := strings.Repeat("host bytes\n", 20000)
+	files := map[string]string{"b": host}
+	for i := range 10 {
+		files[fmt.Sprintf("c%d", i)] = host
+	}
+	s := newLower(t, files)
+	m := func(p string) string { return filepath.Join(s.mnt, "ws", p) }
+	var fds []int
+	t.Cleanup(func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	})
+	r := mustOpen(t, m("b"), unix.O_RDONLY)
+	fds = append(fds, r)
+	if fd, err := unix.Open(m("b"), unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0); err == nil {
+		unix.Close(fd)
+		t.Fatal("an open for writing beside a passthrough reader of the host file succeeded: the kernel refuses those")
+	}
+	r2, err := unix.Open(m("b"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("a reader beside the first after the refused writer: %v", err)
+	}
+	fds = append(fds, r2)
+	if got := mustPread(t, r2, len(host)+1, 0); string(got) != host {
+		t.Fatalf("b read %d bytes after the refused O_TRUNC, want the host file's %d", len(got), len(host))
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	fds = nil
+	// Read, close, and at once open for writing: the reader's release may
+	// still be on its way; the writer waits for it.
+	for i := range 10 {
+		p := m(fmt.Sprintf("c%d", i))
+		rc := mustOpen(t, p, unix.O_RDONLY)
+		mustPread(t, rc, 100, 0)
+		unix.Close(rc)
+		w, err := unix.Open(p, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("c%d: open for writing right after the reader closed: %v", i, err)
+		}
+		unix.Write(w, []byte("edited"))
+		unix.Close(w)
+	}
+	s.remount()
+	if got := s.read("b"); got != host {
+		t.Fatalf("b after remount: %d bytes, want the host file's %d", len(got), len(host))
+	}
+	for i := range 10 {
+		if got := s.read(fmt.Sprintf("c%d", i)); got != "edited" {
+			t.Fatalf("c%d after remount = %q", i, got)
+		}
 	}
 }

@@ -43,21 +43,20 @@ type rawFS struct {
 // go-fuse's bridge has finished it, the backing reference it drops
 // included (see openPassthroughLocked).
 func (r *rawFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
-	n := r.f.live(int64(in.NodeId))
-	if n != nil {
+	if n := r.f.live(int64(in.NodeId)); n != nil {
 		n.mu.Lock()
 		n.releases++
 		n.mu.Unlock()
+		defer func() {
+			n.mu.Lock()
+			n.releases--
+			n.mu.Unlock()
+			if fn := hooks.releaseDone.Load(); fn != nil {
+				(*fn)(n.ino)
+			}
+		}()
 	}
 	r.RawFileSystem.Release(cancel, in)
-	if n != nil {
-		n.mu.Lock()
-		n.releases--
-		n.mu.Unlock()
-		if fn := hooks.releaseDone.Load(); fn != nil {
-			(*fn)(n.ino)
-		}
-	}
 }
 
 // hooks are called, when set, by the daemon for tests to step in.
