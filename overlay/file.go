@@ -143,8 +143,8 @@ func (n *node) open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if pt, err = n.openPassthroughLocked(ctx, flags, modifies); err != nil {
 			return nil, 0, n.fsys.errno(err)
 		}
-		if pt != nil || n.lowerOpens == 0 {
-			break
+		if pt != nil || n.lowerOpens == 0 || !n.fsys.ptOK.Load() {
+			break // (without passthrough the host file's opens are the daemon's too)
 		}
 		// The host file is open by passthrough as far as the daemon
 		// knows, and this open would be served by the daemon, which the
