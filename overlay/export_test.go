@@ -40,3 +40,11 @@ func OnReleaseDone(fn func(ino int64)) (restore func()) {
 	hooks.releaseDone.Store(&fn)
 	return func() { hooks.releaseDone.Store(nil) }
 }
+
+// NoLowerBacking makes host files give go-fuse no backing file, as on a
+// host filesystem the kernel does not stack on, until the returned
+// function is called (after the unmount: daemon goroutines read it).
+func NoLowerBacking() (restore func()) {
+	hooks.noLowerBacking.Store(true)
+	return func() { hooks.noLowerBacking.Store(false) }
+}

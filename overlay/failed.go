@@ -308,7 +308,32 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 			return st
 		}
 	}
-	return r.RawFileSystem.Open(cancel, in, out)
+	st := r.RawFileSystem.Open(cancel, in, out)
+	if st.Ok() && out.OpenFlags&fuse.FOPEN_PASSTHROUGH == 0 && r.f.ptOK.Load() {
+		r.f.declined(in.NodeId)
+	}
+	return st
+}
+
+// declined notes an open of node id that the bridge answered without
+// passthrough. If the node has passthrough opens (to its private copy or
+// its host file), this one was meant to be one too (the daemon never
+// answers otherwise beside them): the bridge could not register its
+// backing file - say a host file on a filesystem the kernel does not
+// stack on - and go-fuse then registers none for the rest of the mount.
+// So neither does the daemon count on passthrough from now on: its opens
+// are all served by the daemon, which the kernel takes side by side.
+func (f *FS) declined(id uint64) {
+	n := f.live(int64(id))
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	meant := n.ptOpens > 0 || n.lowerOpens > 0
+	n.mu.Unlock()
+	if meant && f.ptOK.Swap(false) {
+		f.logf("passthrough off for the rest of the mount: an open of inode %d was answered without it (its backing file could not be registered)", id)
+	}
 }
 
 func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {

@@ -294,6 +294,16 @@ var (
 	_ fs.FilePassthroughFder = (*lowerHandle)(nil)
 )
 
+// PassthroughFd hands the bridge the host file to register as the
+// inode's backing file (unless a test plays a host filesystem the kernel
+// does not stack on).
+func (h *lowerHandle) PassthroughFd() (int, bool) {
+	if hooks.noLowerBacking.Load() {
+		return -1, false
+	}
+	return h.LoopbackFile.PassthroughFd()
+}
+
 func (h *lowerHandle) Release(ctx context.Context) syscall.Errno {
 	ctx = uninterruptible(ctx)
 	errno := h.LoopbackFile.Release(ctx)

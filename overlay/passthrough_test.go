@@ -472,3 +472,35 @@ func TestHostFileWriterBesideReader(t *testing.T) {
 		}
 	}
 }
+
+// TestHostFileWithoutBacking: where the kernel will not take host files
+// as backing files (a host filesystem it does not stack on), go-fuse
+// registers no backing file for the rest of the mount, so host-file opens
+// are the daemon's and a writer beside a reader is served as without
+// passthrough, not refused.
+func TestHostFileWithoutBacking(t *testing.T) {
+	t.Cleanup(overlay.PassthroughAll()) // restored after the unmount: daemon goroutines read it
+	t.Cleanup(overlay.NoLowerBacking()) // likewise
+	host := strings.Repeat("host bytes\n", 20000)
+	s := newLower(t, map[string]string{"b": host})
+	m := filepath.Join(s.mnt, "ws", "b")
+	r := mustOpen(t, m, unix.O_RDONLY)
+	defer unix.Close(r)
+	w, err := unix.Open(m, unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("a writer beside a daemon-served reader of the host file: %v", err)
+	}
+	unix.Write(w, []byte("edited"))
+	unix.Close(w)
+	if got := s.read("b"); got != "edited" {
+		t.Fatalf("b after its writer = %q", got)
+	}
+	unix.Close(r)
+	s.remount()
+	if got := s.read("b"); got != "edited" {
+		t.Fatalf("b after remount = %q", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.ws, "b")); err != nil || string(b) != host {
+		t.Fatalf("host b changed: %d bytes %v", len(b), err)
+	}
+}

@@ -66,6 +66,8 @@ var hooks struct {
 	handleReleased atomic.Pointer[func(ino int64)]
 	// releaseDone: after the bridge has finished a file's release.
 	releaseDone atomic.Pointer[func(ino int64)]
+	// noLowerBacking: host files give the bridge no backing file.
+	noLowerBacking atomic.Bool
 }
 
 func (r *rawFS) Init(s *fuse.Server) {
