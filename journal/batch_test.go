@@ -781,10 +781,6 @@ func TestBatchCommitShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkdir := func(tx *journal.Tx, name string) error {
-		_, err := tx.Create(journal.RootIno, []byte(name), journal.Attr{Kind: cas.EntryDir, Mode: 0o755})
-		return err
-	}
 	committed := func(name string) bool {
 		evs, err := db.Events(ctx, journal.EventQuery{Branch: "main", Path: []byte(name)})
 		if err != nil {
@@ -802,7 +798,7 @@ func TestBatchCommitShared(t *testing.T) {
 			held1 <- b.Update(ctx, func(tx *journal.Tx) error {
 				close(held)
 				<-hold
-				return mkdir(tx, fmt.Sprintf("held%d", try))
+				return mkdirAll(tx, fmt.Sprintf("held%d", try))
 			})
 		}()
 		<-held
@@ -818,7 +814,7 @@ func TestBatchCommitShared(t *testing.T) {
 		for b.Waiting() < 1 {
 			time.Sleep(time.Millisecond)
 		}
-		go func() { update <- b.Update(ctx, func(tx *journal.Tx) error { return mkdir(tx, y) }) }()
+		go func() { update <- b.Update(ctx, func(tx *journal.Tx) error { return mkdirAll(tx, y) }) }()
 		for b.Waiting() < 2 {
 			time.Sleep(time.Millisecond)
 		}
@@ -863,10 +859,7 @@ func TestBatchCommitSharedConcurrent(t *testing.T) {
 			errs <- func() error {
 				for i := range each {
 					name := fmt.Sprintf("w%d-%d", w, i)
-					if err := b.Update(ctx, func(tx *journal.Tx) error {
-						_, err := tx.Create(journal.RootIno, []byte(name), journal.Attr{Kind: cas.EntryDir, Mode: 0o755})
-						return err
-					}); err != nil {
+					if err := b.Update(ctx, func(tx *journal.Tx) error { return mkdirAll(tx, name) }); err != nil {
 						return err
 					}
 					if err := b.Commit(); err != nil {

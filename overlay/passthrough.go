@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +66,37 @@ import (
 // must keep being opened that way, so a later quota, or a setuid bit set
 // meanwhile, applies from its next first open.
 
+// Release counts the release in flight on its node (node.releases) until
+// go-fuse's bridge has finished it, the backing reference it drops
+// included (see openPassthroughLocked).
+func (r *rawFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	if n := r.f.live(int64(in.NodeId)); n != nil {
+		n.mu.Lock()
+		n.releases++
+		n.mu.Unlock()
+		defer func() {
+			n.mu.Lock()
+			n.releases--
+			n.mu.Unlock()
+			if fn := hooks.releaseDone.Load(); fn != nil {
+				(*fn)(n.ino)
+			}
+		}()
+	}
+	r.RawFileSystem.Release(cancel, in)
+}
+
+// hooks are called, when set, by the daemon for tests to step in.
+var hooks struct {
+	// handleReleased: at the end of a daemon-served file's Release
+	// (inside the bridge's release, before it drops a backing reference).
+	handleReleased atomic.Pointer[func(ino int64)]
+	// releaseDone: after the bridge has finished a file's release.
+	releaseDone atomic.Pointer[func(ino int64)]
+	// noLowerBacking: host files give the bridge no backing file.
+	noLowerBacking atomic.Bool
+}
+
 // ptMinCopy is the smallest file copied out of the store at an open, to
 // be served by passthrough; smaller ones are served by the daemon (and
 // the page cache) and copied out at their first read or write as before.
@@ -96,16 +128,7 @@ func (n *node) openPassthroughLocked(ctx context.Context, flags uint32, modifies
 			return nil, nil
 		}
 		if n.releases > 0 {
-			// A file of the node is being released. go-fuse's bridge
-			// drops a backing reference at the end of every release of
-			// a node that has a backing id, whether or not the file took
-			// one: a daemon-served file released after this open had
-			// registered one would drop this open's reference, the id
-			// would be unregistered under it (the kernel fails the open
-			// with EIO when the reply names an id that is gone, or a
-			// later open when it names a second backing file). So no
-			// backing file is registered until that release is done.
-			return nil, nil
+			return nil, nil // no backing file while a release is in flight (see above)
 		}
 		if n.upper == "" && (n.inMem || n.attr.Size < ptMinCopy || flags&syscall.O_TRUNC != 0) {
 			// Small or about to be empty: the daemon serves it from

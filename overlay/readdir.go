@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/artrt/art/cas"
@@ -37,37 +36,6 @@ type rawFS struct {
 	fuse.RawFileSystem
 	f      *FS
 	server *fuse.Server
-}
-
-// Release counts the release in flight on its node (node.releases) until
-// go-fuse's bridge has finished it, the backing reference it drops
-// included (see openPassthroughLocked).
-func (r *rawFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
-	if n := r.f.live(int64(in.NodeId)); n != nil {
-		n.mu.Lock()
-		n.releases++
-		n.mu.Unlock()
-		defer func() {
-			n.mu.Lock()
-			n.releases--
-			n.mu.Unlock()
-			if fn := hooks.releaseDone.Load(); fn != nil {
-				(*fn)(n.ino)
-			}
-		}()
-	}
-	r.RawFileSystem.Release(cancel, in)
-}
-
-// hooks are called, when set, by the daemon for tests to step in.
-var hooks struct {
-	// handleReleased: at the end of a daemon-served file's Release
-	// (inside the bridge's release, before it drops a backing reference).
-	handleReleased atomic.Pointer[func(ino int64)]
-	// releaseDone: after the bridge has finished a file's release.
-	releaseDone atomic.Pointer[func(ino int64)]
-	// noLowerBacking: host files give the bridge no backing file.
-	noLowerBacking atomic.Bool
 }
 
 func (r *rawFS) Init(s *fuse.Server) {
