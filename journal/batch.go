@@ -320,7 +320,7 @@ func (b *Batch) Update(ctx context.Context, fn func(*Tx) error) error {
 		return err
 	}
 	if savepoint && !b.unguarded {
-		if _, err := b.conn.ExecContext(bg, `RELEASE u`); err != nil {
+		if err := b.uc.release(); err != nil {
 			return b.abortLocked(err)
 		}
 	}
@@ -433,6 +433,7 @@ func (b *Batch) commitLocked() error {
 		return nil
 	}
 	conn, t := b.conn, b.t
+	b.uc.close()
 	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
 	defer b.endLocked()
 	defer t.p.close()
@@ -470,6 +471,12 @@ type updateConn struct {
 	savepoint bool       // SAVEPOINT u is open for the current update (unguarded: it wrote)
 	err       error      // opening it failed: the Batch must abort
 	unguarded bool       // see Batch.Unguarded: no SAVEPOINT is run
+	// SAVEPOINT u and RELEASE u, prepared at the transaction's first
+	// write and run by every writing update after it: an unprepared
+	// statement is parsed again at each run, about 1 us of a pair's
+	// 1.4 (npm ci: 0.37 s of the daemon's 9.7 s of CPU went to the two
+	// statements). Closed before the transaction ends (close).
+	save, rel *sql.Stmt
 }
 
 // Statements of an update run with their context's values but not its
@@ -516,12 +523,44 @@ func (c *updateConn) open() error {
 		return nil
 	}
 	if c.err == nil {
-		if _, c.err = c.Conn.ExecContext(context.Background(), `SAVEPOINT u`); c.err == nil {
-			c.savepoint = true
-			return nil
+		if c.save == nil {
+			c.save, c.err = c.Conn.PrepareContext(context.Background(), `SAVEPOINT u`)
+		}
+		if c.err == nil {
+			if _, c.err = c.save.ExecContext(context.Background()); c.err == nil {
+				c.savepoint = true
+				return nil
+			}
 		}
 	}
 	return fmt.Errorf("savepoint: %w", c.err)
+}
+
+// release ends the current update's savepoint, keeping its writes in the
+// transaction. Called while no write of an update is under way.
+func (c *updateConn) release() error {
+	if c.rel == nil {
+		var err error
+		if c.rel, err = c.Conn.PrepareContext(context.Background(), `RELEASE u`); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+	}
+	if _, err := c.rel.ExecContext(context.Background()); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// close finalizes the prepared statements, before the transaction ends
+// and the connection goes back to the pool (where a statement left
+// prepared would keep its memory until the connection closed).
+func (c *updateConn) close() {
+	for _, st := range []*sql.Stmt{c.save, c.rel} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	c.save, c.rel = nil, nil
 }
 
 // begin readies c for the next update; ended reports whether the update
@@ -579,6 +618,7 @@ func (b *Batch) rollbackLocked() {
 		b.rollbacks.Add(1)
 		b.loseLocked(b.t)
 		b.t.p.close()
+		b.uc.close()
 		endTx(b.conn, `ROLLBACK`)
 	}
 	b.paths.clear()
