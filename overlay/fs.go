@@ -129,7 +129,7 @@ type FS struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
 		storeReads, lookupQueries, lowerChecks                       atomic.Int64
 		listQueries, recordQueries, aheadQueries                     atomic.Int64
-		streamed, streamStarts, streamBytes                          atomic.Int64
+		streamed, streamStarts, streamBytes, streamReleased          atomic.Int64
 	}
 	streams  streams    // files being stored while written (stream.go)
 	kept     keptCopies // clean private copies of forgotten files (kept.go)
@@ -396,7 +396,9 @@ type Stats struct {
 	// StreamStarts counts files that began to be stored while written
 	// (stream.go); Streamed those whose journaling used the stream, and
 	// StreamedBytes the bytes it had stored ahead of their journaling.
-	StreamStarts, Streamed, StreamedBytes int64
+	// StreamReleased counts bytes of private copies a stream sent to disk
+	// and dropped from the page cache behind itself (stream.go).
+	StreamStarts, Streamed, StreamedBytes, StreamReleased int64
 }
 
 // queryCounts is the daemon's metadata queries so far, for
@@ -413,7 +415,7 @@ func (f *FS) Stats() Stats {
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
 		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(),
 		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), AheadQueries: f.stats.aheadQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
-		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load()}
+		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load(), StreamReleased: f.stats.streamReleased.Load()}
 }
 
 // FastPaths describes the performance features in force on this mount.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/journal"
+	"golang.org/x/sys/unix"
 )
 
 // Storing while writing (docs/store-format.md, "Storing while writing").
@@ -68,6 +69,9 @@ type fileStream struct {
 	done   chan struct{}
 	err    error // the goroutine's, read after done
 	closed sync.Once
+	// The private copy's bytes sent to disk (sync_file_range) and dropped
+	// from the page cache so far (releasePages); only the goroutine's.
+	written, dropped int64
 }
 
 // streams is the set of running streams of a mount, for unmount.
@@ -146,6 +150,7 @@ func (s *fileStream) run() {
 			}
 			return
 		}
+		s.releasePages()
 		if rows, mem := s.st.Rows(); rows >= streamFlushRows || mem >= streamFlushBytes {
 			// Never cancelled: interrupting a statement would roll back
 			// the shared batch, other files' changes with it.
@@ -157,6 +162,47 @@ func (s *fileStream) run() {
 				return
 			}
 		}
+	}
+}
+
+// A big file's private copy need not stay in memory behind the stream:
+// the kernel's page cache of the FUSE file holds what was written for
+// readers, and the copy's own pages - as many again as the file - are
+// read back once, by the stream. Left alone they stay dirty until the
+// kernel's writeback, which the dirty limits then impose on the writer;
+// on a virtual machine whose free memory goes back to the host, every
+// one of them is also memory the host must provide afresh (a 2 GiB dd
+// wrote 2 GiB of FUSE cache and 2 GiB of private copy where natively it
+// writes 2 GiB; measured in docs/benchmarks.md, "A big file's private
+// copy"). So once a file is past releaseFrom, the goroutine sends what it
+// has stored to disk releaseLag behind itself, and drops from the page
+// cache what was sent another releaseLag before, after waiting for that
+// writeback to end (it normally has). The copy stays the truth: its bytes
+// are on disk and read back from there if asked. Best effort: a failure
+// only leaves pages cached, as before.
+const (
+	releaseFrom = 64 << 20
+	releaseLag  = 32 << 20
+)
+
+// releasePages is one step of that, after the stream stored up to Pos.
+func (s *fileStream) releasePages() {
+	pos := s.st.Pos()
+	if pos < releaseFrom {
+		return
+	}
+	fd := int(s.f.Fd())
+	if w := pos - releaseLag; w > s.written {
+		unix.SyncFileRange(fd, s.written, w-s.written, unix.SYNC_FILE_RANGE_WRITE)
+		s.written = w
+	}
+	if d := s.written - releaseLag; d > s.dropped {
+		n := d - s.dropped
+		if unix.SyncFileRange(fd, s.dropped, n, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER) == nil &&
+			unix.Fadvise(fd, s.dropped, n, unix.FADV_DONTNEED) == nil {
+			s.fsys.stats.streamReleased.Add(n)
+		}
+		s.dropped = d
 	}
 }
 

@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/artrt/art/journal"
+	"golang.org/x/sys/unix"
 )
 
 // streamData is n pseudo-random (incompressible) bytes.
@@ -117,6 +119,100 @@ func TestStreamSmallWrites(t *testing.T) {
 		t.Fatalf("stats %+v: want the file streamed", st)
 	}
 	s.checkStreamed("small-writes", data)
+}
+
+// A big file's private copy is written back and dropped from the page
+// cache behind its stream (stream.go, releasePages): its first pages are
+// no longer resident while the file is still being written, a read of
+// them through the mount gets them back from disk, and the file is exact
+// on the mount and as journaled.
+func TestStreamReleasesPages(t *testing.T) {
+	s := newStore(t)
+	data := streamData(11, 112<<20+999)
+	f, err := os.OpenFile(filepath.Join(s.mnt, "huge"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	writeSeq(t, f, data)
+	// The stream follows the writer: wait until it has dropped the first
+	// 16 MiB (it drops what lies 64 MiB behind it).
+	for deadline := time.Now().Add(20 * time.Second); s.fs.Stats().StreamReleased < 16<<20; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: the stream released under 16 MiB of the private copy", s.fs.Stats())
+		}
+	}
+	// The private copy, found in the mount's private copies directory.
+	ups, _ := filepath.Glob(filepath.Join(s.dir, fmt.Sprintf("upper%d", s.mounts), "u-*"))
+	var up string
+	for _, p := range ups {
+		// Its last bytes may still be in the node's tail (tail.go).
+		if st, err := os.Stat(p); err == nil && st.Size() >= 64<<20 {
+			up = p
+		}
+	}
+	if up == "" {
+		t.Fatalf("no private copy of 64 MiB or more among %v", ups)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(up, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	if sfs.Type == unix.TMPFS_MAGIC {
+		t.Skip("private copies on tmpfs: their pages cannot be dropped")
+	}
+	if n := residentPages(t, up, 16<<20); n > 0 {
+		t.Fatalf("%d pages of the private copy's first 16 MiB still cached after the stream released them", n)
+	}
+	// Read back through the mount, past the kernel's cache of the FUSE
+	// file (O_DIRECT: the daemon reads the private copy).
+	r, err := os.OpenFile(filepath.Join(s.mnt, "huge"), os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS) // aligned
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(buf)
+	n, err := r.ReadAt(buf, 4<<20)
+	r.Close()
+	if err != nil || n != len(buf) || !bytes.Equal(buf, data[4<<20:5<<20]) {
+		t.Fatalf("O_DIRECT read of a released MiB: %d bytes (%v), equal %v", n, err, bytes.Equal(buf[:n], data[4<<20:4<<20+n]))
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.fs.Stats(); st.StreamStarts != 1 || st.Streamed != 1 {
+		t.Fatalf("stats %+v: want the file streamed", st)
+	}
+	s.checkStreamed("huge", data)
+}
+
+// residentPages counts the pages of the first n bytes of the file at p
+// that are in the page cache (mincore of a read-only mapping, which
+// faults nothing in).
+func residentPages(t *testing.T, p string, n int) int {
+	t.Helper()
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	m, err := unix.Mmap(fd, 0, n, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (n+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	c := 0
+	for _, v := range vec {
+		c += int(v & 1)
+	}
+	return c
 }
 
 // A file emptied by ftruncate (journaled at once, empty) and written
