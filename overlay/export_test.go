@@ -48,3 +48,10 @@ func NoLowerBacking() (restore func()) {
 	hooks.noLowerBacking.Store(true)
 	return func() { hooks.noLowerBacking.Store(false) }
 }
+
+// WritebackFails makes the next n sync_file_range calls on streams'
+// private copies fail with EIO, until the returned function is called.
+func WritebackFails(n int32) (restore func()) {
+	hooks.writebackFails.Store(n)
+	return func() { hooks.writebackFails.Store(0) }
+}

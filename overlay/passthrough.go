@@ -95,6 +95,9 @@ var hooks struct {
 	releaseDone atomic.Pointer[func(ino int64)]
 	// noLowerBacking: host files give the bridge no backing file.
 	noLowerBacking atomic.Bool
+	// writebackFails: how many more of the streams' sync_file_range
+	// calls on their private copies fail with EIO (stream.go).
+	writebackFails atomic.Int32
 }
 
 // ptMinCopy is the smallest file copied out of the store at an open, to

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/artrt/art/journal"
+	"github.com/artrt/art/overlay"
 	"golang.org/x/sys/unix"
 )
 
@@ -185,6 +186,38 @@ func TestStreamReleasesPages(t *testing.T) {
 	}
 	if st := s.fs.Stats(); st.StreamStarts != 1 || st.Streamed != 1 {
 		t.Fatalf("stats %+v: want the file streamed", st)
+	}
+	s.checkStreamed("huge", data)
+}
+
+// A writeback error of the private copy ends the page releases for the
+// file: no page is dropped after it, even where later writebacks report
+// no error (an error is reported once, perhaps for another range), so
+// whatever failed to reach the disk stays in the page cache; and the file
+// is exact.
+func TestStreamKeepsPagesAfterWritebackError(t *testing.T) {
+	s := newStore(t)
+	t.Cleanup(overlay.WritebackFails(1)) // the first only
+	data := streamData(12, 112<<20+999)
+	f, err := os.OpenFile(filepath.Join(s.mnt, "huge"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	writeSeq(t, f, data)
+	time.Sleep(500 * time.Millisecond) // let the stream catch up (and try)
+	ups, _ := filepath.Glob(filepath.Join(s.dir, fmt.Sprintf("upper%d", s.mounts), "u-*"))
+	if len(ups) != 1 {
+		t.Fatalf("private copies %v, want one", ups)
+	}
+	if n := residentPages(t, ups[0], 16<<20); n != 4096 {
+		t.Fatalf("%d of the private copy's first 4096 pages cached after a failed writeback, want all", n)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.fs.Stats(); st.StreamReleased != 0 || st.Streamed != 1 {
+		t.Fatalf("stats %+v: want the file streamed, nothing released", st)
 	}
 	s.checkStreamed("huge", data)
 }
