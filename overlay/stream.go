@@ -189,7 +189,8 @@ func (s *fileStream) run() {
 // kernel drops no folio that crosses a range's end, and the stream's
 // positions are content-defined cuts (ranges ending on them left three
 // pages in four of a 16 MiB file cached). A close or fsync that stops the
-// goroutine may wait for the writeback it is waiting for.
+// goroutine may have to wait while it waits for a writeback (of at most
+// releaseLag bytes, normally done by then).
 const (
 	releaseFrom  = 64 << 20
 	releaseLag   = 32 << 20
