@@ -55,3 +55,6 @@ func WritebackFails(n int32) (restore func()) {
 	hooks.writebackFails.Store(n)
 	return func() { hooks.writebackFails.Store(0) }
 }
+
+// WritebackFailsLeft is how many of WritebackFails' failures are left.
+func WritebackFailsLeft() int32 { return hooks.writebackFails.Load() }
