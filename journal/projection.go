@@ -837,6 +837,14 @@ func (p *proj) reset(root cas.ID) error {
 // deep tree cannot exhaust the stack) and meets each directory once: a
 // directory reached again, through a dentry pointing back at an ancestor
 // or a second name, is a corrupt projection (ErrCorrupt), not a loop.
+//
+// A directory's dirty subdirectories are listed ahead, rootPrefetchDirs
+// of them in one query (subdirChildren), before the walk enters the first
+// of them: a query a directory cost about as much as its rows did, and
+// the end of a session that changed node_modules has 1,700 directories to
+// encode. What is listed ahead is bounded (rootPrefetchRows entries a
+// query, held until the walk has entered those directories); a window
+// with more rows than that is halved, down to a query per directory.
 func (p *proj) computeRoot() (cas.ID, error) {
 	root, err := p.get(RootIno)
 	if err != nil {
@@ -850,20 +858,63 @@ func (p *proj) computeRoot() (cas.ID, error) {
 		kids []Dirent
 		next int // kids[next] is the next to encode
 		tree *cas.Tree
+		// dirty lists the indexes in kids of the dirty subdirectories,
+		// in order; ahead is the first whose children are not listed
+		// ahead yet, window how many to list in one query.
+		dirty         []int
+		ahead, window int
 	}
 	seen := map[int64]bool{RootIno: true}
+	listed := map[int64][]Dirent{} // children listed ahead, until entered
 	enter := func(ino int64) (*frame, error) {
-		all, _, err := p.children(ino, 0)
-		if err != nil {
+		all, ok := listed[ino]
+		if ok {
+			delete(listed, ino)
+		} else if all, _, err = p.children(ino, 0); err != nil {
 			return nil, err
 		}
 		kids := all[:0]
+		f := &frame{ino: ino, window: rootPrefetchDirs}
 		for _, k := range all {
-			if k.Node.Kind != cas.EntrySocket { // live state, not content: no tree holds a socket
-				kids = append(kids, k)
+			if k.Node.Kind == cas.EntrySocket { // live state, not content: no tree holds a socket
+				continue
+			}
+			if k.Node.Kind == cas.EntryDir && k.Node.state == dirDirty {
+				f.dirty = append(f.dirty, len(kids))
+			}
+			kids = append(kids, k)
+		}
+		f.kids, f.tree = kids, &cas.Tree{Entries: make([]cas.Entry, 0, len(kids))}
+		return f, nil
+	}
+	// listAhead lists the children of f's next dirty subdirectories, from
+	// the one the walk is about to enter, in one query.
+	listAhead := func(f *frame) error {
+		for f.ahead < len(f.dirty) && f.dirty[f.ahead] < f.next {
+			f.ahead++ // entered with a query of its own (a window too big)
+		}
+		if f.ahead >= len(f.dirty) || f.window < 2 {
+			return nil // entered with a query of its own
+		}
+		var dirs []int64
+		for _, i := range f.dirty[f.ahead:min(f.ahead+f.window, len(f.dirty))] {
+			if ino := f.kids[i].Node.Ino; !seen[ino] {
+				dirs = append(dirs, ino)
 			}
 		}
-		return &frame{ino: ino, kids: kids, tree: &cas.Tree{Entries: make([]cas.Entry, 0, len(kids))}}, nil
+		lists, ok, err := p.subdirChildren(dirs, rootPrefetchRows)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			f.window /= 2 // too many rows: smaller windows from here on
+			return nil
+		}
+		for _, d := range dirs {
+			listed[d] = lists[d] // nil for an empty directory: listed all the same
+		}
+		f.ahead += f.window
+		return nil
 	}
 	top, err := enter(RootIno)
 	if err != nil {
@@ -880,6 +931,11 @@ func (p *proj) computeRoot() (cas.ID, error) {
 				// the walk comes back to f.
 				if seen[n.Ino] {
 					return cas.ID{}, fmt.Errorf("%w: directory inode %d is reached twice (a cycle or a second name in the projection)", ErrCorrupt, n.Ino)
+				}
+				if _, ok := listed[n.Ino]; !ok {
+					if err := listAhead(f); err != nil {
+						return cas.ID{}, err
+					}
 				}
 				seen[n.Ino] = true
 				sub, err := enter(n.Ino)
@@ -913,6 +969,13 @@ func (p *proj) computeRoot() (cas.ID, error) {
 		parent.next++
 	}
 }
+
+// rootPrefetchDirs and rootPrefetchRows bound computeRoot's listings
+// ahead: directories and entries a query (variables for the tests).
+var (
+	rootPrefetchDirs = 64
+	rootPrefetchRows = 4096
+)
 
 // entryOf is the tree entry of a child, with target as a directory's tree.
 func entryOf(k *Dirent, target cas.ID) cas.Entry {

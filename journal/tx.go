@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/phase"
 )
 
 // Tx is one write transaction on one branch, inside an Op. Every mutation
@@ -391,7 +392,9 @@ func (t *Tx) Root() (cas.ID, error) { return t.p.computeRoot() }
 
 // Snapshot records the current state as a snapshot with message.
 func (t *Tx) Snapshot(message string) (Snapshot, error) {
+	endTree := phase.Start("snapshot: directory trees")
 	root, err := t.p.computeRoot()
+	endTree()
 	if err != nil {
 		return Snapshot{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/phase"
 	"github.com/artrt/art/internal/procs"
 	"github.com/artrt/art/journal"
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -481,6 +482,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 				ctl = openConnCtl(f.conn)
 			}
 		}
+		endDetach := phase.Start("unmount: detach, requests done")
 		detached := false
 		for i, delay := 0, 5*time.Millisecond; i < 50; i++ {
 			if err = detach(f.mountpoint); err == nil {
@@ -514,6 +516,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 		if detached {
 			f.awaitServed(ctl)
 		}
+		endDetach()
 		if ctl != nil {
 			ctl.close()
 		}
@@ -626,6 +629,7 @@ func (f *FS) journalAll(ctx context.Context) error {
 	clear(f.touched)
 	f.mu.Unlock()
 	var errs []error
+	endFiles := phase.Start("journal: dirty files")
 	for _, n := range nodes {
 		if n.ptUnseen() {
 			n.dirty.Store(true) // written by passthrough or a mapping, unseen
@@ -638,11 +642,14 @@ func (f *FS) journalAll(ctx context.Context) error {
 			}
 		}
 	}
+	endFiles()
+	endDirs := phase.Start("journal: directory mtimes")
 	for _, d := range dirs {
 		if err := d.journalMTime(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	endDirs()
 	return errors.Join(errs...)
 }
 
