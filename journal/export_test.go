@@ -5,8 +5,18 @@ func (b *Batch) Waiting() int { return int(b.waiting.Load()) }
 
 // SetRootPrefetch sets how many directories and entries a snapshot lists
 // ahead in one query (dirs < 2: none, a query a directory) until restore.
-func SetRootPrefetch(dirs, rows int) (restore func()) {
-	d, r := rootPrefetchDirs, rootPrefetchRows
+// held bounds the entries listed ahead and not yet entered (0: as it is).
+func SetRootPrefetch(dirs, rows, held int) (restore func()) {
+	d, r, h := rootPrefetchDirs, rootPrefetchRows, rootPrefetchHeld
 	rootPrefetchDirs, rootPrefetchRows = dirs, rows
-	return func() { rootPrefetchDirs, rootPrefetchRows = d, r }
+	if held > 0 {
+		rootPrefetchHeld = held
+	}
+	return func() { rootPrefetchDirs, rootPrefetchRows, rootPrefetchHeld = d, r, h }
+}
+
+// RootAheadCounts is how many listings ahead snapshots made so far, how
+// many found too many rows, and how many were not made for what was held.
+func RootAheadCounts() (lists, tooBig, heldFull int64) {
+	return rootAheadStats.lists.Load(), rootAheadStats.tooBig.Load(), rootAheadStats.heldFull.Load()
 }

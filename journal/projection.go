@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/artrt/art/cas"
@@ -842,9 +843,14 @@ func (p *proj) reset(root cas.ID) error {
 // of them in one query (subdirChildren), before the walk enters the first
 // of them: a query a directory cost about as much as its rows did, and
 // the end of a session that changed node_modules has 1,700 directories to
-// encode. What is listed ahead is bounded (rootPrefetchRows entries a
-// query, held until the walk has entered those directories); a window
-// with more rows than that is halved, down to a query per directory.
+// encode. What is listed ahead is bounded: rootPrefetchRows entries a
+// query (a window with more rows is halved, down to a query a directory),
+// and rootPrefetchHeld entries held in all until the walk enters those
+// directories (past it, the next directory is listed alone). A directory
+// met a second time is ErrCorrupt whether its entry was read before or
+// after the walk stored it (a listing ahead may hold its state from
+// before), so what a corrupt projection gives does not depend on the
+// windows.
 func (p *proj) computeRoot() (cas.ID, error) {
 	root, err := p.get(RootIno)
 	if err != nil {
@@ -866,10 +872,12 @@ func (p *proj) computeRoot() (cas.ID, error) {
 	}
 	seen := map[int64]bool{RootIno: true}
 	listed := map[int64][]Dirent{} // children listed ahead, until entered
+	held := 0                      // entries in listed
 	enter := func(ino int64) (*frame, error) {
 		all, ok := listed[ino]
 		if ok {
 			delete(listed, ino)
+			held -= len(all)
 		} else if all, _, err = p.children(ino, 0); err != nil {
 			return nil, err
 		}
@@ -896,6 +904,10 @@ func (p *proj) computeRoot() (cas.ID, error) {
 		if f.ahead >= len(f.dirty) || f.window < 2 {
 			return nil // entered with a query of its own
 		}
+		if held >= rootPrefetchHeld {
+			rootAheadStats.heldFull.Add(1)
+			return nil
+		}
 		var dirs []int64
 		for _, i := range f.dirty[f.ahead:min(f.ahead+f.window, len(f.dirty))] {
 			if ino := f.kids[i].Node.Ino; !seen[ino] {
@@ -907,11 +919,14 @@ func (p *proj) computeRoot() (cas.ID, error) {
 			return err
 		}
 		if !ok {
+			rootAheadStats.tooBig.Add(1)
 			f.window /= 2 // too many rows: smaller windows from here on
 			return nil
 		}
+		rootAheadStats.lists.Add(1)
 		for _, d := range dirs {
 			listed[d] = lists[d] // nil for an empty directory: listed all the same
+			held += len(lists[d])
 		}
 		f.ahead += f.window
 		return nil
@@ -926,12 +941,12 @@ func (p *proj) computeRoot() (cas.ID, error) {
 		if f.next < len(f.kids) {
 			k := &f.kids[f.next]
 			n := &k.Node
+			if n.Kind == cas.EntryDir && seen[n.Ino] {
+				return cas.ID{}, fmt.Errorf("%w: directory inode %d is reached twice (a cycle or a second name in the projection)", ErrCorrupt, n.Ino)
+			}
 			if n.Kind == cas.EntryDir && n.state == dirDirty && len(f.tree.Entries) == f.next {
 				// Encode the subdirectory first; this entry is added when
 				// the walk comes back to f.
-				if seen[n.Ino] {
-					return cas.ID{}, fmt.Errorf("%w: directory inode %d is reached twice (a cycle or a second name in the projection)", ErrCorrupt, n.Ino)
-				}
 				if _, ok := listed[n.Ino]; !ok {
 					if err := listAhead(f); err != nil {
 						return cas.ID{}, err
@@ -971,11 +986,17 @@ func (p *proj) computeRoot() (cas.ID, error) {
 }
 
 // rootPrefetchDirs and rootPrefetchRows bound computeRoot's listings
-// ahead: directories and entries a query (variables for the tests).
+// ahead: directories and entries a query; rootPrefetchHeld, the entries
+// listed ahead and not yet entered (variables for the tests).
 var (
 	rootPrefetchDirs = 64
 	rootPrefetchRows = 4096
+	rootPrefetchHeld = 4 * 4096
 )
+
+// rootAheadStats counts computeRoot's listings ahead, those that found too
+// many rows and those not made for what was held already, for the tests.
+var rootAheadStats struct{ lists, tooBig, heldFull atomic.Int64 }
 
 // entryOf is the tree entry of a child, with target as a directory's tree.
 func entryOf(k *Dirent, target cas.ID) cas.Entry {

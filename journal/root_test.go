@@ -1,7 +1,10 @@
 package journal_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/artrt/art/cas"
@@ -72,17 +75,25 @@ func TestSnapshotListsAhead(t *testing.T) {
 	wantPaths := 1 + 1 + 100 + 90*60 + 14*3 // top, wide, subdirectories, files, deep/er/f under 14 of them
 	var want [2]cas.ID
 	for _, c := range []struct {
-		name       string
-		dirs, rows int
+		name                    string
+		dirs, rows, held        int
+		lists, tooBig, heldFull bool // listings ahead made, too big, not made for what was held
 	}{
-		{"a query a directory", 1, 0},
-		{"default windows", 64, 4096},
-		{"windows halved", 64, 1000},
-		{"every window too big", 4, 10},
+		{"a query a directory", 1, 0, 0, false, false, false},
+		{"default windows", 64, 4096, 0, true, false, false},
+		{"windows halved", 64, 1000, 0, true, true, false},
+		{"small windows, most too big", 4, 10, 0, true, true, false},
+		{"little held ahead", 8, 4096, 100, true, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			defer journal.SetRootPrefetch(c.dirs, c.rows)()
+			defer journal.SetRootPrefetch(c.dirs, c.rows, c.held)()
+			lists0, tooBig0, full0 := journal.RootAheadCounts()
 			first, second, paths := build(t)
+			lists, tooBig, full := journal.RootAheadCounts()
+			if (lists > lists0) != c.lists || (tooBig > tooBig0) != c.tooBig || (full > full0) != c.heldFull {
+				t.Errorf("%d listings ahead, %d too big, %d not made for what was held; want some: %v, %v, %v",
+					lists-lists0, tooBig-tooBig0, full-full0, c.lists, c.tooBig, c.heldFull)
+			}
 			if paths != wantPaths {
 				t.Errorf("second snapshot holds %d paths, want %d", paths, wantPaths)
 			}
@@ -95,6 +106,50 @@ func TestSnapshotListsAhead(t *testing.T) {
 			}
 			if first != want[0] || second != want[1] {
 				t.Errorf("trees %s, %s; a query a directory made %s, %s", first.Short(), second.Short(), want[0].Short(), want[1].Short())
+			}
+		})
+	}
+}
+
+// TestSnapshotSecondNameIsCorrupt: a directory with a second name in
+// another dirty directory (a corrupt projection: the row added behind the
+// journal's back) is ErrCorrupt, with or without listings ahead: a listing
+// read before the walk stored the directory holds it dirty, one read after
+// holds it clean, and both are the same directory reached twice.
+func TestSnapshotSecondNameIsCorrupt(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		dirs, rows int
+	}{
+		{"a query a directory", 1, 0},
+		{"default windows", 64, 4096},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer journal.SetRootPrefetch(c.dirs, c.rows, 0)()
+			db := openStore(t)
+			mustDo(t, db, journal.DefaultBranch, func(tx *journal.Tx) error {
+				if err := mkdirAll(tx, "p1/x"); err != nil {
+					return err
+				}
+				return mkdirAll(tx, "p2")
+			})
+			headRoot(t, db, journal.DefaultBranch)
+			mustDo(t, db, journal.DefaultBranch, func(tx *journal.Tx) error {
+				if err := writeFile(tx, "p1/x/f", "x", 1); err != nil {
+					return err
+				}
+				return writeFile(tx, "p2/g", "g", 1)
+			})
+			raw := rawSQL(t, db.Path())
+			defer raw.Close()
+			if _, err := raw.Exec(`INSERT INTO dentries (branch, parent, name, ino)
+				SELECT x.branch, p2.ino, CAST('y' AS BLOB), x.ino FROM dentries x, dentries p2
+				WHERE x.name = CAST('x' AS BLOB) AND p2.name = CAST('p2' AS BLOB)`); err != nil {
+				t.Fatal(err)
+			}
+			_, err := db.Head(context.Background(), journal.DefaultBranch)
+			if !errors.Is(err, journal.ErrCorrupt) || !strings.Contains(err.Error(), "reached twice") {
+				t.Errorf("head of a projection with a directory named twice: %v, want ErrCorrupt", err)
 			}
 		})
 	}
