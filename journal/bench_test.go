@@ -77,6 +77,17 @@ func newBenchTree(tb testing.TB, files int) *benchTree {
 	return bt
 }
 
+// do runs fn as one update of the tree's Batch and commits it.
+func (bt *benchTree) do(tb testing.TB, fn func(tx *journal.Tx) error) {
+	tb.Helper()
+	if err := bt.b.Update(context.Background(), fn); err != nil {
+		tb.Fatal(err)
+	}
+	if err := bt.b.Commit(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 func (bt *benchTree) place(i int) (int64, []byte) {
 	return bt.dirs[i/benchFilesPerDir], fmt.Appendf(nil, "file%06d.go", i)
 }
@@ -250,11 +261,10 @@ func BenchmarkBatchReadDir(b *testing.B) {
 // directory's tree. Between iterations (untimed) one file of each
 // directory gets a new mtime, which makes every directory dirty again.
 func BenchmarkSnapshotTrees(b *testing.B) {
-	ctx := context.Background()
 	const top, sub, files = 100, 16, 7
 	bt := newBenchTree(b, 0)
 	var first []int64 // one file of each directory
-	err := bt.b.Update(ctx, func(tx *journal.Tx) error {
+	bt.do(b, func(tx *journal.Tx) error {
 		for i := range top {
 			d, err := tx.Create(journal.RootIno, fmt.Appendf(nil, "pkg%03d", i), journal.Attr{Kind: cas.EntryDir, Mode: 0o755})
 			if err != nil {
@@ -278,16 +288,10 @@ func BenchmarkSnapshotTrees(b *testing.B) {
 		}
 		return nil
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := bt.b.Commit(); err != nil {
-		b.Fatal(err)
-	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		err := bt.b.Update(ctx, func(tx *journal.Tx) error {
+		bt.do(b, func(tx *journal.Tx) error {
 			for _, ino := range first {
 				if _, err := tx.SetAttr(ino, journal.SetMTime, journal.Attr{MTime: int64(i + 2)}); err != nil {
 					return err
@@ -295,22 +299,10 @@ func BenchmarkSnapshotTrees(b *testing.B) {
 			}
 			return nil
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := bt.b.Commit(); err != nil {
-			b.Fatal(err)
-		}
 		b.StartTimer()
-		err = bt.b.Update(ctx, func(tx *journal.Tx) error {
+		bt.do(b, func(tx *journal.Tx) error {
 			_, err := tx.Root()
 			return err
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := bt.b.Commit(); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
