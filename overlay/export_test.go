@@ -58,3 +58,12 @@ func WritebackFails(n int32) (restore func()) {
 
 // WritebackFailsLeft is how many of WritebackFails' failures are left.
 func WritebackFailsLeft() int32 { return hooks.writebackFails.Load() }
+
+// RingsServed is how many requests f's io_uring rings have answered, -1
+// when f is served through /dev/fuse alone (uring.go).
+func RingsServed(f *FS) int64 {
+	if f.rings == nil {
+		return -1
+	}
+	return f.rings.Served.Load()
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/fuseuring"
 	"github.com/artrt/art/internal/phase"
 	"github.com/artrt/art/internal/procs"
 	"github.com/artrt/art/journal"
@@ -94,7 +95,8 @@ type FS struct {
 	batch         *journal.Batch
 	behind        *behind // unlinks written behind (behind.go); nil when read-only
 	server        *fuse.Server
-	served        chan struct{} // closed when the serve loop has ended: the kernel let go of the mount
+	rings         *fuseuring.Rings // requests over io_uring (uring.go), nil when served through /dev/fuse alone
+	served        chan struct{}    // closed when the serve loop has ended: the kernel let go of the mount
 	mountpoint    string
 	mountID       uint64      // the kernel's id of our mount at mountpoint (0: unknown)
 	conn          string      // the FUSE connection's name in the control file system (unmount.go)
@@ -232,10 +234,22 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	fsOpts := fuseOptions(opts, logger)
 	raw := &rawFS{RawFileSystem: &inoFS{RawFileSystem: fs.NewNodeFS(root, fsOpts), f: f}, f: f}
 	readers := fuseReaders()
-	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
-	if err == nil {
-		go server.Serve()
-		err = server.WaitMount() // on failure the serve loop ends with the device
+	var server *fuse.Server
+	var rings *fuseuring.Rings
+	var err error
+	if uringWanted() {
+		server, rings, err = serveURing(raw, mountpoint, fsOpts.MountOptions)
+		if err != nil {
+			f.logf("%s: requests over io_uring: %v; served through /dev/fuse", mountpoint, err)
+			server, rings = nil, nil
+		}
+	}
+	if server == nil {
+		server, err = fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
+		if err == nil {
+			go server.Serve()
+			err = server.WaitMount() // on failure the serve loop ends with the device
+		}
 	}
 	if err != nil {
 		if f.countsStop != nil {
@@ -268,7 +282,17 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	// docs/benchmarks.md, "The FUSE round trip"). Given back when the
 	// readers are gone.
 	releaseProcs := procs.Reserve(readers)
-	go func() { server.Wait(); releaseProcs(); close(f.served) }()
+	f.rings = rings
+	go func() {
+		server.Wait()
+		if rings != nil {
+			if err := rings.Wait(); err != nil {
+				f.logf("%v", err)
+			}
+		}
+		releaseProcs()
+		close(f.served)
+	}()
 	f.ptOK.Store(f.probePassthrough())
 	return f, nil
 }
@@ -433,6 +457,9 @@ func (f *FS) FastPaths() []string {
 	}
 	if f.behind != nil {
 		out = append(out, "unlinks journaled behind")
+	}
+	if f.rings != nil {
+		out = append(out, "requests over io_uring (a queue per CPU)")
 	}
 	for _, c := range []struct {
 		flag uint64

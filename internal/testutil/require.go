@@ -11,8 +11,8 @@ import (
 	"github.com/artrt/art/internal/minioserver"
 )
 
-// Require skips t unless the named capability ("fuse", "bwrap", "ptrace",
-// "mount", "git", "minio") is usable here. When ART_TEST_REQUIRE lists the capability (CI
+// Require skips t unless the named capability ("fuse", "fuse-uring",
+// "bwrap", "ptrace", "mount", "git", "minio") is usable here. When ART_TEST_REQUIRE lists the capability (CI
 // does), a missing one fails the test instead: privileged tests must not
 // silently skip where they are expected to run.
 func Require(t testing.TB, what string) {
@@ -50,6 +50,13 @@ func probe(what string) string {
 					return "not root and no fusermount3"
 				}
 			}
+		}
+		return ""
+	case "fuse-uring":
+		// FUSE over io_uring: Linux 6.14 or later built with it (the fuse
+		// module then has the enable_uring switch).
+		if _, err := os.Stat("/sys/module/fuse/parameters/enable_uring"); err != nil {
+			return "the kernel has no FUSE over io_uring"
 		}
 		return ""
 	case "bwrap":

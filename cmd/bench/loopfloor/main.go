@@ -3,7 +3,7 @@
 // the kernel-facing options art's own mount uses: the bench's workloads
 // section mounts it as the FUSE floor (place L) under art's numbers.
 //
-//	loopfloor [-timeout 1h] [-counts FILE] MOUNTPOINT DIR
+//	loopfloor [-timeout 1h] [-counts FILE] [-uring N] MOUNTPOINT DIR
 //
 // go-fuse's example as shipped asks the kernel to keep names and
 // attributes for 1 s (libfuse's default); art keeps them an hour (it is
@@ -15,6 +15,11 @@
 // writes, 64 background requests, HANDLE_KILLPRIV_V2 and ATOMIC_O_TRUNC.
 // As root, go-fuse hands every open file to the kernel (FUSE
 // passthrough), as art does for the files it passes through.
+//
+// -uring N serves the requests over io_uring (internal/fuseuring, as
+// art's mount does as root) with N requests a thread, one thread a CPU:
+// the floor under art's own transport. It needs root and a kernel with
+// FUSE over io_uring switched on (/sys/module/fuse/parameters/enable_uring).
 //
 // It mounts, then serves until SIGTERM or SIGINT, when it unmounts and
 // exits 0; a failed unmount exits 1. Run as root (a direct mount).
@@ -42,13 +47,16 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/artrt/art/internal/fuseuring"
 )
 
 func main() {
 	timeout := flag.Duration("timeout", time.Hour, "how long the kernel may keep names, attributes and negative lookups")
 	counts := flag.String("counts", "", "append the requests served, by opcode, to `FILE` at unmount")
+	uring := flag.Int("uring", 0, "serve requests over io_uring with `N` entries a queue (0: read and write /dev/fuse)")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: loopfloor [-timeout D] MOUNTPOINT DIR")
+		fmt.Fprintln(os.Stderr, "usage: loopfloor [-timeout D] [-counts FILE] [-uring N] MOUNTPOINT DIR")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -56,13 +64,13 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := serve(flag.Arg(0), flag.Arg(1), *timeout, *counts); err != nil {
+	if err := serve(flag.Arg(0), flag.Arg(1), *timeout, *counts, *uring); err != nil {
 		fmt.Fprintln(os.Stderr, "loopfloor:", err)
 		os.Exit(1)
 	}
 }
 
-func serve(mnt, dir string, timeout time.Duration, counts string) error {
+func serve(mnt, dir string, timeout time.Duration, counts string, uring int) error {
 	root, err := fs.NewLoopbackRoot(dir)
 	if err != nil {
 		return fmt.Errorf("loopback root %s: %w", dir, err)
@@ -91,8 +99,38 @@ func serve(mnt, dir string, timeout time.Duration, counts string) error {
 		opts.Debug = true
 		opts.MountOptions.Logger = log.New(c, "", 0)
 	}
-	server, err := fs.Mount(mnt, root, opts)
+	if uring > 0 {
+		opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	}
+	raw := fs.NewNodeFS(root, opts)
+	mo := opts.MountOptions
+	devFd := -1
+	at := mnt
+	if uring > 0 {
+		// Our own mount, so that the rings know the descriptor.
+		if devFd, err = fuseuring.Mount(mnt, &mo); err != nil {
+			return fmt.Errorf("mount %s: %w", mnt, err)
+		}
+		at = fmt.Sprintf("/dev/fd/%d", devFd)
+		mo.DirectMount, mo.DirectMountStrict = false, false
+	}
+	server, err := fuse.NewServer(raw, at, &mo)
 	if err != nil {
+		return fmt.Errorf("mount %s: %w", mnt, err)
+	}
+	go server.Serve()
+	// The kernel holds every request of a connection that asked for
+	// io_uring until each queue has an entry: the rings start before
+	// anything (WaitMount's probe included) goes through the mount.
+	var rings *fuseuring.Rings
+	if uring > 0 {
+		ps := fuse.NewProtocolServer(raw, &mo)
+		rings, err = fuseuring.Start(ps, server.KernelSettings(), devFd, fuseuring.Options{Threads: 1, Entries: uring, MaxPayload: mo.MaxWrite})
+		if err != nil {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+			return err
+		}
+	} else if err := server.WaitMount(); err != nil {
 		return fmt.Errorf("mount %s: %w", mnt, err)
 	}
 	if c != nil {
@@ -111,9 +149,20 @@ func serve(mnt, dir string, timeout time.Duration, counts string) error {
 	unmounted := make(chan error, 1)
 	go func() {
 		<-sig
+		if uring > 0 {
+			// go-fuse does not unmount a descriptor it was given.
+			unmounted <- syscall.Unmount(mnt, 0)
+			return
+		}
 		unmounted <- server.Unmount()
 	}()
 	server.Wait()
+	if rings != nil {
+		if err := rings.Wait(); err != nil {
+			fmt.Fprintln(os.Stderr, "loopfloor:", err)
+		}
+		fmt.Fprintf(os.Stderr, "loopfloor: %d requests over io_uring\n", rings.Served.Load())
+	}
 	if c != nil {
 		if err := c.appendTo(counts); err != nil {
 			return err

@@ -1,0 +1,498 @@
+// Package fuseuring serves a FUSE connection's requests over io_uring
+// (the kernel's FUSE-over-io_uring transport, Linux 6.14 and later)
+// instead of read(2) and write(2) on /dev/fuse.
+//
+// The kernel keeps one queue per possible CPU and puts a request on the
+// queue of the CPU its caller runs on. Each queue here is served by one
+// OS thread pinned to that CPU with an io_uring of its own: a reply and
+// the wait for the next request are one io_uring_enter(2)
+// (COMMIT_AND_FETCH), where the classic transport makes a write(2) and
+// a read(2), and the server's thread wakes on the caller's CPU.
+//
+// The requests are decoded and answered by go-fuse's ProtocolServer over
+// the same RawFileSystem the classic Server serves, so both transports
+// run the same code for an operation. The kernel still sends FORGETs and
+// INTERRUPTs, and takes notifications, through /dev/fuse: the classic
+// Server keeps serving it.
+package fuseuring
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// The kernel's ABI (include/uapi/linux/fuse.h, io_uring.h).
+const (
+	ioringSetupSQE128  = 1 << 10
+	ioringEnterGetevts = 1 << 0
+	ioringFeatSingle   = 1 << 0
+	ioringOffSQRing    = 0
+	ioringOffCQRing    = 0x8000000
+	ioringOffSQEs      = 0x10000000
+	ioringOpURingCmd   = 46
+
+	cmdRegister       = 1
+	cmdCommitAndFetch = 2
+
+	sqeSize = 128 // IORING_SETUP_SQE128: the command area holds fuse_uring_cmd_req
+	cqeSize = 16
+
+	// fuse_uring_req_header: in_out[128], op_in[128], fuse_uring_ent_in_out.
+	hdrInOut      = 0
+	hdrOpIn       = 128
+	hdrOpInSize   = 128
+	hdrCommitID   = 256 + 8
+	hdrPayloadSz  = 256 + 16
+	hdrSize       = 256 + 32
+	inHeaderSize  = 40 // fuse_in_header
+	outHeaderSize = 16 // fuse_out_header
+)
+
+// EnabledPath is the fuse module's switch for the transport; the kernel
+// refuses a ring unless it reads Y.
+const EnabledPath = "/sys/module/fuse/parameters/enable_uring"
+
+// Enabled reports whether the kernel offers the transport now.
+func Enabled() bool {
+	b, err := os.ReadFile(EnabledPath)
+	return err == nil && strings.TrimSpace(string(b)) == "Y"
+}
+
+type ioSQRingOffsets struct {
+	Head, Tail, RingMask, RingEntries, Flags, Dropped, Array, Resv1 uint32
+	UserAddr                                                        uint64
+}
+
+type ioCQRingOffsets struct {
+	Head, Tail, RingMask, RingEntries, Overflow, CQEs, Flags, Resv1 uint32
+	UserAddr                                                        uint64
+}
+
+type ioURingParams struct {
+	SQEntries, CQEntries, Flags, SQThreadCPU, SQThreadIdle, Features, WQFd uint32
+	Resv                                                                   [3]uint32
+	SQOff                                                                  ioSQRingOffsets
+	CQOff                                                                  ioCQRingOffsets
+}
+
+// Options say how many threads serve a queue, how many requests each
+// holds and how big a payload is.
+type Options struct {
+	// Threads is the number of threads serving each queue, each with an
+	// io_uring of its own: a request a thread takes while another of
+	// the queue's threads is busy (a close waiting for its commit) is
+	// not held behind it. The kernel hands a request to the entry
+	// committed last, so an idle thread stays asleep.
+	Threads int
+	// Entries is the number of requests each thread holds at once.
+	Entries int
+	// MaxPayload is the largest payload a request or reply carries: the
+	// mount's max_write or max_pages times the page size, whichever is
+	// larger (the kernel refuses smaller buffers).
+	MaxPayload int
+}
+
+// Rings serves one connection's queues.
+type Rings struct {
+	ps     *fuse.ProtocolServer
+	queues []*queue
+	wg     sync.WaitGroup
+	errMu  sync.Mutex
+	err    error
+	// Served counts requests answered over the rings.
+	Served atomic.Int64
+}
+
+type queue struct {
+	r       *Rings
+	qid     int
+	devFd   int
+	ringFd  int
+	ringMem []byte
+	sqeMem  []byte
+	bufMem  []byte
+	p       ioURingParams
+	ents    []entry
+	sqTail  uint32
+	pending uint32
+}
+
+type entry struct {
+	hdr     []byte
+	payload []byte
+	iov     [2]unix.Iovec
+}
+
+// Start registers opts.Entries requests on every queue of the connection
+// whose /dev/fuse descriptor is devFd (INIT answered with
+// fuse.CAP_OVER_IO_URING) and serves them with ps until the connection
+// ends. init is the kernel's INIT request as the classic server saw it
+// (fuse.Server.KernelSettings): ps learns the negotiated protocol from it.
+func Start(ps *fuse.ProtocolServer, init *fuse.InitIn, devFd int, opts Options) (*Rings, error) {
+	if !Enabled() {
+		return nil, errors.New("fuse over io_uring: the kernel's enable_uring is off")
+	}
+	if err := primeInit(ps, init); err != nil {
+		return nil, err
+	}
+	n, err := possibleCPUs()
+	if err != nil {
+		return nil, err
+	}
+	r := &Rings{ps: ps}
+	threads := max(opts.Threads, 1)
+	ready := make(chan error, n*threads)
+	for qid := 0; qid < n; qid++ {
+		for range threads {
+			q := &queue{r: r, qid: qid, devFd: devFd}
+			r.queues = append(r.queues, q)
+			r.wg.Add(1)
+			go q.run(opts, ready)
+		}
+	}
+	var first error
+	for range n * threads {
+		if err := <-ready; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return r, first
+	}
+	return r, nil
+}
+
+// Wait waits for every queue to end (the connection's teardown) and
+// returns the first error a queue met.
+func (r *Rings) Wait() error {
+	r.wg.Wait()
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.err
+}
+
+func (r *Rings) fail(err error) {
+	r.errMu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.errMu.Unlock()
+}
+
+// primeInit hands ps the kernel's INIT request, whose reply it throws
+// away: the classic server answered it, and ps must size the requests it
+// decodes (RENAME, SETXATTR) for the same protocol.
+func primeInit(ps *fuse.ProtocolServer, init *fuse.InitIn) error {
+	in := make([]byte, unsafe.Sizeof(*init))
+	*(*fuse.InitIn)(unsafe.Pointer(&in[0])) = *init
+	h := (*fuse.InHeader)(unsafe.Pointer(&in[0]))
+	h.Length = uint32(len(in))
+	h.Opcode = 26 // FUSE_INIT
+	h.Unique = 1
+	out := make([]byte, 4096)
+	if _, st := ps.HandleRequest([][]byte{in}, [][]byte{out}); !st.Ok() {
+		return fmt.Errorf("fuse over io_uring: init: %v", st)
+	}
+	return nil
+}
+
+func possibleCPUs() (int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return 0, fmt.Errorf("fuse over io_uring: %w", err)
+	}
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, ok := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0, fmt.Errorf("fuse over io_uring: possible CPUs %q", b)
+		}
+		z := a
+		if ok {
+			if z, err = strconv.Atoi(hi); err != nil {
+				return 0, fmt.Errorf("fuse over io_uring: possible CPUs %q", b)
+			}
+		}
+		if z+1 > n {
+			n = z + 1
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("fuse over io_uring: possible CPUs %q", b)
+	}
+	return n, nil
+}
+
+func (q *queue) run(opts Options, ready chan<- error) {
+	defer q.r.wg.Done()
+	// The ring's task work (the kernel copying a request into an entry)
+	// runs on the thread that submitted the entry: one thread submits
+	// and waits for all of this queue's entries.
+	// Never unlocked: the thread, pinned to one CPU, ends with the
+	// goroutine rather than going back to run other goroutines there.
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(q.qid)
+	_ = unix.SchedSetaffinity(0, &set) // a CPU offline now: served from wherever
+	if err := q.setup(opts); err != nil {
+		q.close()
+		ready <- err
+		return
+	}
+	for i := range q.ents {
+		q.push(i, cmdRegister, 0)
+	}
+	if err := q.enter(0); err != nil {
+		q.close()
+		ready <- fmt.Errorf("fuse over io_uring: register queue %d: %w", q.qid, err)
+		return
+	}
+	ready <- nil
+	if err := q.serve(); err != nil {
+		q.r.fail(err)
+	}
+	q.close()
+}
+
+func (q *queue) setup(opts Options) error {
+	n := opts.Entries
+	if n < 1 {
+		n = 1
+	}
+	q.p = ioURingParams{Flags: ioringSetupSQE128}
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(2*n), uintptr(unsafe.Pointer(&q.p)), 0)
+	if errno != 0 {
+		return fmt.Errorf("fuse over io_uring: io_uring_setup: %w", errno)
+	}
+	q.ringFd = int(fd)
+	if q.p.Features&ioringFeatSingle == 0 {
+		return errors.New("fuse over io_uring: kernel without IORING_FEAT_SINGLE_MMAP")
+	}
+	sqSize := int(q.p.SQOff.Array) + int(q.p.SQEntries)*4
+	cqSize := int(q.p.CQOff.CQEs) + int(q.p.CQEntries)*cqeSize
+	size := max(sqSize, cqSize)
+	var err error
+	q.ringMem, err = unix.Mmap(q.ringFd, ioringOffSQRing, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("fuse over io_uring: map ring: %w", err)
+	}
+	q.sqeMem, err = unix.Mmap(q.ringFd, ioringOffSQEs, int(q.p.SQEntries)*sqeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("fuse over io_uring: map SQEs: %w", err)
+	}
+	q.sqTail = atomic.LoadUint32(q.u32(q.p.SQOff.Tail))
+	// Buffers the kernel writes into: outside Go's heap.
+	pay := (opts.MaxPayload + 4095) &^ 4095
+	per := 4096 + pay
+	q.bufMem, err = unix.Mmap(-1, 0, n*per, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("fuse over io_uring: map buffers: %w", err)
+	}
+	q.ents = make([]entry, n)
+	for i := range q.ents {
+		e := &q.ents[i]
+		b := q.bufMem[i*per : (i+1)*per]
+		e.hdr = b[:hdrSize]
+		e.payload = b[4096:]
+		e.iov[0] = unix.Iovec{Base: &e.hdr[0], Len: uint64(len(e.hdr))}
+		e.iov[1] = unix.Iovec{Base: &e.payload[0], Len: uint64(len(e.payload))}
+	}
+	return nil
+}
+
+func (q *queue) u32(off uint32) *uint32 {
+	return (*uint32)(unsafe.Pointer(&q.ringMem[off]))
+}
+
+// push queues a command for entry i.
+func (q *queue) push(i int, op uint32, commitID uint64) {
+	mask := *q.u32(q.p.SQOff.RingMask)
+	idx := q.sqTail & mask
+	sqe := q.sqeMem[int(idx)*sqeSize : int(idx+1)*sqeSize]
+	clear(sqe)
+	e := &q.ents[i]
+	sqe[0] = ioringOpURingCmd
+	*(*int32)(unsafe.Pointer(&sqe[4])) = int32(q.devFd)
+	*(*uint32)(unsafe.Pointer(&sqe[8])) = op
+	if op == cmdRegister {
+		*(*uint64)(unsafe.Pointer(&sqe[16])) = uint64(uintptr(unsafe.Pointer(&e.iov[0])))
+		*(*uint32)(unsafe.Pointer(&sqe[24])) = 2
+	}
+	*(*uint64)(unsafe.Pointer(&sqe[32])) = uint64(i)
+	// fuse_uring_cmd_req in the command area at byte 48.
+	*(*uint64)(unsafe.Pointer(&sqe[56])) = commitID
+	*(*uint16)(unsafe.Pointer(&sqe[64])) = uint16(q.qid)
+	arr := (*[1 << 20]uint32)(unsafe.Pointer(&q.ringMem[q.p.SQOff.Array]))
+	arr[idx] = idx
+	q.sqTail++
+	atomic.StoreUint32(q.u32(q.p.SQOff.Tail), q.sqTail)
+	q.pending++
+}
+
+// enter submits what push queued and waits for minComplete completions.
+func (q *queue) enter(minComplete uint32) error {
+	for {
+		flags := uintptr(0)
+		if minComplete > 0 {
+			flags = ioringEnterGetevts
+		}
+		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(q.ringFd), uintptr(q.pending), uintptr(minComplete), flags, 0, 0)
+		if errno == unix.EINTR {
+			q.pending -= uint32(n)
+			continue
+		}
+		if errno != 0 {
+			return errno
+		}
+		q.pending -= uint32(n)
+		if q.pending == 0 || minComplete == 0 {
+			return nil
+		}
+	}
+}
+
+func (q *queue) serve() error {
+	var in [inHeaderSize + hdrOpInSize]byte
+	for {
+		if err := q.enter(1); err != nil {
+			return fmt.Errorf("fuse over io_uring: queue %d: %w", q.qid, err)
+		}
+		head := atomic.LoadUint32(q.u32(q.p.CQOff.Head))
+		tail := atomic.LoadUint32(q.u32(q.p.CQOff.Tail))
+		mask := *q.u32(q.p.CQOff.RingMask)
+		for ; head != tail; head++ {
+			off := int(q.p.CQOff.CQEs) + int(head&mask)*cqeSize
+			i := int(*(*uint64)(unsafe.Pointer(&q.ringMem[off])))
+			res := *(*int32)(unsafe.Pointer(&q.ringMem[off+8]))
+			atomic.StoreUint32(q.u32(q.p.CQOff.Head), head+1)
+			if res < 0 {
+				errno := unix.Errno(-res)
+				if errno == unix.ENOTCONN || errno == unix.ECANCELED || errno == unix.ENODEV {
+					return nil // the connection ended
+				}
+				return fmt.Errorf("fuse over io_uring: queue %d: %w", q.qid, errno)
+			}
+			if i < 0 || i >= len(q.ents) {
+				return fmt.Errorf("fuse over io_uring: queue %d: completion for entry %d", q.qid, i)
+			}
+			q.handle(i, in[:])
+		}
+	}
+}
+
+// handle answers the request in entry i and queues its commit.
+func (q *queue) handle(i int, in []byte) {
+	e := &q.ents[i]
+	h := e.hdr
+	length := *(*uint32)(unsafe.Pointer(&h[hdrInOut]))
+	unique := *(*uint64)(unsafe.Pointer(&h[hdrInOut+8]))
+	commitID := *(*uint64)(unsafe.Pointer(&h[hdrCommitID]))
+	payloadSz := *(*uint32)(unsafe.Pointer(&h[hdrPayloadSz]))
+	opSize := int64(length) - inHeaderSize - int64(payloadSz)
+	var n int
+	st := fuse.EIO
+	if opSize >= 0 && opSize <= hdrOpInSize && int(payloadSz) <= len(e.payload) {
+		copy(in, h[hdrInOut:hdrInOut+inHeaderSize])
+		copy(in[inHeaderSize:], h[hdrOpIn:hdrOpIn+int(opSize)])
+		reqIov := [][]byte{in[:inHeaderSize+int(opSize)]}
+		if payloadSz > 0 {
+			reqIov = append(reqIov, e.payload[:payloadSz])
+		}
+		n, st = q.r.ps.HandleRequest(reqIov, [][]byte{h[hdrInOut : hdrInOut+outHeaderSize], e.payload})
+	}
+	if !st.Ok() || n < outHeaderSize {
+		// No reply to send: answer EIO so the caller is not left waiting.
+		*(*uint32)(unsafe.Pointer(&h[hdrInOut])) = outHeaderSize
+		*(*int32)(unsafe.Pointer(&h[hdrInOut+4])) = -int32(unix.EIO)
+		*(*uint64)(unsafe.Pointer(&h[hdrInOut+8])) = unique
+		n = outHeaderSize
+	}
+	*(*uint32)(unsafe.Pointer(&h[hdrPayloadSz])) = uint32(n - outHeaderSize)
+	q.r.Served.Add(1)
+	q.push(i, cmdCommitAndFetch, commitID)
+}
+
+func (q *queue) close() {
+	// The ring first: its commands hold the entries' buffers.
+	if q.ringFd > 0 {
+		unix.Close(q.ringFd)
+		q.ringFd = 0
+	}
+	if q.ringMem != nil {
+		unix.Munmap(q.ringMem)
+		q.ringMem = nil
+	}
+	if q.sqeMem != nil {
+		unix.Munmap(q.sqeMem)
+		q.sqeMem = nil
+	}
+	if q.bufMem != nil {
+		unix.Munmap(q.bufMem)
+		q.bufMem = nil
+	}
+}
+
+// Mount opens /dev/fuse and mounts a FUSE file system at
+// mountpoint on it, as go-fuse's direct mount does with the same
+// options, and returns the descriptor: go-fuse serves it when given
+// "/dev/fd/N" as its mount point (with DirectMount off), and Start
+// registers the rings on it. Root only, like any direct mount.
+func Mount(mountpoint string, mo *fuse.MountOptions) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(mountpoint, &st); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	data := []string{
+		fmt.Sprintf("fd=%d", fd),
+		fmt.Sprintf("rootmode=%o", st.Mode&syscall.S_IFMT),
+		fmt.Sprintf("user_id=%d", os.Geteuid()),
+		fmt.Sprintf("group_id=%d", os.Getegid()),
+		fmt.Sprintf("max_read=%d", mo.MaxWrite),
+	}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	if mo.DirectMountFlags != 0 {
+		flags = mo.DirectMountFlags
+	}
+	for _, o := range mo.Options {
+		switch o {
+		case "nodev":
+			flags |= unix.MS_NODEV
+		case "dev":
+			flags &^= unix.MS_NODEV
+		case "nosuid":
+			flags |= unix.MS_NOSUID
+		case "suid":
+			flags &^= unix.MS_NOSUID
+		case "noexec":
+			flags |= unix.MS_NOEXEC
+		case "exec":
+			flags &^= unix.MS_NOEXEC
+		default:
+			data = append(data, o)
+		}
+	}
+	if mo.AllowOther {
+		data = append(data, "allow_other")
+	}
+	if err := unix.Mount(mo.FsName, mountpoint, "fuse."+mo.Name, flags, strings.Join(data, ",")); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}

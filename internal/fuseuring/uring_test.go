@@ -1,0 +1,191 @@
+package fuseuring
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/artrt/art/internal/testutil"
+)
+
+// requireURing skips (or, with fuse in ART_TEST_REQUIRE, fails) unless
+// this process can serve a FUSE mount over io_uring: root, /dev/fuse and
+// a kernel with the transport, switched on as art switches it on.
+func requireURing(t *testing.T) {
+	t.Helper()
+	testutil.RequireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a direct mount)")
+	}
+	testutil.Require(t, "fuse-uring")
+	if !Enabled() {
+		os.WriteFile(EnabledPath, []byte("Y"), 0)
+	}
+	if !Enabled() {
+		t.Fatalf("%s stays off", EnabledPath)
+	}
+}
+
+// mountLoop serves go-fuse's loopback node over dir at a new mount
+// point, its requests over rings of threads threads a queue, and
+// returns the mount point, the rings and a stop that unmounts and
+// returns the rings' Wait.
+func mountLoop(t *testing.T, dir string, threads int) (string, *Rings, func() error) {
+	t.Helper()
+	mnt := t.TempDir()
+	root, err := fs.NewLoopbackRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := time.Hour
+	opts := &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NegativeTimeout: &sec, MountOptions: fuse.MountOptions{
+		FsName: "fuseuring-test", Name: "fuseuringtest", MaxWrite: 1 << 20, AllowOther: true,
+		Options: []string{"default_permissions"}, ExtraCapabilities: fuse.CAP_OVER_IO_URING,
+	}}
+	raw := fs.NewNodeFS(root, opts)
+	mo := opts.MountOptions
+	fd, err := Mount(mnt, &mo)
+	if err != nil {
+		t.Fatalf("mount: %v", err)
+	}
+	server, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", fd), &mo)
+	if err != nil {
+		unix.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatalf("serve: %v", err)
+	}
+	go server.Serve()
+	if server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+		unix.Unmount(mnt, unix.MNT_DETACH)
+		server.Wait()
+		t.Fatal("the kernel did not offer io_uring at INIT with enable_uring on")
+	}
+	rings, err := Start(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd, Options{Threads: threads, Entries: 1, MaxPayload: mo.MaxWrite})
+	if err != nil {
+		unix.Unmount(mnt, unix.MNT_DETACH)
+		t.Fatalf("start rings: %v", err)
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		if err := unix.Unmount(mnt, 0); err != nil {
+			unix.Unmount(mnt, unix.MNT_DETACH)
+			return fmt.Errorf("unmount: %w", err)
+		}
+		done := make(chan error, 1)
+		go func() { server.Wait(); done <- rings.Wait() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("serving did not end 10 s after the unmount")
+		}
+	}
+	t.Cleanup(func() { stop() })
+	return mnt, rings, stop
+}
+
+// sh runs script in dir in a child process: the test's own process never
+// touches the mount it serves (a page fault on it under the garbage
+// collector's stop deadlocks).
+func sh(t *testing.T, dir, script string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-ec", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	return string(out)
+}
+
+// TestRingsServeReadsWritesAndNames drives a mount whose requests go over
+// the rings with ordinary tools: names, attributes, listings, a file of
+// several full payloads written and read back, renames and removals, and
+// checks each against the directory served and the rings' count.
+func TestRingsServeReadsWritesAndNames(t *testing.T) {
+	requireURing(t)
+	for _, threads := range []int{1, 2} {
+		t.Run(fmt.Sprintf("threads%d", threads), func(t *testing.T) {
+			dir := t.TempDir()
+			src := t.TempDir()
+			big := make([]byte, 3<<20+12345)
+			rand.Read(big)
+			if err := os.WriteFile(filepath.Join(src, "big"), big, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.MkdirAll(filepath.Join(dir, "a/b"), 0o755)
+			os.WriteFile(filepath.Join(dir, "a/b/f"), []byte("hello\n"), 0o644)
+			mnt, rings, stop := mountLoop(t, dir, threads)
+			before := rings.Served.Load()
+
+			if got := sh(t, mnt, "cat a/b/f; stat -c '%s %F' a/b/f; stat -c %F a; ls a"); got != "hello\n6 regular file\ndirectory\nb\n" {
+				t.Errorf("reads through the mount: %q", got)
+			}
+			sh(t, mnt, "cp "+filepath.Join(src, "big")+" big; mkdir -p x/y; echo z > x/y/z; mv x/y/z x/z2; rm -r a")
+			if got, err := os.ReadFile(filepath.Join(dir, "big")); err != nil || !bytes.Equal(got, big) {
+				t.Errorf("a %d-byte file written through the mount reads back %d bytes (%v), equal %v", len(big), len(got), err, bytes.Equal(got, big))
+			}
+			if got := sh(t, mnt, "cmp big "+filepath.Join(src, "big")+" && cat x/z2 && ls"); got != "z\nbig\nx\n" {
+				t.Errorf("after writes: %q", got)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
+				t.Errorf("a removed through the mount: %v", err)
+			}
+			// Every request but the kernel's FORGETs and INTERRUPTs goes
+			// over the rings: dozens here, at least one per payload of
+			// the big file's write and read.
+			if n := rings.Served.Load() - before; n < 2*int64(len(big)>>20) {
+				t.Errorf("%d requests over the rings", n)
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRingsParallelCallers keeps every queue's threads busy with callers
+// on both CPUs at once and checks that every answer is right.
+func TestRingsParallelCallers(t *testing.T) {
+	requireURing(t)
+	dir := t.TempDir()
+	for i := range 200 {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", i)), []byte(fmt.Sprintf("%d\n", i)), 0o644)
+	}
+	mnt, _, stop := mountLoop(t, dir, 2)
+	script := `for w in 1 2 3 4 5 6; do ( for i in $(seq 0 199); do f=$(printf f%03d $i); [ "$(cat $f)" = "$i" ] || { echo bad $f; exit 1; }; echo $w > w$w-$i; done ) & done; wait; ls | wc -l`
+	if got := strings.TrimSpace(sh(t, mnt, script)); got != "1400" {
+		t.Errorf("entries after 6 parallel writers: %s, want 1400", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for w := 1; w <= 6; w++ {
+		if b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("w%d-199", w))); err != nil || string(b) != fmt.Sprintf("%d\n", w) {
+			t.Errorf("w%d-199: %q %v", w, b, err)
+		}
+	}
+}
+
+func TestPossibleCPUs(t *testing.T) {
+	n, err := possibleCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 1 {
+		t.Fatalf("%d possible CPUs", n)
+	}
+}
