@@ -34,11 +34,6 @@ import (
 // down and made again the classic way: a connection that asked for
 // io_uring holds every request until each queue has a ring.
 
-// uringThreads is how many threads serve each CPU's queue: a request
-// is not held behind another of its CPU's requests that waits (a close
-// waiting for its commit) while a thread is free.
-const uringThreads = 2
-
 var uringOnce struct {
 	sync.Once
 	ok bool
@@ -85,7 +80,7 @@ func serveURing(raw fuse.RawFileSystem, mountpoint string, mo fuse.MountOptions)
 		return server, nil, nil
 	}
 	rings, err := fuseuring.Start(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd, fuseuring.Options{
-		Threads: uringThreads, Entries: 1, MaxPayload: mo.MaxWrite,
+		Threads: fuseuring.DefaultThreads, Entries: 1, MaxPayload: mo.MaxWrite,
 	})
 	if err != nil {
 		// Requests wait for rings that will not come: end the

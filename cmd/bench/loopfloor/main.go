@@ -17,9 +17,10 @@
 // passthrough), as art does for the files it passes through.
 //
 // -uring N serves the requests over io_uring (internal/fuseuring, as
-// art's mount does as root) with N requests a thread, one thread a CPU:
-// the floor under art's own transport. It needs root and a kernel with
-// FUSE over io_uring switched on (/sys/module/fuse/parameters/enable_uring).
+// art's mount does as root) with N threads a CPU, one request each: the
+// floor under art's own transport. It needs root and a kernel with FUSE
+// over io_uring, and switches the fuse module's enable_uring on as art
+// does.
 //
 // It mounts, then serves until SIGTERM or SIGINT, when it unmounts and
 // exits 0; a failed unmount exits 1. Run as root (a direct mount).
@@ -54,7 +55,7 @@ import (
 func main() {
 	timeout := flag.Duration("timeout", time.Hour, "how long the kernel may keep names, attributes and negative lookups")
 	counts := flag.String("counts", "", "append the requests served, by opcode, to `FILE` at unmount")
-	uring := flag.Int("uring", 0, "serve requests over io_uring with `N` entries a queue (0: read and write /dev/fuse)")
+	uring := flag.Int("uring", 0, "serve requests over io_uring with `N` threads a CPU, as art's mount does as root (0: read and write /dev/fuse)")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: loopfloor [-timeout D] [-counts FILE] [-uring N] MOUNTPOINT DIR")
 		flag.PrintDefaults()
@@ -101,6 +102,9 @@ func serve(mnt, dir string, timeout time.Duration, counts string, uring int) err
 	}
 	if uring > 0 {
 		opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+		if !fuseuring.Enabled() {
+			os.WriteFile(fuseuring.EnabledPath, []byte("Y"), 0)
+		}
 	}
 	raw := fs.NewNodeFS(root, opts)
 	mo := opts.MountOptions
@@ -125,7 +129,7 @@ func serve(mnt, dir string, timeout time.Duration, counts string, uring int) err
 	var rings *fuseuring.Rings
 	if uring > 0 {
 		ps := fuse.NewProtocolServer(raw, &mo)
-		rings, err = fuseuring.Start(ps, server.KernelSettings(), devFd, fuseuring.Options{Threads: 1, Entries: uring, MaxPayload: mo.MaxWrite})
+		rings, err = fuseuring.Start(ps, server.KernelSettings(), devFd, fuseuring.Options{Threads: uring, Entries: 1, MaxPayload: mo.MaxWrite})
 		if err != nil {
 			syscall.Unmount(mnt, syscall.MNT_DETACH)
 			return err
