@@ -62,7 +62,7 @@ func WritebackFailsLeft() int32 { return hooks.writebackFails.Load() }
 // RingsServed is how many requests f's io_uring rings have answered, -1
 // when f is served through /dev/fuse alone (uring.go).
 func RingsServed(f *FS) int64 {
-	if f.rings == nil {
+	if f.rings == nil || f.rings.Refused() {
 		return -1
 	}
 	return f.rings.Served.Load()

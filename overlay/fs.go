@@ -238,7 +238,7 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	var rings *fuseuring.Rings
 	var err error
 	if uringWanted() {
-		server, rings, err = serveURing(raw, mountpoint, fsOpts.MountOptions)
+		server, rings, err = serveURing(raw, mountpoint, fsOpts.MountOptions, f.logf)
 		if err != nil {
 			f.logf("%s: requests over io_uring: %v; served through /dev/fuse", mountpoint, err)
 			server, rings = nil, nil
@@ -458,7 +458,7 @@ func (f *FS) FastPaths() []string {
 	if f.behind != nil {
 		out = append(out, "unlinks journaled behind")
 	}
-	if f.rings != nil {
+	if f.rings != nil && !f.rings.Refused() {
 		out = append(out, "requests over io_uring (a queue per CPU)")
 	}
 	for _, c := range []struct {

@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -59,44 +60,57 @@ func uringWanted() bool {
 
 // serveURing mounts raw at mountpoint on a /dev/fuse descriptor of its
 // own, lets go-fuse serve what the kernel still sends through it (INIT,
-// FORGETs, INTERRUPTs) and starts the rings that serve the rest. On an
+// FORGETs, INTERRUPTs) and has the rings serve the rest. The rings are
+// set up before the mount, so that after INIT only their registration
+// can fail, which the kernel answers by serving through /dev/fuse again:
+// then rings is nil and the mount is served the classic way. On an
 // error nothing is left mounted.
-func serveURing(raw fuse.RawFileSystem, mountpoint string, mo fuse.MountOptions) (*fuse.Server, *fuseuring.Rings, error) {
+func serveURing(raw fuse.RawFileSystem, mountpoint string, mo fuse.MountOptions, logf func(string, ...any)) (*fuse.Server, *fuseuring.Rings, error) {
+	rings, err := fuseuring.Prepare(fuseuring.Options{Threads: fuseuring.DefaultThreads, Entries: 1, MaxPayload: mo.MaxWrite})
+	if err != nil {
+		return nil, nil, err
+	}
 	mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 	fd, err := fuseuring.Mount(mountpoint, &mo)
 	if err != nil {
+		rings.Discard()
 		return nil, nil, err
 	}
 	// go-fuse serves a descriptor given as /dev/fd/N without mounting.
 	mo.DirectMount, mo.DirectMountStrict = false, false
 	server, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", fd), &mo)
 	if err != nil {
+		rings.Discard()
 		unix.Unmount(mountpoint, unix.MNT_DETACH)
 		return nil, nil, err
 	}
 	go server.Serve()
 	if server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
 		// The kernel did not offer it: served the classic way.
+		rings.Discard()
 		return server, nil, nil
 	}
-	rings, err := fuseuring.Start(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd, fuseuring.Options{
-		Threads: fuseuring.DefaultThreads, Entries: 1, MaxPayload: mo.MaxWrite,
-	})
-	if err != nil {
-		// Requests wait for rings that will not come: end the
-		// connection, then the mount.
-		if id, conn := mountID(mountpoint); id != 0 {
-			if ctl := openConnCtl(conn); ctl != nil {
-				ctl.abort()
-				ctl.close()
-			}
-		}
-		unix.Unmount(mountpoint, unix.MNT_DETACH)
-		server.Wait()
-		if rings != nil {
-			rings.Wait()
-		}
-		return nil, nil, err
+	err = rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd)
+	switch {
+	case err == nil:
+		return server, rings, nil
+	case !errors.Is(err, fuseuring.ErrStuck):
+		// Refused: the kernel serves through /dev/fuse now. What
+		// registered still serves what it is given, until the end.
+		logf("%s: requests over io_uring: %v; served through /dev/fuse", mountpoint, err)
+		return server, rings, nil
 	}
-	return server, rings, nil
+	// Requests wait for rings that will not come: end the connection,
+	// then the mount. (Not reached unless io_uring_enter itself fails
+	// on a ring set up a moment before.)
+	if id, conn := mountID(mountpoint); id != 0 {
+		if ctl := openConnCtl(conn); ctl != nil {
+			ctl.abort()
+			ctl.close()
+		}
+	}
+	unix.Unmount(mountpoint, unix.MNT_DETACH)
+	server.Wait()
+	rings.Wait()
+	return nil, nil, err
 }

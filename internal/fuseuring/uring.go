@@ -26,6 +26,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -113,19 +114,37 @@ type Options struct {
 // Rings serves one connection's queues.
 type Rings struct {
 	ps     *fuse.ProtocolServer
+	devFd  int // Serve's own duplicate of the connection's descriptor, closed when every thread has ended
 	queues []*queue
 	wg     sync.WaitGroup
+	done   chan struct{} // closed when every thread has ended and devFd is closed
 	errMu  sync.Mutex
 	err    error
 	// Served counts requests answered over the rings.
-	Served atomic.Int64
+	Served  atomic.Int64
+	refused atomic.Bool
+}
+
+// ErrStuck is Serve's error when a registration could not even be
+// submitted: the connection then holds its requests (it negotiated
+// io_uring) and the caller must end it.
+var ErrStuck = errors.New("fuse over io_uring: a queue's registration could not be submitted")
+
+// start is what a prepared thread is told: register on devFd, or (fd
+// -1) end without registering.
+type start struct {
+	devFd int
+	res   chan<- error
 }
 
 type queue struct {
 	r       *Rings
 	qid     int
 	devFd   int
+	tid     int // the thread's id, for tests
+	go_     chan start
 	ringFd  int
+	refuse  bool // register for a queue that does not exist (Rings.refuse)
 	ringMem []byte
 	sqeMem  []byte
 	bufMem  []byte
@@ -141,49 +160,128 @@ type entry struct {
 	iov     [2]unix.Iovec
 }
 
-// Start registers opts.Entries requests on every queue of the connection
-// whose /dev/fuse descriptor is devFd (INIT answered with
-// fuse.CAP_OVER_IO_URING) and serves them with ps until the connection
-// ends. init is the kernel's INIT request as the classic server saw it
-// (fuse.Server.KernelSettings): ps learns the negotiated protocol from it.
-func Start(ps *fuse.ProtocolServer, init *fuse.InitIn, devFd int, opts Options) (*Rings, error) {
+// Prepare starts the threads, pinned a CPU each, and sets up their
+// rings and buffers, before the mount: after the kernel's INIT only the
+// registration of the entries is left to fail, and the kernel answers a
+// registration it refuses by serving the connection through /dev/fuse
+// again, where a connection whose rings never came would hold every
+// request.
+func Prepare(opts Options) (*Rings, error) {
 	if !Enabled() {
 		return nil, errors.New("fuse over io_uring: the kernel's enable_uring is off")
-	}
-	if err := primeInit(ps, init); err != nil {
-		return nil, err
 	}
 	n, err := possibleCPUs()
 	if err != nil {
 		return nil, err
 	}
-	r := &Rings{ps: ps}
 	threads := max(opts.Threads, 1)
+	if n > 16 {
+		threads = 1 // 2 threads a possible CPU grow too many on big hosts
+	}
+	r := &Rings{devFd: -1, done: make(chan struct{})}
 	ready := make(chan error, n*threads)
 	for qid := 0; qid < n; qid++ {
 		for range threads {
-			q := &queue{r: r, qid: qid, devFd: devFd}
+			q := &queue{r: r, qid: qid, ringFd: -1, go_: make(chan start, 1)}
 			r.queues = append(r.queues, q)
 			r.wg.Add(1)
 			go q.run(opts, ready)
 		}
 	}
+	go func() {
+		r.wg.Wait()
+		if r.devFd >= 0 { // set by Serve before any thread may end
+			unix.Close(r.devFd)
+		}
+		close(r.done)
+	}()
 	var first error
-	for range n * threads {
+	for range r.queues {
 		if err := <-ready; err != nil && first == nil {
 			first = err
 		}
 	}
 	if first != nil {
-		return r, first
+		r.Discard()
+		return nil, first
 	}
 	return r, nil
 }
 
-// Wait waits for every queue to end (the connection's teardown) and
-// returns the first error a queue met.
+// Discard ends prepared rings that never registered.
+func (r *Rings) Discard() {
+	for _, q := range r.queues {
+		q.go_ <- start{devFd: -1}
+	}
+	<-r.done
+}
+
+// Serve registers every thread's entries on the connection whose
+// /dev/fuse descriptor is devFd (INIT answered with
+// fuse.CAP_OVER_IO_URING) and serves them with ps until the connection
+// ends. init is the kernel's INIT request as the classic server saw it
+// (fuse.Server.KernelSettings): ps learns the negotiated protocol from
+// it. The rings keep a duplicate of devFd: the caller's may close first.
+//
+// An error other than ErrStuck means the kernel refused a registration:
+// it then serves the connection through /dev/fuse by itself (what the
+// threads that did register serve, they serve). Serve or Discard, once.
+func (r *Rings) Serve(ps *fuse.ProtocolServer, init *fuse.InitIn, devFd int) error {
+	r.ps = ps
+	fd, err := unix.FcntlInt(uintptr(devFd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		err = fmt.Errorf("fuse over io_uring: %w", err)
+		// Nothing registered: give the connection back to /dev/fuse with
+		// a registration the kernel refuses.
+		r.refuse(devFd)
+		r.refused.Store(true)
+		return err
+	}
+	r.devFd = fd
+	if err := primeInit(ps, init); err != nil {
+		r.refuse(devFd)
+		r.refused.Store(true)
+		return err
+	}
+	res := make(chan error, len(r.queues))
+	for _, q := range r.queues {
+		q.go_ <- start{devFd: fd, res: res}
+	}
+	var first error
+	for range r.queues {
+		if err := <-res; err != nil && (first == nil || errors.Is(err, ErrStuck)) {
+			first = err
+		}
+	}
+	if first != nil {
+		r.refused.Store(true)
+	}
+	return first
+}
+
+// Refused reports whether Serve failed: the connection is served through
+// /dev/fuse (or, with ErrStuck, not at all).
+func (r *Rings) Refused() bool { return r.refused.Load() }
+
+// refuse has the first thread submit a registration for a queue that
+// does not exist: the kernel refuses it and serves the connection
+// through /dev/fuse from then on. The threads end.
+func (r *Rings) refuse(devFd int) {
+	res := make(chan error, 1)
+	r.queues[0].refuse = true
+	r.queues[0].go_ <- start{devFd: devFd, res: res}
+	<-res
+	for _, q := range r.queues[1:] {
+		q.go_ <- start{devFd: -1}
+	}
+	<-r.done
+}
+
+// Wait waits for every thread to end (the connection's teardown, or at
+// once after Discard or a refused Serve) and returns the first error a
+// queue met while serving.
 func (r *Rings) Wait() error {
-	r.wg.Wait()
+	<-r.done
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
 	return r.err
@@ -214,6 +312,8 @@ func primeInit(ps *fuse.ProtocolServer, init *fuse.InitIn) error {
 	return nil
 }
 
+// possibleCPUs is how many CPUs the kernel counts as possible
+// (num_possible_cpus): its number of queues, 0 to n-1.
 func possibleCPUs() (int, error) {
 	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
 	if err != nil {
@@ -228,13 +328,11 @@ func possibleCPUs() (int, error) {
 		}
 		z := a
 		if ok {
-			if z, err = strconv.Atoi(hi); err != nil {
+			if z, err = strconv.Atoi(hi); err != nil || z < a {
 				return 0, fmt.Errorf("fuse over io_uring: possible CPUs %q", b)
 			}
 		}
-		if z+1 > n {
-			n = z + 1
-		}
+		n += z - a + 1
 	}
 	if n == 0 {
 		return 0, fmt.Errorf("fuse over io_uring: possible CPUs %q", b)
@@ -250,27 +348,76 @@ func (q *queue) run(opts Options, ready chan<- error) {
 	// Never unlocked: the thread, pinned to one CPU, ends with the
 	// goroutine rather than going back to run other goroutines there.
 	runtime.LockOSThread()
+	q.tid = unix.Gettid()
 	var set unix.CPUSet
 	set.Set(q.qid)
 	_ = unix.SchedSetaffinity(0, &set) // a CPU offline now: served from wherever
 	if err := q.setup(opts); err != nil {
-		q.close()
+		q.close(true)
 		ready <- err
 		return
+	}
+	ready <- nil
+	st := <-q.go_
+	if st.devFd < 0 {
+		q.close(true)
+		return
+	}
+	q.devFd = st.devFd
+	if q.refuse {
+		// A registration for a queue that does not exist (qid 0xffff):
+		// the kernel refuses it and gives the connection back to
+		// /dev/fuse.
+		q.qid = 0xffff
 	}
 	for i := range q.ents {
 		q.push(i, cmdRegister, 0)
 	}
 	if err := q.enter(0); err != nil {
-		q.close()
-		ready <- fmt.Errorf("fuse over io_uring: register queue %d: %w", q.qid, err)
+		// The entries never reached the kernel.
+		q.close(true)
+		st.res <- fmt.Errorf("%w: queue %d: %v", ErrStuck, q.qid, err)
 		return
 	}
-	ready <- nil
-	if err := q.serve(); err != nil {
+	// A refused registration is answered at once, inline: look for it
+	// without taking the completions of requests already delivered.
+	if err := q.refused(); err != nil || q.refuse {
+		// The kernel holds no entry of this thread's: its buffers go.
+		q.close(true)
+		st.res <- err
+		return
+	}
+	st.res <- nil
+	err := q.serve()
+	if err != nil {
 		q.r.fail(err)
 	}
-	q.close()
+	// After an unexpected error the kernel may still hold an entry and
+	// write into its buffers: they stay mapped (a few MiB, once).
+	q.close(err == nil)
+}
+
+// Tids returns the threads' ids (for tests: signals to idle threads).
+func (r *Rings) Tids() []int {
+	var t []int
+	for _, q := range r.queues {
+		t = append(t, q.tid)
+	}
+	return t
+}
+
+// refused reports a registration the kernel answered with an error.
+func (q *queue) refused() error {
+	head := atomic.LoadUint32(q.u32(q.p.CQOff.Head))
+	tail := atomic.LoadUint32(q.u32(q.p.CQOff.Tail))
+	mask := *q.u32(q.p.CQOff.RingMask)
+	for ; head != tail; head++ {
+		off := int(q.p.CQOff.CQEs) + int(head&mask)*cqeSize
+		if res := *(*int32)(unsafe.Pointer(&q.ringMem[off+8])); res < 0 {
+			return fmt.Errorf("fuse over io_uring: queue %d: registration refused: %w", q.qid, unix.Errno(-res))
+		}
+	}
+	return nil
 }
 
 func (q *queue) setup(opts Options) error {
@@ -301,8 +448,11 @@ func (q *queue) setup(opts Options) error {
 	}
 	q.sqTail = atomic.LoadUint32(q.u32(q.p.SQOff.Tail))
 	// Buffers the kernel writes into: outside Go's heap.
-	pay := (opts.MaxPayload + 4095) &^ 4095
-	per := 4096 + pay
+	// At least what the kernel checks: max(8 KiB, max_write,
+	// max_pages pages), the caller's MaxPayload.
+	pg := os.Getpagesize()
+	pay := (max(opts.MaxPayload, 8192) + pg - 1) / pg * pg
+	per := pg + pay
 	q.bufMem, err = unix.Mmap(-1, 0, n*per, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("fuse over io_uring: map buffers: %w", err)
@@ -312,7 +462,7 @@ func (q *queue) setup(opts Options) error {
 		e := &q.ents[i]
 		b := q.bufMem[i*per : (i+1)*per]
 		e.hdr = b[:hdrSize]
-		e.payload = b[4096:]
+		e.payload = b[pg:]
 		e.iov[0] = unix.Iovec{Base: &e.hdr[0], Len: uint64(len(e.hdr))}
 		e.iov[1] = unix.Iovec{Base: &e.payload[0], Len: uint64(len(e.payload))}
 	}
@@ -356,11 +506,18 @@ func (q *queue) enter(minComplete uint32) error {
 			flags = ioringEnterGetevts
 		}
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(q.ringFd), uintptr(q.pending), uintptr(minComplete), flags, 0, 0)
-		if errno == unix.EINTR {
-			q.pending -= uint32(n)
+		switch errno {
+		case 0:
+		case unix.EINTR:
+			// A signal before anything was submitted (once something is,
+			// the count comes back, not an error): again.
 			continue
-		}
-		if errno != 0 {
+		case unix.EAGAIN, unix.EBUSY:
+			// Short of memory, or completions to reap first (not with one
+			// entry a ring): again, after a pause.
+			time.Sleep(time.Millisecond)
+			continue
+		default:
 			return errno
 		}
 		q.pending -= uint32(n)
@@ -431,11 +588,13 @@ func (q *queue) handle(i int, in []byte) {
 	q.push(i, cmdCommitAndFetch, commitID)
 }
 
-func (q *queue) close() {
+// close closes the ring and unmaps what the kernel no longer holds;
+// unmapBufs says the entries' buffers are not the kernel's either.
+func (q *queue) close(unmapBufs bool) {
 	// The ring first: its commands hold the entries' buffers.
-	if q.ringFd > 0 {
+	if q.ringFd >= 0 {
 		unix.Close(q.ringFd)
-		q.ringFd = 0
+		q.ringFd = -1
 	}
 	if q.ringMem != nil {
 		unix.Munmap(q.ringMem)
@@ -445,7 +604,7 @@ func (q *queue) close() {
 		unix.Munmap(q.sqeMem)
 		q.sqeMem = nil
 	}
-	if q.bufMem != nil {
+	if q.bufMem != nil && unmapBufs {
 		unix.Munmap(q.bufMem)
 		q.bufMem = nil
 	}

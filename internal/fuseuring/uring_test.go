@@ -2,6 +2,7 @@ package fuseuring
 
 import (
 	"bytes"
+	"errors"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -42,6 +43,17 @@ func requireURing(t *testing.T) {
 // returns the rings' Wait.
 func mountLoop(t *testing.T, dir string, threads int) (string, *Rings, func() error) {
 	t.Helper()
+	mnt, rings, stop, err := mountLoopPayload(t, dir, threads, 1<<20)
+	if err != nil {
+		t.Fatalf("serve rings: %v", err)
+	}
+	return mnt, rings, stop
+}
+
+// mountLoopPayload is mountLoop with rings of the given payload size,
+// and Serve's error returned with the mount still served.
+func mountLoopPayload(t *testing.T, dir string, threads, payload int) (string, *Rings, func() error, error) {
+	t.Helper()
 	mnt := t.TempDir()
 	root, err := fs.NewLoopbackRoot(dir)
 	if err != nil {
@@ -54,26 +66,29 @@ func mountLoop(t *testing.T, dir string, threads int) (string, *Rings, func() er
 	}}
 	raw := fs.NewNodeFS(root, opts)
 	mo := opts.MountOptions
+	rings, err := Prepare(Options{Threads: threads, Entries: 1, MaxPayload: payload})
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
 	fd, err := Mount(mnt, &mo)
 	if err != nil {
+		rings.Discard()
 		t.Fatalf("mount: %v", err)
 	}
 	server, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", fd), &mo)
 	if err != nil {
+		rings.Discard()
 		unix.Unmount(mnt, unix.MNT_DETACH)
 		t.Fatalf("serve: %v", err)
 	}
 	go server.Serve()
 	if server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+		rings.Discard()
 		unix.Unmount(mnt, unix.MNT_DETACH)
 		server.Wait()
 		t.Fatal("the kernel did not offer io_uring at INIT with enable_uring on")
 	}
-	rings, err := Start(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd, Options{Threads: threads, Entries: 1, MaxPayload: mo.MaxWrite})
-	if err != nil {
-		unix.Unmount(mnt, unix.MNT_DETACH)
-		t.Fatalf("start rings: %v", err)
-	}
+	serveErr := rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd)
 	stopped := false
 	stop := func() error {
 		if stopped {
@@ -93,8 +108,12 @@ func mountLoop(t *testing.T, dir string, threads int) (string, *Rings, func() er
 			return fmt.Errorf("serving did not end 10 s after the unmount")
 		}
 	}
-	t.Cleanup(func() { stop() })
-	return mnt, rings, stop
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return mnt, rings, stop, serveErr
 }
 
 // sh runs script in dir in a child process: the test's own process never
@@ -102,7 +121,8 @@ func mountLoop(t *testing.T, dir string, threads int) (string, *Rings, func() er
 // collector's stop deadlocks).
 func sh(t *testing.T, dir, script string) string {
 	t.Helper()
-	cmd := exec.Command("sh", "-ec", script)
+	// Bounded: a request left unanswered must fail the test, not hang it.
+	cmd := exec.Command("timeout", "20", "sh", "-ec", script)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -166,7 +186,11 @@ func TestRingsParallelCallers(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", i)), []byte(fmt.Sprintf("%d\n", i)), 0o644)
 	}
 	mnt, _, stop := mountLoop(t, dir, 2)
+	// All on one CPU, so its queue's two threads are both busy.
 	script := `for w in 1 2 3 4 5 6; do ( for i in $(seq 0 199); do f=$(printf f%03d $i); [ "$(cat $f)" = "$i" ] || { echo bad $f; exit 1; }; echo $w > w$w-$i; done ) & done; wait; ls | wc -l`
+	if _, err := exec.LookPath("taskset"); err == nil {
+		script = "exec taskset -c 0 sh -ec '" + strings.ReplaceAll(script, "'", `'"'"'`) + "'"
+	}
 	if got := strings.TrimSpace(sh(t, mnt, script)); got != "1400" {
 		t.Errorf("entries after 6 parallel writers: %s, want 1400", got)
 	}
@@ -177,6 +201,61 @@ func TestRingsParallelCallers(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("w%d-199", w))); err != nil || string(b) != fmt.Sprintf("%d\n", w) {
 			t.Errorf("w%d-199: %q %v", w, b, err)
 		}
+	}
+}
+
+// Signals reach the ring threads while they wait for requests (a
+// process-directed signal may land on any thread; Go's preemption sends
+// SIGURG): each wait is taken up again and no request is lost. Before,
+// an interrupted wait counted a submission that never was, and the
+// thread spun without reading its completions: its requests and the
+// unmount hung.
+func TestRingsSignalledThreads(t *testing.T) {
+	requireURing(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x\n"), 0o644)
+	mnt, rings, stop := mountLoop(t, dir, 2)
+	pid := os.Getpid()
+	for round := range 3 {
+		for _, tid := range rings.Tids() {
+			if err := unix.Tgkill(pid, tid, unix.SIGURG); err != nil {
+				t.Fatalf("signal thread %d: %v", tid, err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		before := rings.Served.Load()
+		script := fmt.Sprintf("for i in $(seq 50); do cat f >/dev/null; echo %d > g$i; done; cat g50", round)
+		if got := sh(t, mnt, script); got != fmt.Sprintf("%d\n", round) {
+			t.Fatalf("round %d: %q", round, got)
+		}
+		if rings.Served.Load()-before < 50 {
+			t.Fatalf("round %d: %d requests over the rings", round, rings.Served.Load()-before)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A registration the kernel refuses (here: a payload buffer smaller than
+// the mount's max_write) leaves the connection served through /dev/fuse
+// by the kernel itself: Serve says so, and the mount works.
+func TestRingsRefusedFallsBack(t *testing.T) {
+	requireURing(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x\n"), 0o644)
+	mnt, rings, stop, err := mountLoopPayload(t, dir, 1, 8192)
+	if err == nil || errors.Is(err, ErrStuck) || !rings.Refused() {
+		t.Fatalf("Serve with a small payload buffer: %v (refused %v), want a refusal", err, rings.Refused())
+	}
+	if got := sh(t, mnt, "cat f; echo y > g; cat g; ls"); got != "x\ny\nf\ng\n" {
+		t.Errorf("through /dev/fuse after the refusal: %q", got)
+	}
+	if n := rings.Served.Load(); n != 0 {
+		t.Errorf("%d requests over refused rings", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

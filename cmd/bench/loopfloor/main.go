@@ -110,9 +110,15 @@ func serve(mnt, dir string, timeout time.Duration, counts string, uring int) err
 	mo := opts.MountOptions
 	devFd := -1
 	at := mnt
+	var rings *fuseuring.Rings
 	if uring > 0 {
+		// Set up before the mount (see fuseuring.Prepare).
+		if rings, err = fuseuring.Prepare(fuseuring.Options{Threads: uring, Entries: 1, MaxPayload: mo.MaxWrite}); err != nil {
+			return err
+		}
 		// Our own mount, so that the rings know the descriptor.
 		if devFd, err = fuseuring.Mount(mnt, &mo); err != nil {
+			rings.Discard()
 			return fmt.Errorf("mount %s: %w", mnt, err)
 		}
 		at = fmt.Sprintf("/dev/fd/%d", devFd)
@@ -126,11 +132,9 @@ func serve(mnt, dir string, timeout time.Duration, counts string, uring int) err
 	// The kernel holds every request of a connection that asked for
 	// io_uring until each queue has an entry: the rings start before
 	// anything (WaitMount's probe included) goes through the mount.
-	var rings *fuseuring.Rings
 	if uring > 0 {
-		ps := fuse.NewProtocolServer(raw, &mo)
-		rings, err = fuseuring.Start(ps, server.KernelSettings(), devFd, fuseuring.Options{Threads: uring, Entries: 1, MaxPayload: mo.MaxWrite})
-		if err != nil {
+		if err := rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), devFd); err != nil {
+			// Refused: served through /dev/fuse, which is no floor under art's rings.
 			syscall.Unmount(mnt, syscall.MNT_DETACH)
 			return err
 		}
