@@ -2,8 +2,8 @@ package fuseuring
 
 import (
 	"bytes"
-	"errors"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
