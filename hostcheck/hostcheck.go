@@ -51,7 +51,7 @@ func Run(ctx context.Context) []Check {
 	bw := checkBwrap()
 	checks := []Check{bw, checkUserNS(ctx, bw)}
 	checks = append(checks, checkFUSE()...)
-	checks = append(checks, checkPassthrough(), checkCgroups(), checkSeccomp(), checkLandlock(), checkPtrace())
+	checks = append(checks, checkPassthrough(), checkURing(), checkCgroups(), checkSeccomp(), checkLandlock(), checkPtrace())
 	return checks
 }
 
@@ -178,6 +178,30 @@ func checkPassthrough() Check {
 		c.Status, c.Detail, c.Fix = Missing, "kernel "+rel+" has it, but backing files need CAP_SYS_ADMIN", "run art as root (the sandbox itself still runs unprivileged)"
 	default:
 		c.Status, c.Detail, c.Disables = OK, "kernel "+rel+", root", ""
+	}
+	return c
+}
+
+// uringSwitch is the fuse module's switch for FUSE over io_uring; the
+// file exists when the kernel has the transport (Linux 6.14 and later,
+// built with it).
+const uringSwitch = "/sys/module/fuse/parameters/enable_uring"
+
+func checkURing() Check {
+	c := Check{Name: "FUSE over io_uring",
+		Disables: "requests answered over io_uring, a queue per CPU (the mount's round trips cost more through /dev/fuse)"}
+	b, err := os.ReadFile(uringSwitch)
+	switch {
+	case err != nil:
+		c.Status, c.Detail, c.Fix = Missing, "the kernel has no FUSE over io_uring", "Linux 6.14 or later built with CONFIG_FUSE_IO_URING"
+	case os.Getenv("ART_FUSE_URING") == "0":
+		c.Status, c.Detail, c.Fix = Missing, "off: ART_FUSE_URING=0", "unset ART_FUSE_URING"
+	case os.Geteuid() != 0:
+		c.Status, c.Detail, c.Fix = Missing, "the kernel has it, but art uses it only for root's own direct mounts", "run art as root (the sandbox itself still runs unprivileged)"
+	case strings.TrimSpace(string(b)) == "Y":
+		c.Status, c.Detail, c.Disables = OK, "enable_uring=Y, root", ""
+	default:
+		c.Status, c.Detail, c.Disables = OK, "enable_uring=N: art switches it on at its first mount", ""
 	}
 	return c
 }

@@ -24,7 +24,7 @@ func TestRunAgreesWithTheHost(t *testing.T) {
 		}
 		byName[c.Name] = c
 	}
-	for _, name := range []string{"bwrap", "user namespaces", "FUSE", "FUSE passthrough", "cgroups", "seccomp", "Landlock", "ptrace"} {
+	for _, name := range []string{"bwrap", "user namespaces", "FUSE", "FUSE passthrough", "FUSE over io_uring", "cgroups", "seccomp", "Landlock", "ptrace"} {
 		if _, ok := byName[name]; !ok {
 			t.Errorf("no %s check", name)
 		}

@@ -29,11 +29,19 @@ import (
 //
 // It is used as root (the mount is then art's own direct mount, so the
 // daemon holds the /dev/fuse descriptor the rings register on) when the
-// kernel offers it; art switches the fuse module's enable_uring on
-// (it only lets a server that asks use io_uring). ART_FUSE_URING=0 keeps
-// the classic transport. If the rings cannot start, the mount is torn
-// down and made again the classic way: a connection that asked for
-// io_uring holds every request until each queue has a ring.
+// kernel has it; art switches the fuse module's enable_uring on, which
+// lets any FUSE server on the host that asks for the transport use it
+// (others are served as before). ART_FUSE_URING=0 keeps the classic
+// transport and leaves the switch alone. A connection that asked for
+// io_uring holds every request until each queue has a ring, so the rings
+// are set up before the mount and only their registration is left after
+// INIT; a registration the kernel refuses makes it serve the connection
+// through /dev/fuse again (fuseuring.Prepare, Serve).
+//
+// An INTERRUPT of a request served over a ring reaches go-fuse's Server,
+// which does not know the request: the handler runs to its end and the
+// caller gets its answer then (art's handlers do not wait on anything the
+// caller could give up).
 
 var uringOnce struct {
 	sync.Once
@@ -49,8 +57,7 @@ func uringWanted() bool {
 	}
 	uringOnce.Do(func() {
 		if !fuseuring.Enabled() {
-			// Present and off: on. It lets a FUSE server that asks for
-			// the transport use it; it changes nothing for others.
+			// Present and off: on (see above).
 			_ = os.WriteFile(fuseuring.EnabledPath, []byte("Y"), 0)
 		}
 		uringOnce.ok = fuseuring.Enabled()
