@@ -1,7 +1,6 @@
 package overlay
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -101,7 +100,7 @@ func serveURing(raw fuse.RawFileSystem, mountpoint string, mo fuse.MountOptions,
 	switch {
 	case err == nil:
 		return server, rings, nil
-	case !errors.Is(err, fuseuring.ErrStuck):
+	case !fuseuring.Stuck(err):
 		// Refused: the kernel serves through /dev/fuse now. What
 		// registered still serves what it is given, until the end.
 		logf("%s: requests over io_uring: %v; served through /dev/fuse", mountpoint, err)

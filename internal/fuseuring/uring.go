@@ -125,10 +125,15 @@ type Rings struct {
 	refused atomic.Bool
 }
 
-// ErrStuck is Serve's error when a registration could not even be
+// errStuck is Serve's error when a registration could not even be
 // submitted: the connection then holds its requests (it negotiated
-// io_uring) and the caller must end it.
-var ErrStuck = errors.New("fuse over io_uring: a queue's registration could not be submitted")
+// io_uring) and the caller must end it (Stuck).
+var errStuck = errors.New("fuse over io_uring: a queue's registration could not be submitted")
+
+// Stuck reports whether Serve's err leaves the connection holding its
+// requests for rings that will not come: the caller must end it. Any
+// other error of Serve's leaves the connection served through /dev/fuse.
+func Stuck(err error) bool { return errors.Is(err, errStuck) }
 
 // start is what a prepared thread is told: register on devFd, or (fd
 // -1) end without registering.
@@ -223,7 +228,7 @@ func (r *Rings) Discard() {
 // (fuse.Server.KernelSettings): ps learns the negotiated protocol from
 // it. The rings keep a duplicate of devFd: the caller's may close first.
 //
-// An error other than ErrStuck means the kernel refused a registration:
+// An error Stuck does not report means the kernel refused a registration:
 // it then serves the connection through /dev/fuse by itself (what the
 // threads that did register serve, they serve). Serve or Discard, once.
 func (r *Rings) Serve(ps *fuse.ProtocolServer, init *fuse.InitIn, devFd int) error {
@@ -249,7 +254,7 @@ func (r *Rings) Serve(ps *fuse.ProtocolServer, init *fuse.InitIn, devFd int) err
 	}
 	var first error
 	for range r.queues {
-		if err := <-res; err != nil && (first == nil || errors.Is(err, ErrStuck)) {
+		if err := <-res; err != nil && (first == nil || errors.Is(err, errStuck)) {
 			first = err
 		}
 	}
@@ -260,7 +265,7 @@ func (r *Rings) Serve(ps *fuse.ProtocolServer, init *fuse.InitIn, devFd int) err
 }
 
 // Refused reports whether Serve failed: the connection is served through
-// /dev/fuse (or, with ErrStuck, not at all).
+// /dev/fuse (or, when Stuck, not at all).
 func (r *Rings) Refused() bool { return r.refused.Load() }
 
 // refuse has the first thread submit a registration for a queue that
@@ -376,7 +381,7 @@ func (q *queue) run(opts Options, ready chan<- error) {
 	if err := q.enter(0); err != nil {
 		// The entries never reached the kernel.
 		q.close(true)
-		st.res <- fmt.Errorf("%w: queue %d: %v", ErrStuck, q.qid, err)
+		st.res <- fmt.Errorf("%w: queue %d: %v", errStuck, q.qid, err)
 		return
 	}
 	// A refused registration is answered at once, inline: look for it

@@ -245,7 +245,7 @@ func TestRingsRefusedFallsBack(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "f"), []byte("x\n"), 0o644)
 	mnt, rings, stop, err := mountLoopPayload(t, dir, 1, 8192)
-	if err == nil || errors.Is(err, ErrStuck) || !rings.Refused() {
+	if err == nil || errors.Is(err, errStuck) || !rings.Refused() {
 		t.Fatalf("Serve with a small payload buffer: %v (refused %v), want a refusal", err, rings.Refused())
 	}
 	if got := sh(t, mnt, "cat f; echo y > g; cat g; ls"); got != "x\ny\nf\ng\n" {
