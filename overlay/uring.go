@@ -97,13 +97,16 @@ func serveURing(raw fuse.RawFileSystem, mountpoint string, mo fuse.MountOptions,
 		return server, nil, nil
 	}
 	err = rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd)
-	switch {
-	case err == nil:
-		return server, rings, nil
-	case !fuseuring.Stuck(err):
-		// Refused: the kernel serves through /dev/fuse now. What
-		// registered still serves what it is given, until the end.
-		logf("%s: requests over io_uring: %v; served through /dev/fuse", mountpoint, err)
+	if !fuseuring.Stuck(err) {
+		if err != nil {
+			// Refused: the kernel serves through /dev/fuse now. What
+			// registered still serves what it is given, until the end.
+			logf("%s: requests over io_uring: %v; served through /dev/fuse", mountpoint, err)
+		}
+		// As go-fuse's WaitMount does for the mounts it makes.
+		if perr := fuseuring.PollHack(mountpoint); perr != nil {
+			logf("%v", perr)
+		}
 		return server, rings, nil
 	}
 	// Requests wait for rings that will not come: end the connection,

@@ -667,3 +667,23 @@ func Mount(mountpoint string, mo *fuse.MountOptions) (int, error) {
 	}
 	return fd, nil
 }
+
+// PollHack has the kernel learn, at once, that the file system does not
+// poll: go-fuse answers POLL with ENOSYS, after which the kernel sends no
+// more. Without it, the first POLL comes whenever a Go program registers
+// a file of the mount with its poller (os.Open does) - in the daemon's
+// own process too, where the thread that asked holds a P until the
+// answer comes, which can leave a ring's thread without one to answer
+// with: a deadlock (seen in the overlay's tests). go-fuse's WaitMount
+// does the same, but not for a mount it was given as /dev/fd/N. Call it
+// once the rings serve.
+func PollHack(mountpoint string) error {
+	// go-fuse answers this name in the root itself (fuse/poll.go).
+	fd, err := unix.Open(mountpoint+"/.go-fuse-epoll-hack", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("fuse over io_uring: poll probe: %w", err)
+	}
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)
+	unix.Close(fd)
+	return nil
+}

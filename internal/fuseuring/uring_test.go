@@ -89,6 +89,9 @@ func mountLoopPayload(t *testing.T, dir string, threads, payload int) (string, *
 		t.Fatal("the kernel did not offer io_uring at INIT with enable_uring on")
 	}
 	serveErr := rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd)
+	if err := PollHack(mnt); err != nil {
+		t.Error(err)
+	}
 	stopped := false
 	stop := func() error {
 		if stopped {

@@ -138,6 +138,9 @@ func serve(mnt, dir string, timeout time.Duration, counts string, uring int) err
 			syscall.Unmount(mnt, syscall.MNT_DETACH)
 			return err
 		}
+		if err := fuseuring.PollHack(mnt); err != nil {
+			fmt.Fprintln(os.Stderr, "loopfloor:", err)
+		}
 	} else if err := server.WaitMount(); err != nil {
 		return fmt.Errorf("mount %s: %w", mnt, err)
 	}
