@@ -322,12 +322,23 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 		}
 		endBegin := phase.Start("warm begin (daemon: reuse check, op, begin event)")
 		var r warmReply
+		var sigs chan os.Signal
 		if req.Sandbox != nil {
+			// A daemon with a sandbox ready starts the command as it
+			// answers: this process's signals are caught from now on, so
+			// that one sent before the answer is read reaches the command
+			// (waitReady) instead of being lost.
+			sigs = make(chan os.Signal, 4)
+			signal.Notify(sigs, readySignals...)
 			r, err = w.callWithFiles(req, stdio[:])
 		} else {
 			r, err = w.call(req)
 		}
 		endBegin()
+		if sigs != nil && (err != nil || !r.Started) {
+			passOnSignals(sigs)
+			sigs = nil
+		}
 		if err != nil {
 			w.c.Close()
 			return Result{}, err
@@ -352,7 +363,7 @@ func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Re
 		}
 		defer w.c.Close()
 		if r.Started {
-			return runOnReady(o, c, w, r)
+			return runOnReady(o, c, w, r, sigs)
 		}
 		return runOverWarm(ctx, o, c, cfg, w, r)
 	}
@@ -470,11 +481,11 @@ func warmEnded(o Options, r, e warmReply, res sandbox.Result) (Result, error) {
 
 // runOnReady waits for the command the daemon runs in its sandbox
 // started ahead (begin reply r), and reports as runOverWarm does.
-func runOnReady(o Options, c Command, w *warmConn, r warmReply) (Result, error) {
+func runOnReady(o Options, c Command, w *warmConn, r warmReply, sigs chan os.Signal) (Result, error) {
 	if c.Limits != (sandbox.Limits{}) && !c.Quiet {
 		fmt.Fprintf(o.warn(), "art: limits enforced by %s\n", r.LimitedBy)
 	}
-	e, err := waitReady(w)
+	e, err := waitReady(w, sigs)
 	if err != nil {
 		return Result{}, err
 	}

@@ -383,11 +383,33 @@ func superviseReady(w *warmConn, p *sandbox.Process, timeout time.Duration, onSi
 	}
 }
 
+// readySignals are the signals a run on a ready sandbox passes on.
+var readySignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// passOnSignals stops catching into sigs and raises again, for this
+// process's own handlers, what it caught: the command they were caught
+// for did not start.
+func passOnSignals(sigs chan os.Signal) {
+	signal.Stop(sigs)
+	for {
+		select {
+		case s := <-sigs:
+			syscall.Kill(os.Getpid(), s.(syscall.Signal))
+		default:
+			return
+		}
+	}
+}
+
 // waitReady is the client's side of a run on a ready sandbox: it passes
-// this process's signals on to the daemon and waits for the end.
-func waitReady(w *warmConn) (warmReply, error) {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+// this process's signals on to the daemon and waits for the end. sigs
+// has caught them since the request that started the command was sent
+// (nil: from now on).
+func waitReady(w *warmConn, sigs chan os.Signal) (warmReply, error) {
+	if sigs == nil {
+		sigs = make(chan os.Signal, 4)
+		signal.Notify(sigs, readySignals...)
+	}
 	defer signal.Stop(sigs)
 	var mu sync.Mutex
 	stop := make(chan struct{})
