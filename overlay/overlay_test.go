@@ -49,7 +49,10 @@ var posixSkips = map[string]string{
 	"FcntlFlockLocksFile": "contradicts POSIX per-process record locks (ext4 grants the lock too); see TestDifferential",
 }
 
-func TestPosix(t *testing.T) {
+func TestPosix(t *testing.T) { runPosix(t) }
+
+// runPosix runs go-fuse's POSIX cases, each on a fresh mount.
+func runPosix(t *testing.T) {
 	for name, fn := range posixtest.All {
 		t.Run(name, func(t *testing.T) {
 			if why, ok := posixSkips[name]; ok {

@@ -1,7 +1,6 @@
 package overlay
 
 import (
-	"fmt"
 	"os"
 	"sync"
 
@@ -54,64 +53,27 @@ func uringWanted() bool {
 	if os.Getenv("ART_FUSE_URING") == "0" || os.Geteuid() != 0 {
 		return false
 	}
-	uringOnce.Do(func() {
-		if !fuseuring.Enabled() {
-			// Present and off: on (see above).
-			_ = os.WriteFile(fuseuring.EnabledPath, []byte("Y"), 0)
-		}
-		uringOnce.ok = fuseuring.Enabled()
-	})
+	uringOnce.Do(func() { uringOnce.ok = fuseuring.SwitchOn() })
 	return uringOnce.ok
 }
 
-// serveURing mounts raw at mountpoint on a /dev/fuse descriptor of its
-// own, lets go-fuse serve what the kernel still sends through it (INIT,
-// FORGETs, INTERRUPTs) and has the rings serve the rest. The rings are
-// set up before the mount, so that after INIT only their registration
-// can fail, which the kernel answers by serving through /dev/fuse again:
-// then rings is nil and the mount is served the classic way. On an
-// error nothing is left mounted.
+// serveURing mounts and serves raw at mountpoint with the rings
+// (fuseuring.MountServe). A registration the kernel refused leaves the
+// mount served through /dev/fuse, said in the log; one that could not be
+// submitted (not seen) leaves the connection holding every request: it
+// is ended and the mount detached, and the caller mounts the classic
+// way. On an error nothing is left mounted.
 func serveURing(raw fuse.RawFileSystem, mountpoint string, mo fuse.MountOptions, logf func(string, ...any)) (*fuse.Server, *fuseuring.Rings, error) {
-	rings, err := fuseuring.Prepare(fuseuring.Options{Threads: fuseuring.DefaultThreads, Entries: 1, MaxPayload: mo.MaxWrite})
-	if err != nil {
+	server, rings, err := fuseuring.MountServe(raw, mountpoint, mo, fuseuring.Options{Threads: fuseuring.DefaultThreads, Entries: 1, MaxPayload: mo.MaxWrite})
+	switch {
+	case err == nil:
+		return server, rings, nil
+	case server == nil:
 		return nil, nil, err
-	}
-	mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
-	fd, err := fuseuring.Mount(mountpoint, &mo)
-	if err != nil {
-		rings.Discard()
-		return nil, nil, err
-	}
-	// go-fuse serves a descriptor given as /dev/fd/N without mounting.
-	mo.DirectMount, mo.DirectMountStrict = false, false
-	server, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", fd), &mo)
-	if err != nil {
-		rings.Discard()
-		unix.Unmount(mountpoint, unix.MNT_DETACH)
-		return nil, nil, err
-	}
-	go server.Serve()
-	if server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
-		// The kernel did not offer it: served the classic way.
-		rings.Discard()
-		return server, nil, nil
-	}
-	err = rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd)
-	if !fuseuring.Stuck(err) {
-		if err != nil {
-			// Refused: the kernel serves through /dev/fuse now. What
-			// registered still serves what it is given, until the end.
-			logf("%s: requests over io_uring: %v; served through /dev/fuse", mountpoint, err)
-		}
-		// As go-fuse's WaitMount does for the mounts it makes.
-		if perr := fuseuring.PollHack(mountpoint); perr != nil {
-			logf("%v", perr)
-		}
+	case !fuseuring.Stuck(err):
+		logf("%s: requests over io_uring: %v", mountpoint, err)
 		return server, rings, nil
 	}
-	// Requests wait for rings that will not come: end the connection,
-	// then the mount. (Not reached unless io_uring_enter itself fails
-	// on a ring set up a moment before.)
 	if id, conn := mountID(mountpoint); id != 0 {
 		if ctl := openConnCtl(conn); ctl != nil {
 			ctl.abort()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/artrt/art/internal/testutil"
 	"github.com/artrt/art/overlay"
-	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
 // As root on a kernel with FUSE over io_uring, a mount answers its
@@ -51,13 +50,5 @@ func TestMountServesOverURing(t *testing.T) {
 // not made by root uses (as root the rings serve TestPosix).
 func TestPosixClassicTransport(t *testing.T) {
 	t.Setenv("ART_FUSE_URING", "0")
-	for name, fn := range posixtest.All {
-		t.Run(name, func(t *testing.T) {
-			if why, ok := posixSkips[name]; ok {
-				t.Skip(why)
-			}
-			_, mnt, _ := mount(t)
-			fn(t, mnt)
-		})
-	}
+	runPosix(t)
 }

@@ -70,6 +70,59 @@ func Enabled() bool {
 	return err == nil && strings.TrimSpace(string(b)) == "Y"
 }
 
+// SwitchOn turns the fuse module's enable_uring on when it is present
+// and off (root only), and reports whether the kernel offers the
+// transport then. The switch lets any FUSE server on the host that asks
+// for the transport use it; others are served as before.
+func SwitchOn() bool {
+	if !Enabled() {
+		_ = os.WriteFile(EnabledPath, []byte("Y"), 0)
+	}
+	return Enabled()
+}
+
+// MountServe mounts raw at mountpoint (a direct mount: root) on a
+// /dev/fuse descriptor of its own and serves it: go-fuse's Server takes
+// what the kernel sends through /dev/fuse (everything, with rings nil,
+// when the kernel does not offer io_uring), rings set up before the
+// mount (Prepare) the rest, and the POLL probe is made (PollHack). mo
+// is go-fuse's options for the mount.
+//
+// With an error: server nil, nothing is mounted; Stuck(err), server and
+// rings are returned with the connection holding its requests, which
+// the caller must end; otherwise the mount is served (through /dev/fuse
+// when rings.Refused) and the error only says what went wrong.
+func MountServe(raw fuse.RawFileSystem, mountpoint string, mo fuse.MountOptions, opts Options) (*fuse.Server, *Rings, error) {
+	rings, err := Prepare(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+	fd, err := Mount(mountpoint, &mo)
+	if err != nil {
+		rings.Discard()
+		return nil, nil, err
+	}
+	// go-fuse serves a descriptor given as /dev/fd/N without mounting.
+	mo.DirectMount, mo.DirectMountStrict = false, false
+	server, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", fd), &mo)
+	if err != nil {
+		rings.Discard()
+		unix.Unmount(mountpoint, unix.MNT_DETACH)
+		return nil, nil, err
+	}
+	go server.Serve()
+	if server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
+		rings.Discard() // not offered: served the classic way
+		return server, nil, PollHack(mountpoint)
+	}
+	err = rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd)
+	if Stuck(err) {
+		return server, rings, err
+	}
+	return server, rings, errors.Join(err, PollHack(mountpoint))
+}
+
 type ioSQRingOffsets struct {
 	Head, Tail, RingMask, RingEntries, Flags, Dropped, Array, Resv1 uint32
 	UserAddr                                                        uint64

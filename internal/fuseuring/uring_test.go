@@ -29,10 +29,7 @@ func requireURing(t *testing.T) {
 		t.Skip("needs root (a direct mount)")
 	}
 	testutil.Require(t, "fuse-uring")
-	if !Enabled() {
-		os.WriteFile(EnabledPath, []byte("Y"), 0)
-	}
-	if !Enabled() {
+	if !SwitchOn() {
 		t.Fatalf("%s stays off", EnabledPath)
 	}
 }
@@ -62,35 +59,16 @@ func mountLoopPayload(t *testing.T, dir string, threads, payload int) (string, *
 	sec := time.Hour
 	opts := &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NegativeTimeout: &sec, MountOptions: fuse.MountOptions{
 		FsName: "fuseuring-test", Name: "fuseuringtest", MaxWrite: 1 << 20, AllowOther: true,
-		Options: []string{"default_permissions"}, ExtraCapabilities: fuse.CAP_OVER_IO_URING,
+		Options: []string{"default_permissions"},
 	}}
-	raw := fs.NewNodeFS(root, opts)
-	mo := opts.MountOptions
-	rings, err := Prepare(Options{Threads: threads, Entries: 1, MaxPayload: payload})
-	if err != nil {
-		t.Fatalf("prepare: %v", err)
+	server, rings, serveErr := MountServe(fs.NewNodeFS(root, opts), mnt, opts.MountOptions, Options{Threads: threads, Entries: 1, MaxPayload: payload})
+	if server == nil {
+		t.Fatalf("mount: %v", serveErr)
 	}
-	fd, err := Mount(mnt, &mo)
-	if err != nil {
-		rings.Discard()
-		t.Fatalf("mount: %v", err)
-	}
-	server, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", fd), &mo)
-	if err != nil {
-		rings.Discard()
-		unix.Unmount(mnt, unix.MNT_DETACH)
-		t.Fatalf("serve: %v", err)
-	}
-	go server.Serve()
-	if server.KernelSettings().Flags64()&fuse.CAP_OVER_IO_URING == 0 {
-		rings.Discard()
+	if rings == nil {
 		unix.Unmount(mnt, unix.MNT_DETACH)
 		server.Wait()
 		t.Fatal("the kernel did not offer io_uring at INIT with enable_uring on")
-	}
-	serveErr := rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), fd)
-	if err := PollHack(mnt); err != nil {
-		t.Error(err)
 	}
 	stopped := false
 	stop := func() error {

@@ -34,6 +34,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -100,49 +101,30 @@ func serve(mnt, dir string, timeout time.Duration, counts string, uring int) err
 		opts.Debug = true
 		opts.MountOptions.Logger = log.New(c, "", 0)
 	}
-	if uring > 0 {
-		opts.MountOptions.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
-		if !fuseuring.Enabled() {
-			os.WriteFile(fuseuring.EnabledPath, []byte("Y"), 0)
-		}
-	}
 	raw := fs.NewNodeFS(root, opts)
-	mo := opts.MountOptions
-	devFd := -1
-	at := mnt
+	var server *fuse.Server
 	var rings *fuseuring.Rings
 	if uring > 0 {
-		// Set up before the mount (see fuseuring.Prepare).
-		if rings, err = fuseuring.Prepare(fuseuring.Options{Threads: uring, Entries: 1, MaxPayload: mo.MaxWrite}); err != nil {
-			return err
+		fuseuring.SwitchOn()
+		server, rings, err = fuseuring.MountServe(raw, mnt, opts.MountOptions, fuseuring.Options{Threads: uring, Entries: 1, MaxPayload: opts.MaxWrite})
+		if err == nil && rings == nil {
+			err = errors.New("the kernel did not offer io_uring")
 		}
-		// Our own mount, so that the rings know the descriptor.
-		if devFd, err = fuseuring.Mount(mnt, &mo); err != nil {
-			rings.Discard()
+		if err != nil {
+			// Served through /dev/fuse, that is no floor under art's rings.
+			if server != nil {
+				syscall.Unmount(mnt, syscall.MNT_DETACH)
+			}
+			return fmt.Errorf("mount %s over io_uring: %w", mnt, err)
+		}
+	} else {
+		if server, err = fuse.NewServer(raw, mnt, &opts.MountOptions); err != nil {
 			return fmt.Errorf("mount %s: %w", mnt, err)
 		}
-		at = fmt.Sprintf("/dev/fd/%d", devFd)
-		mo.DirectMount, mo.DirectMountStrict = false, false
-	}
-	server, err := fuse.NewServer(raw, at, &mo)
-	if err != nil {
-		return fmt.Errorf("mount %s: %w", mnt, err)
-	}
-	go server.Serve()
-	// The kernel holds every request of a connection that asked for
-	// io_uring until each queue has an entry: the rings start before
-	// anything (WaitMount's probe included) goes through the mount.
-	if uring > 0 {
-		if err := rings.Serve(fuse.NewProtocolServer(raw, &mo), server.KernelSettings(), devFd); err != nil {
-			// Refused: served through /dev/fuse, which is no floor under art's rings.
-			syscall.Unmount(mnt, syscall.MNT_DETACH)
-			return err
+		go server.Serve()
+		if err := server.WaitMount(); err != nil {
+			return fmt.Errorf("mount %s: %w", mnt, err)
 		}
-		if err := fuseuring.PollHack(mnt); err != nil {
-			fmt.Fprintln(os.Stderr, "loopfloor:", err)
-		}
-	} else if err := server.WaitMount(); err != nil {
-		return fmt.Errorf("mount %s: %w", mnt, err)
 	}
 	if c != nil {
 		usr1 := make(chan os.Signal, 1)
