@@ -375,6 +375,16 @@ func TestGCRacingPusher(t *testing.T) {
 				t.Errorf("gc: %+v, want a pending round", rep)
 			}
 		}},
+		// The push looked at the marker, then a whole round ran before
+		// its pack's index landed (a write slower than the grace): the
+		// round never saw the pack and deleted the forced-away big file
+		// it names. The push starts over and must send that pack's
+		// objects again, not find them present in it.
+		{name: "index-landed-after-round", at: "before-index", retry: true, during: func(t *testing.T, f *gcFixture) {
+			if rep := runGC(t, f.reopen(), GCOptions{Grace: 0}); rep.Deleted == 0 {
+				t.Errorf("gc: %+v, want packs deleted", rep)
+			}
+		}},
 		{name: "pusher-died-after-sending", crash: true, during: func(t *testing.T, f *gcFixture) {}},
 	}
 	for _, c := range cases {
@@ -493,7 +503,15 @@ func pullRoot(t *testing.T, f *gcFixture, root cas.ID) []byte {
 // TestGCConcurrentPushers: two pushers on different branches keep pushing
 // while gc rounds run (a short grace, each pack and ref write preceded by
 // a look at the marker); afterwards every ref's whole state pulls.
+//
+// The protocol needs the grace to exceed the longest write (from a push's
+// look at the marker to its pack's index landing): a 2 s grace broke the
+// closure once on a loaded CI machine (a tree offered, its manifest
+// deleted), where a PUT can wait seconds on fsyncs. The grace here is
+// several times the slowest PUT seen on such a machine, and the slowest
+// is reported with any failure.
 func TestGCConcurrentPushers(t *testing.T) {
+	const grace = 6 * time.Second
 	k := s3Kind(t)
 	ctx := context.Background()
 	old := markerWindow
@@ -569,7 +587,7 @@ func TestGCConcurrentPushers(t *testing.T) {
 		defer wg.Done()
 		defer gcRunning.Store(false)
 		for i := 0; i < 3; i++ {
-			rep, err := GC(ctx, f.reopen(), GCOptions{Grace: 2 * time.Second, Wait: true})
+			rep, err := GC(ctx, f.reopen(), GCOptions{Grace: grace, Wait: true})
 			if err != nil && !errors.Is(err, ErrRefChanged) {
 				errs <- fmt.Errorf("gc: %w", err)
 				return
@@ -578,6 +596,11 @@ func TestGCConcurrentPushers(t *testing.T) {
 		}
 	}()
 	wg.Wait()
+	if d := time.Duration(k.requests.slowestPut.Load()); d >= grace/2 {
+		t.Logf("the slowest PUT took %v, against a %v grace: the closure may break (see above)", d, grace)
+	} else {
+		t.Logf("the slowest PUT took %v", d)
+	}
 	close(errs)
 	for err := range errs {
 		t.Error(err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/testutil"
@@ -26,11 +27,26 @@ func TestMain(m *testing.M) { testutil.Main(m) }
 type counter struct {
 	n    atomic.Int64
 	next http.RoundTripper
+	// slowestPut is the longest PUT so far, in nanoseconds, request to
+	// response: gc's grace must exceed it (docs/remotes.md, "Why nothing
+	// a ref needs is deleted").
+	slowestPut atomic.Int64
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	return c.next.RoundTrip(r)
+	if r.Method != http.MethodPut {
+		return c.next.RoundTrip(r)
+	}
+	start := time.Now()
+	resp, err := c.next.RoundTrip(r)
+	for d := int64(time.Since(start)); ; {
+		old := c.slowestPut.Load()
+		if d <= old || c.slowestPut.CompareAndSwap(old, d) {
+			break
+		}
+	}
+	return resp, err
 }
 
 // kind is one remote implementation under test.

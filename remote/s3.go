@@ -89,8 +89,19 @@ type S3Remote struct {
 	// round is the id of the unfinished round the loaded index honours
 	// ("" if none): its own later steps change the marker harmlessly.
 	round string
+	// written are the packs this remote wrote since it loaded its index;
+	// doubted those written under an index that a gc round overtook (a
+	// checkMarker that failed). A doubted pack may have landed after the
+	// round's phase 2 listed the packs (a write slower than the grace):
+	// the objects it names may then be gone, so this remote's later Has
+	// answers treat its objects as absent, as a condemned pack's, and the
+	// push that starts over sends them again rather than point a ref at
+	// them.
+	written []string
+	doubted map[string]bool
 	// hook, set by tests only, is called at named points to inject
-	// interleavings ("before-check", "before-setref", "after-check").
+	// interleavings ("before-check", "before-index", "before-setref",
+	// "after-check").
 	hook func(point string)
 	// clock records the Date header of the latest response: the server's
 	// clock, which gc measures a round's age with.
@@ -338,7 +349,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 			return fmt.Errorf("%w: %s: pack indexes over %d bytes (about %d million objects); not read", ErrMalformed, s.where(pre), maxIndexTotal, maxIndexTotal/minIndexEnt/1_000_000)
 		}
 		into := idx
-		if condemned[name] {
+		if condemned[name] || s.doubted[name] {
 			into = shadow
 		}
 		err = parseIndex(b, func(id cas.ID, e packEntry) {
@@ -368,6 +379,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 	s.index, s.shadow, s.packSize = idx, shadow, sizes
 	s.packs, s.orphans = packs, bare
 	s.marker, s.markerAt, s.round = marker, time.Now(), round
+	s.written = nil
 	return nil
 }
 
@@ -494,6 +506,12 @@ func (s *S3Remote) checkMarker(ctx context.Context, force bool) error {
 		}
 	}
 	if etag != s.marker {
+		if s.doubted == nil {
+			s.doubted = map[string]bool{}
+		}
+		for _, name := range s.written {
+			s.doubted[name] = true
+		}
 		return fmt.Errorf("%w: a gc round ran on %s during the push", journal.ErrGCRaced, s.URL())
 	}
 	s.markerAt = time.Now()
@@ -566,7 +584,9 @@ func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) 
 	pack, index := buildPack(raws, bases)
 	name := cas.Sum(index).String()
 	defer func() { s.fresh[name] = index }()
-	for _, p := range []struct {
+	// Written as soon as a write may land, even one that reports failure.
+	s.written = append(s.written, name)
+	for i, p := range []struct {
 		key  string
 		data []byte
 	}{{s.key("packs/", name, ".pack"), pack}, {s.key("packs/", name, ".idx"), index}} {
@@ -574,6 +594,9 @@ func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) 
 		// round that began meanwhile could have deleted what it names.
 		if err := s.checkMarker(ctx, false); err != nil {
 			return "", 0, err
+		}
+		if i == 1 && s.hook != nil {
+			s.hook("before-index")
 		}
 		_, err := s.c.PutObject(ctx, s.bucket, p.key, p.data, s3api.PutOptions{ContentType: "application/octet-stream"})
 		if err != nil {
