@@ -67,3 +67,13 @@ func RingsServed(f *FS) int64 {
 	}
 	return f.rings.Served.Load()
 }
+
+// PrimeWait waits for f's priming walk (prime.go) to end and reports what
+// it listed: entries and directories (zero without one).
+func PrimeWait(f *FS) (entries, dirs int) {
+	if f.prime == nil {
+		return 0, 0
+	}
+	f.prime.done.Wait()
+	return f.PrimeStats()
+}

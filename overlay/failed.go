@@ -289,6 +289,7 @@ func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, in *fuse.InHeader, attr stri
 }
 
 func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	r.f.others.Add(1)
 	if st := r.refuse(in.NodeId, name); !st.Ok() {
 		return st
 	}
@@ -303,6 +304,7 @@ func (r *rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Cre
 }
 
 func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	r.f.others.Add(1)
 	if in.Flags&(syscall.O_ACCMODE|syscall.O_TRUNC) != syscall.O_RDONLY {
 		if st := r.refuse(in.NodeId, ""); !st.Ok() {
 			return st

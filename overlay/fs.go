@@ -83,6 +83,10 @@ type Options struct {
 	// can be attributed to a command (art blame) even when untraced.
 	// Every event carries its caller's pid either way.
 	NameCallers bool
+	// Prime lists the tree once from the daemon right after the mount,
+	// so that the kernel's dentry and attribute caches hold it before the
+	// agent looks (prime.go).
+	Prime bool
 }
 
 // Owner is a uid and gid.
@@ -130,7 +134,7 @@ type FS struct {
 	snapIDs  atomic.Uint64 // numbers listings served to READDIR (readdir.go)
 	stats    struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
-		storeReads, lookupQueries, lowerChecks                       atomic.Int64
+		storeReads, lookups, lookupQueries, lowerChecks              atomic.Int64
 		listQueries, recordQueries, aheadQueries                     atomic.Int64
 		streamed, streamStarts, streamBytes, streamReleased          atomic.Int64
 	}
@@ -143,6 +147,13 @@ type FS struct {
 	log        func(string) // Options.Log, never nil
 	counts     *opCounter   // ART_FUSE_COUNTS (opcount.go), else nil
 	countsStop func()       // ends counts' SIGUSR1 dumps
+
+	prime *primer // the walk priming the kernel's caches (prime.go), nil without one
+	// others counts requests other than the priming walk's (LOOKUP,
+	// GETATTR, OPEN, CREATE, listings): the walk waits for a quiet mount.
+	others atomic.Int64
+	// primeTid is the walk's thread (its requests carry it), 0 without one.
+	primeTid atomic.Int32
 
 	watchStop chan struct{} // closed by Unmount: the mapped-node watcher ends
 	watchWG   sync.WaitGroup
@@ -294,6 +305,9 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 		close(f.served)
 	}()
 	f.ptOK.Store(f.probePassthrough())
+	if opts.Prime {
+		f.startPrime()
+	}
 	return f, nil
 }
 
@@ -398,6 +412,7 @@ type Stats struct {
 	Kept      int
 	KeptBytes int64
 	Readdirs  int64 // READDIR requests: listings the kernel had not cached
+	Lookups   int64 // LOOKUP requests: names the kernel had not cached
 	// LookupQueries counts lookups answered by a query of their own,
 	// not from a directory's listing (node.go Lookup).
 	LookupQueries int64
@@ -429,8 +444,14 @@ type Stats struct {
 // queryCounts is the daemon's metadata queries so far, for
 // ART_FUSE_COUNTS (opcount.go).
 func (f *FS) queryCounts() string {
-	return fmt.Sprintf("queries: lookups %d, listings %d (of them %d of a directory's subdirectories at once), records %d; commits %d",
+	s := fmt.Sprintf("queries: lookups %d, listings %d (of them %d of a directory's subdirectories at once), records %d; commits %d",
 		f.stats.lookupQueries.Load(), f.stats.listQueries.Load(), f.stats.aheadQueries.Load(), f.stats.recordQueries.Load(), f.batch.Commits())
+	if p := f.prime; p != nil {
+		p.mu.Lock()
+		s += fmt.Sprintf("\nprime: %d entries in %d directories listed in %v", p.listed, p.dirs, p.took.Round(time.Millisecond))
+		p.mu.Unlock()
+	}
+	return s
 }
 
 // Stats reports counters since the mount.
@@ -438,7 +459,7 @@ func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
-		Readdirs: f.stats.readdirs.Load(), LookupQueries: f.stats.lookupQueries.Load(),
+		Readdirs: f.stats.readdirs.Load(), Lookups: f.stats.lookups.Load(), LookupQueries: f.stats.lookupQueries.Load(),
 		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), AheadQueries: f.stats.aheadQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load(), StreamReleased: f.stats.streamReleased.Load()}
 }
@@ -497,6 +518,7 @@ func (f *FS) Wait() { f.server.Wait() }
 // mount (unmount.go).
 func (f *FS) Unmount(ctx context.Context) error {
 	var err error
+	f.stopPrime() // its open directory would make the unmount fail
 	if f.server != nil {
 		// The control files of the connection: Mount's, or - after an
 		// unmount that failed and closed them - opened again while the

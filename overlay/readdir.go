@@ -43,6 +43,20 @@ func (r *rawFS) Init(s *fuse.Server) {
 	r.RawFileSystem.Init(s)
 }
 
+// Lookup counts the kernel's LOOKUPs (Stats.Lookups): the round trips a
+// primed mount saves (prime.go).
+func (r *rawFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	r.f.stats.lookups.Add(1)
+	r.f.others.Add(1)
+	return r.RawFileSystem.Lookup(cancel, header, name, out)
+}
+
+// GetAttr counts as another's request for the priming walk (prime.go).
+func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	r.f.others.Add(1)
+	return r.RawFileSystem.GetAttr(cancel, in, out)
+}
+
 func (r *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	if r.server.KernelSettings().Flags64()&fuse.CAP_NO_OPENDIR_SUPPORT != 0 {
 		return fuse.ENOSYS
@@ -52,6 +66,7 @@ func (r *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenO
 }
 
 func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	r.f.others.Add(1)
 	if in.Fh != 0 {
 		return r.RawFileSystem.ReadDir(cancel, in, out)
 	}
@@ -59,6 +74,9 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 }
 
 func (r *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	if int32(in.Pid) != r.f.primeTid.Load() { // the priming walk's own do not count
+		r.f.others.Add(1)
+	}
 	if in.Fh != 0 {
 		return r.RawFileSystem.ReadDirPlus(cancel, in, out)
 	}

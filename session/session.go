@@ -176,7 +176,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		Owner:       &overlay.Owner{UID: uint32(o.UID), GID: uint32(o.GID)},
 		RecordOwner: &overlay.Owner{UID: wst.Uid, GID: wst.Gid},
 		Quota:       o.DiskQuota, JournalWrites: o.JournalWrites, Description: "session " + filepath.Base(s.Dir),
-		NameCallers: true, Log: s.log.add})
+		NameCallers: true, Log: s.log.add,
+		// ART_PRIME=0 leaves the kernel's caches cold (to measure).
+		Prime: os.Getenv("ART_PRIME") != "0"})
 	end()
 	if err != nil {
 		return s, err
