@@ -149,6 +149,10 @@ type FS struct {
 	countsStop func()       // ends counts' SIGUSR1 dumps
 
 	prime *primer // the walk priming the kernel's caches (prime.go), nil without one
+
+	recTreeMu   sync.Mutex
+	recTreeRead bool        // recordTree tried (statfid.go)
+	recTree     *recordTree // the lower workspace's import records, nil: read per directory
 	// others counts requests other than the priming walk's (LOOKUP,
 	// GETATTR, OPEN, CREATE, listings): the walk waits for a quiet mount.
 	others atomic.Int64

@@ -99,6 +99,11 @@ func TestStatFidelityGit(t *testing.T) {
 		}
 	}
 	same("mounted")
+	// The workspace's records come from one scan (statfid.go
+	// recordTree), not a query per directory: that and the mount root's.
+	if q := s.fsys.Stats().RecordQueries; q != 2 {
+		t.Errorf("%d import records queries for 5 directories, want 2", q)
+	}
 	before := s.fsys.Stats()
 	if got := sh(t, repo, nil, git, "status", "--porcelain"); got != "" {
 		t.Fatalf("git status in the mount: %q, want clean", got)
