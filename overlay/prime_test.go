@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,5 +70,12 @@ func TestPrimeFillsKernelCaches(t *testing.T) {
 	}
 	if n := lstatAll(); n != 0 {
 		t.Fatalf("%d LOOKUPs for %d names after priming, want 0", n, len(paths))
+	}
+	// An unmount stops the walk wherever it is (its open directory
+	// would fail the unmount) and waits for it: before it began (it waits
+	// primeQuiet first), while it lists, after it ended.
+	for i := range 6 {
+		time.Sleep(time.Duration(i) * 6 * time.Millisecond)
+		s.remount()
 	}
 }
