@@ -195,8 +195,10 @@ func (f *FS) failedError() error {
 
 // refuse returns the errno of the mount's failure for a request that would
 // change the tree at name in directory dir (name "": dir itself), and
-// counts it; OK while the mount journals.
+// counts it; OK while the mount journals. Every such request keeps the
+// priming walk waiting (prime.go).
 func (r *rawFS) refuse(dir uint64, name string) fuse.Status {
+	r.f.others.Add(1)
 	err := r.f.failure()
 	if err == nil {
 		return fuse.OK
@@ -289,7 +291,6 @@ func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, in *fuse.InHeader, attr stri
 }
 
 func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	r.f.others.Add(1)
 	if st := r.refuse(in.NodeId, name); !st.Ok() {
 		return st
 	}

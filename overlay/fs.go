@@ -154,7 +154,8 @@ type FS struct {
 	recTreeRead bool        // recordTree tried (statfid.go)
 	recTree     *recordTree // the lower workspace's import records, nil: read per directory
 	// others counts requests other than the priming walk's (LOOKUP,
-	// GETATTR, OPEN, CREATE, listings): the walk waits for a quiet mount.
+	// GETATTR, OPEN, listings, and every request that changes the tree):
+	// the walk waits for a quiet mount.
 	others atomic.Int64
 	// primeTid is the walk's thread (its requests carry it), 0 without one.
 	primeTid atomic.Int32
