@@ -134,7 +134,7 @@ type FS struct {
 	snapIDs  atomic.Uint64 // numbers listings served to READDIR (readdir.go)
 	stats    struct {
 		lowerOpens, ptOpens, copies, reuses, readdirs, unlinksBehind atomic.Int64
-		storeReads, lookups, lookupQueries, lowerChecks              atomic.Int64
+		storeReads, lookups, getattrs, lookupQueries, lowerChecks    atomic.Int64
 		listQueries, recordQueries, aheadQueries                     atomic.Int64
 		streamed, streamStarts, streamBytes, streamReleased          atomic.Int64
 	}
@@ -418,6 +418,7 @@ type Stats struct {
 	KeptBytes int64
 	Readdirs  int64 // READDIR requests: listings the kernel had not cached
 	Lookups   int64 // LOOKUP requests: names the kernel had not cached
+	GetAttrs  int64 // GETATTR requests but the priming walk's: attributes the kernel had not cached
 	// LookupQueries counts lookups answered by a query of their own,
 	// not from a directory's listing (node.go Lookup).
 	LookupQueries int64
@@ -464,7 +465,7 @@ func (f *FS) Stats() Stats {
 	kept, keptBytes := f.kept.usage()
 	return Stats{LowerOpens: f.stats.lowerOpens.Load(), PtOpens: f.stats.ptOpens.Load(), Copies: f.stats.copies.Load(),
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
-		Readdirs: f.stats.readdirs.Load(), Lookups: f.stats.lookups.Load(), LookupQueries: f.stats.lookupQueries.Load(),
+		Readdirs: f.stats.readdirs.Load(), Lookups: f.stats.lookups.Load(), GetAttrs: f.stats.getattrs.Load(), LookupQueries: f.stats.lookupQueries.Load(),
 		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), AheadQueries: f.stats.aheadQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
 		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load(), StreamReleased: f.stats.streamReleased.Load()}
 }

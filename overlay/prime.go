@@ -178,6 +178,12 @@ func primeWalk(ctx context.Context, root string, max int, idle func() bool) (lis
 				}
 			})
 		}
+		// The listing dropped the directory's atime from the kernel's
+		// cache (a writable FUSE mount's listings and reads do), so the
+		// agent's next stat of it would ask (git status stats every
+		// directory: 1,706 GETATTRs): asked now, in the agent's idle time.
+		var st unix.Stat_t
+		unix.Fstat(fd, &st)
 		if fd != rfd {
 			unix.Close(fd)
 		}

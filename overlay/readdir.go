@@ -51,9 +51,13 @@ func (r *rawFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name strin
 	return r.RawFileSystem.Lookup(cancel, header, name, out)
 }
 
-// GetAttr counts as another's request for the priming walk (prime.go).
+// GetAttr counts as another's request for the priming walk (prime.go)
+// unless it is the walk's own.
 func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	r.f.others.Add(1)
+	if int32(in.Pid) != r.f.primeTid.Load() {
+		r.f.others.Add(1)
+		r.f.stats.getattrs.Add(1)
+	}
 	return r.RawFileSystem.GetAttr(cancel, in, out)
 }
 
