@@ -2,13 +2,14 @@ package overlay
 
 import (
 	"context"
-	"encoding/binary"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/artrt/art/internal/dirent"
 )
 
 // Priming the kernel's caches.
@@ -170,13 +171,20 @@ func primeWalk(ctx context.Context, root string, max int, idle func() bool) (lis
 			if err != nil || n <= 0 {
 				break
 			}
-			listed += direntDirs(buf[:n], func(name string) {
+			err = dirent.Parse(buf[:n], func(name []byte, typ uint8) {
+				listed++
+				if typ != unix.DT_DIR {
+					return
+				}
 				if dir == "." {
-					subdirs = append(subdirs, name)
+					subdirs = append(subdirs, string(name))
 				} else {
-					subdirs = append(subdirs, dir+"/"+name)
+					subdirs = append(subdirs, dir+"/"+string(name))
 				}
 			})
+			if err != nil {
+				break
+			}
 		}
 		// The listing dropped the directory's atime from the kernel's
 		// cache (a writable FUSE mount's listings and reads do), so the
@@ -195,31 +203,4 @@ func primeWalk(ctx context.Context, root string, max int, idle func() bool) (lis
 		}
 	}
 	return listed, dirs
-}
-
-// direntDirs parses linux_dirent64 records in b, calls dir for each
-// subdirectory's name (not "." or ".."), and returns how many entries it
-// parsed (not counting "." and "..").
-func direntDirs(b []byte, dir func(name string)) int {
-	n := 0
-	for len(b) >= 19 {
-		reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-		if reclen < 19 || reclen > len(b) {
-			break
-		}
-		typ := b[18]
-		name := b[19:reclen]
-		if i := slices.Index(name, 0); i >= 0 {
-			name = name[:i]
-		}
-		b = b[reclen:]
-		if string(name) == "." || string(name) == ".." {
-			continue
-		}
-		n++
-		if typ == unix.DT_DIR {
-			dir(string(name))
-		}
-	}
-	return n
 }

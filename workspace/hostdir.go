@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/artrt/art/internal/dirent"
 	"github.com/artrt/art/internal/termtext"
 	"golang.org/x/sys/unix"
 )
@@ -95,29 +95,13 @@ func readDirNames(fd int) (dirNames, error) {
 			names.buf = make([]byte, 0, n)
 			names.ends = make([]int, 0, n/24)
 		}
-		// struct linux_dirent64: ino (8), off (8), reclen (2), type (1),
-		// name NUL-terminated, padded to reclen.
-		for off := 0; off < n; {
-			if n-off < 19 {
-				return dirNames{}, errBadDirent
-			}
-			reclen := int(binary.NativeEndian.Uint16(dents[off+16:]))
-			if reclen < 20 || reclen > n-off {
-				return dirNames{}, errBadDirent
-			}
-			name := dents[off+19 : off+reclen]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			off += reclen
-			if len(name) == 0 || string(name) == "." || string(name) == ".." {
-				continue
-			}
+		err = dirent.Parse(dents[:n], func(name []byte, _ uint8) {
 			names.buf = append(names.buf, name...)
 			names.ends = append(names.ends, len(names.buf))
 			names.buf = append(names.buf, 0)
+		})
+		if err != nil {
+			return dirNames{}, err
 		}
 	}
 }
-
-var errBadDirent = errors.New("malformed directory entry from getdents")
