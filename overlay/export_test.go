@@ -74,6 +74,9 @@ func PrimeWait(f *FS) (entries, dirs int) {
 	if f.prime == nil {
 		return 0, 0
 	}
-	f.prime.done.Wait()
-	return f.PrimeStats()
+	p := f.prime
+	p.done.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.listed, p.dirs
 }

@@ -305,7 +305,7 @@ func (r *rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Cre
 }
 
 func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	r.f.others.Add(1)
+	r.asked(&in.InHeader)
 	if in.Flags&(syscall.O_ACCMODE|syscall.O_TRUNC) != syscall.O_RDONLY {
 		if st := r.refuse(in.NodeId, ""); !st.Ok() {
 			return st

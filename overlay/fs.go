@@ -150,9 +150,8 @@ type FS struct {
 
 	prime *primer // the walk priming the kernel's caches (prime.go), nil without one
 
-	recTreeMu   sync.Mutex
-	recTreeRead bool        // recordTree tried (statfid.go)
-	recTree     *recordTree // the lower workspace's import records, nil: read per directory
+	recTreeOnce sync.Once
+	recTree     *recordTree // the lower workspace's import records (statfid.go), nil: read per directory
 	// others counts requests other than the priming walk's (LOOKUP,
 	// GETATTR, OPEN, listings, and every request that changes the tree):
 	// the walk waits for a quiet mount.
@@ -417,8 +416,9 @@ type Stats struct {
 	Kept      int
 	KeptBytes int64
 	Readdirs  int64 // READDIR requests: listings the kernel had not cached
-	Lookups   int64 // LOOKUP requests: names the kernel had not cached
-	GetAttrs  int64 // GETATTR requests but the priming walk's: attributes the kernel had not cached
+	// Lookups and GetAttrs count the kernel's LOOKUPs and GETATTRs (names
+	// and attributes it had not cached) but the priming walk's (prime.go).
+	Lookups, GetAttrs int64
 	// LookupQueries counts lookups answered by a query of their own,
 	// not from a directory's listing (node.go Lookup).
 	LookupQueries int64

@@ -102,19 +102,6 @@ func (f *FS) stopPrime() {
 	}
 }
 
-// PrimeStats reports what the walk that primed the kernel's caches listed
-// so far: entries and directories (zero without one). Only meaningful once
-// the walk ended (Unmount waits for it).
-func (f *FS) PrimeStats() (entries, dirs int) {
-	p := f.prime
-	if p == nil {
-		return 0, 0
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.listed, p.dirs
-}
-
 // quiet returns at once when the mount served no request but the walk's
 // since it last returned, else once it has served none for primeQuiet;
 // false if ctx ends first. Only the walk calls it.

@@ -43,19 +43,28 @@ func (r *rawFS) Init(s *fuse.Server) {
 	r.RawFileSystem.Init(s)
 }
 
+// asked counts a request for the priming walk's quiet rule (prime.go)
+// unless the walk sent it, and reports whether it counted.
+func (r *rawFS) asked(h *fuse.InHeader) bool {
+	if int32(h.Pid) == r.f.primeTid.Load() {
+		return false
+	}
+	r.f.others.Add(1)
+	return true
+}
+
 // Lookup counts the kernel's LOOKUPs (Stats.Lookups): the round trips a
 // primed mount saves (prime.go).
 func (r *rawFS) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	r.f.stats.lookups.Add(1)
-	r.f.others.Add(1)
+	if r.asked(header) {
+		r.f.stats.lookups.Add(1)
+	}
 	return r.RawFileSystem.Lookup(cancel, header, name, out)
 }
 
-// GetAttr counts as another's request for the priming walk (prime.go)
-// unless it is the walk's own.
+// GetAttr counts the kernel's GETATTRs but the walk's (Stats.GetAttrs).
 func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	if int32(in.Pid) != r.f.primeTid.Load() {
-		r.f.others.Add(1)
+	if r.asked(&in.InHeader) {
 		r.f.stats.getattrs.Add(1)
 	}
 	return r.RawFileSystem.GetAttr(cancel, in, out)
@@ -70,7 +79,7 @@ func (r *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenO
 }
 
 func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	r.f.others.Add(1)
+	r.asked(&in.InHeader)
 	if in.Fh != 0 {
 		return r.RawFileSystem.ReadDir(cancel, in, out)
 	}
@@ -78,9 +87,7 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 }
 
 func (r *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	if int32(in.Pid) != r.f.primeTid.Load() { // the priming walk's own do not count
-		r.f.others.Add(1)
-	}
+	r.asked(&in.InHeader)
 	if in.Fh != 0 {
 		return r.RawFileSystem.ReadDirPlus(cancel, in, out)
 	}

@@ -185,12 +185,11 @@ func (t *recordTree) covers(dir string) bool {
 // more than recordTreeMax records, or the read failed (directories then
 // read their own, as a failure there leaves them none).
 func (f *FS) recordTree(ctx context.Context) *recordTree {
-	f.recTreeMu.Lock()
-	defer f.recTreeMu.Unlock()
-	if f.recTreeRead {
-		return f.recTree
-	}
-	f.recTreeRead = true
+	f.recTreeOnce.Do(func() { f.recTree = f.readRecordTree(ctx) })
+	return f.recTree
+}
+
+func (f *FS) readRecordTree(ctx context.Context) *recordTree {
 	if f.lowerPfx == "" {
 		return nil
 	}
@@ -223,7 +222,6 @@ func (f *FS) recordTree(ctx context.Context) *recordTree {
 			t.dirs[dir] = recs
 		}
 	}
-	f.recTree = t
 	return t
 }
 

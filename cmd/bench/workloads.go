@@ -1207,7 +1207,7 @@ func (w *wlRun) gitRows(c gitCase) error {
 				removeStore(s.store)
 			}
 			if c.metric == "u-" && p != wlWarm {
-				if err := w.lateStatus(s, base, rep); err != nil {
+				if err := w.lateStatus(s, c.metric, base, rep); err != nil {
 					return err
 				}
 			}
@@ -1222,7 +1222,7 @@ func (w *wlRun) gitRows(c gitCase) error {
 // art primes the kernel's caches meanwhile (overlay/prime.go). A runs on a
 // fresh store copy (the host's index, as in the first session), L on a
 // fresh mount.
-func (w *wlRun) lateStatus(s wlSession, base string, rep int) error {
+func (w *wlRun) lateStatus(s wlSession, metric, base string, rep int) error {
 	s.body = "sleep 1.5\nt status1late git status\n"
 	if s.place.art() {
 		var err error
@@ -1235,7 +1235,7 @@ func (w *wlRun) lateStatus(s wlSession, base string, rep int) error {
 	if err != nil {
 		return err
 	}
-	return w.addSteps("u-", s.place, t, "status1late")
+	return w.addSteps(metric, s.place, t, "status1late")
 }
 
 // untar: tar x of Go's src and rm -rf src/cmd, a whole session each.
