@@ -51,7 +51,7 @@ func TestParseGetdents(t *testing.T) {
 
 // TestParseMalformed: a record shorter than its header, or one whose
 // length runs past the buffer (or is too short to hold a name), ends the
-// parse with ErrMalformed after the records before it.
+// parse with errMalformed after the records before it.
 func TestParseMalformed(t *testing.T) {
 	rec := func(name string, reclen int) []byte {
 		b := make([]byte, max(reclen, 19+len(name)+1))
@@ -71,7 +71,7 @@ func TestParseMalformed(t *testing.T) {
 	} {
 		var names []string
 		err := Parse(c.b, func(name []byte, _ uint8) { names = append(names, string(name)) })
-		if !errors.Is(err, ErrMalformed) || !slices.Equal(names, []string{"ok"}) {
+		if !errors.Is(err, errMalformed) || !slices.Equal(names, []string{"ok"}) {
 			t.Errorf("%s: names %q, error %v", c.name, names, err)
 		}
 	}
