@@ -1,5 +1,10 @@
 package overlay
 
+import (
+	"testing"
+	"time"
+)
+
 // PassthroughAll makes every open that may be served by passthrough be,
 // whatever the file's size, until the returned function restores the
 // threshold; tests use it to run their suites over the passthrough path.
@@ -75,8 +80,34 @@ func PrimeWait(f *FS) (entries, dirs int) {
 		return 0, 0
 	}
 	p := f.prime
-	p.done.Wait()
+	<-p.walked
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.listed, p.dirs
+}
+
+// RefreshWait waits until f's priming walk waits for the agent with
+// nothing left to refresh (prime.go), or fails t after a minute.
+func RefreshWait(t testing.TB, f *FS) {
+	t.Helper()
+	last := int64(-1)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		now := f.others.Load()
+		if f.refresh.idle.Load() && now == last {
+			return
+		}
+		last = now
+	}
+	t.Fatal("the priming walk's refresh did not settle in a minute")
+}
+
+// Refreshed reports the refresh rounds f's priming walk has made since it
+// ended, and the stats they made (prime.go).
+func Refreshed(f *FS) (rounds, stated int) {
+	if f.prime == nil {
+		return 0, 0
+	}
+	f.prime.mu.Lock()
+	defer f.prime.mu.Unlock()
+	return f.prime.rounds, f.prime.stated
 }

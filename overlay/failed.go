@@ -198,7 +198,7 @@ func (f *FS) failedError() error {
 // counts it; OK while the mount journals. Every such request keeps the
 // priming walk waiting (prime.go).
 func (r *rawFS) refuse(dir uint64, name string) fuse.Status {
-	r.f.others.Add(1)
+	r.f.noteAsked()
 	err := r.f.failure()
 	if err == nil {
 		return fuse.OK
@@ -294,7 +294,11 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 	if st := r.refuse(in.NodeId, name); !st.Ok() {
 		return st
 	}
-	return r.RawFileSystem.Create(cancel, in, name, out)
+	st := r.RawFileSystem.Create(cancel, in, name, out)
+	if st.Ok() {
+		r.f.noteOpen(out.NodeId)
+	}
+	return st
 }
 
 func (r *rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
@@ -312,8 +316,11 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 		}
 	}
 	st := r.RawFileSystem.Open(cancel, in, out)
-	if st.Ok() && out.OpenFlags&fuse.FOPEN_PASSTHROUGH == 0 && r.f.ptOK.Load() {
-		r.f.declined(in.NodeId)
+	if st.Ok() {
+		r.f.noteOpen(in.NodeId)
+		if out.OpenFlags&fuse.FOPEN_PASSTHROUGH == 0 && r.f.ptOK.Load() {
+			r.f.declined(in.NodeId)
+		}
 	}
 	return st
 }

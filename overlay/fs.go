@@ -148,7 +148,8 @@ type FS struct {
 	counts     *opCounter   // ART_FUSE_COUNTS (opcount.go), else nil
 	countsStop func()       // ends counts' SIGUSR1 dumps
 
-	prime *primer // the walk priming the kernel's caches (prime.go), nil without one
+	prime   *primer // the walk priming the kernel's caches (prime.go), nil without one
+	refresh refresh // what it stats again in the agent's idle time (prime.go)
 
 	recTreeOnce sync.Once
 	recTree     *recordTree // the lower workspace's import records (statfid.go), nil: read per directory
@@ -454,7 +455,7 @@ func (f *FS) queryCounts() string {
 		f.stats.lookupQueries.Load(), f.stats.listQueries.Load(), f.stats.aheadQueries.Load(), f.stats.recordQueries.Load(), f.batch.Commits())
 	if p := f.prime; p != nil {
 		p.mu.Lock()
-		s += fmt.Sprintf("\nprime: %d entries in %d directories listed in %v", p.listed, p.dirs, p.took.Round(time.Millisecond))
+		s += fmt.Sprintf("\nprime: %d entries in %d directories listed in %v; then %d stats in %d refresh rounds", p.listed, p.dirs, p.took.Round(time.Millisecond), p.stated, p.rounds)
 		p.mu.Unlock()
 	}
 	return s

@@ -26,6 +26,7 @@ type lowerSetup struct {
 	mnt    string
 	db     *journal.DB
 	fsys   *overlay.FS
+	prime  bool // mount with Options.Prime
 }
 
 func newLower(t *testing.T, files map[string]string) *lowerSetup {
@@ -61,7 +62,7 @@ func (s *lowerSetup) mount(capture bool) {
 			s.t.Fatal(err)
 		}
 	}
-	fsys, err := overlay.Mount(ctx, s.mnt, overlay.Options{Branch: "main", DB: db, Lower: s.ws})
+	fsys, err := overlay.Mount(ctx, s.mnt, overlay.Options{Branch: "main", DB: db, Lower: s.ws, Prime: s.prime})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -2,14 +2,20 @@ package overlay
 
 import (
 	"context"
+	"path"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/dirent"
+	"github.com/artrt/art/journal"
 )
 
 // Priming the kernel's caches.
@@ -45,6 +51,24 @@ import (
 // and never into another mount, whatever the agent renamed meanwhile.
 // Unmount stops the walk and waits for it: an open directory would make
 // the unmount fail.
+//
+// Keeping the caches primed. The kernel drops an inode's attributes from
+// its cache at every read of a file of a writable FUSE mount and at every
+// listing of a directory, even one it serves from its own cache (fs/fuse:
+// fuse_invalidate_atime), and at writes: the agent's next stat of it asks
+// again. `git grep` reads every file of a repository, so the `git status`
+// after it costs a GETATTR per file (15,000 round trips, 160 ms against
+// 42 natively); `find` lists every directory, so the `du` after it costs
+// one per directory. Once the walk is done its thread stays: it waits for
+// the agent to use the mount, then for the mount to be quiet again, and
+// then stats, in name order, every directory the kernel holds (the daemon
+// cannot tell which listings the kernel served from its cache) and every
+// file opened or created since its last round (the daemon sees each open,
+// not the reads a passthrough open serves). A stat the kernel answers
+// from its cache costs no request; the others cost the GETATTR the
+// agent's next stat would have cost, in the agent's idle time. Each stat
+// goes through a directory opened with openat2 as the walk's are, and
+// fstatat never follows the name's link.
 
 // primeMax bounds the entries the walk lists. Each costs memory the
 // agent's own lookup of it would cost too: about 1 KB in the kernel
@@ -60,21 +84,83 @@ const primeNice = 10
 // before the walk lists its next directory.
 const primeQuiet = 20 * time.Millisecond
 
+// refreshQuiet is how long the mount must have served no other request
+// before a refresh round (and between its batches): longer than the
+// walk's, so that a round waits for a command's end rather than a pause in
+// it (a compile between two of a build's file operations).
+const refreshQuiet = 100 * time.Millisecond
+
+// refreshRest bounds the rest after a refresh round (nine times the
+// round's own time): the next round may wait that long.
+const refreshRest = 2 * time.Second
+
+// refreshBatch is how many stats a refresh round makes between two looks
+// at whether the mount is still quiet.
+const refreshBatch = 64
+
 // primer is a running walk.
 type primer struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+	walked chan struct{} // closed when the walk ends (its refresh rounds follow)
 	mu     sync.Mutex
 	// listed and dirs count what the walk listed, took how long (tests
-	// and ART_FUSE_COUNTS), set when it ends.
-	listed, dirs int
-	took         time.Duration
+	// and ART_FUSE_COUNTS), set when it ends; rounds and stated count the
+	// refresh rounds since and the stats they made.
+	listed, dirs   int
+	took           time.Duration
+	rounds, stated int
+}
+
+// refresh is what the priming walk stats again in the agent's idle time:
+// the files opened or created since its last round (by art inode), at
+// most primeMax.
+type refresh struct {
+	on     atomic.Bool // the mount primes: opens are noted
+	mu     sync.Mutex
+	opened map[int64]struct{}
+	// idle is set while the walk's thread waits for the agent; the first
+	// request after it sends on kick.
+	idle atomic.Bool
+	kick chan struct{} // capacity 1
+}
+
+// noteOpen notes a file the agent opened (or created), whose attributes
+// its reads or writes will drop from the kernel's cache.
+func (f *FS) noteOpen(ino uint64) {
+	r := &f.refresh
+	if !r.on.Load() {
+		return
+	}
+	r.mu.Lock()
+	if len(r.opened) < primeMax {
+		r.opened[int64(ino)] = struct{}{}
+	}
+	r.mu.Unlock()
+	// Counted again once noted: a round that drained the set before
+	// this open was noted is followed by another.
+	f.noteAsked()
+}
+
+// noteAsked counts a request of the agent's (not the walk's) for the
+// walk's quiet rule, and wakes the walk's thread if it waits for one.
+func (f *FS) noteAsked() {
+	f.others.Add(1)
+	if r := &f.refresh; r.idle.Load() && r.idle.CompareAndSwap(true, false) {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // startPrime starts the walk of f's mount.
 func (f *FS) startPrime() {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &primer{cancel: cancel}
+	p := &primer{cancel: cancel, walked: make(chan struct{})}
+	f.refresh.opened = map[int64]struct{}{}
+	f.refresh.kick = make(chan struct{}, 1)
+	f.refresh.on.Store(true)
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()
@@ -86,12 +172,162 @@ func (f *FS) startPrime() {
 		f.primeTid.Store(int32(tid)) // the kernel tags a request with its thread
 		start := time.Now()
 		seen := int64(-1) // the first directory too waits for a quiet mount
-		listed, dirs := primeWalk(ctx, f.mountpoint, primeMax, func() bool { return f.quiet(ctx, &seen) })
+		listed, dirs := primeWalk(ctx, f.mountpoint, primeMax, func() bool { return f.quiet(ctx, &seen, primeQuiet) })
 		p.mu.Lock()
 		p.listed, p.dirs, p.took = listed, dirs, time.Since(start)
 		p.mu.Unlock()
+		close(p.walked)
+		idle := func() bool { return f.quiet(ctx, &seen, refreshQuiet) }
+		for f.awaitAgent(ctx, seen) && idle() {
+			began := time.Now()
+			n := f.refreshRound(ctx, idle)
+			took := time.Since(began)
+			p.mu.Lock()
+			p.rounds++
+			p.stated += n
+			p.mu.Unlock()
+			// A program that touches the mount every so often (a
+			// poller, a server) would start a round each time: the
+			// rounds take at most a tenth of the thread's time.
+			t := time.NewTimer(min(9*took, refreshRest))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
 	}()
 	f.prime = p
+}
+
+// awaitAgent waits until the agent sends the mount a request (at once if
+// the count of its requests moved from seen); false once ctx ends.
+func (f *FS) awaitAgent(ctx context.Context, seen int64) bool {
+	r := &f.refresh
+	r.idle.Store(true)
+	if f.others.Load() != seen { // asked meanwhile (noteAsked may have kicked too)
+		r.idle.Store(false)
+		select {
+		case <-r.kick:
+		default:
+		}
+		return true
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-r.kick:
+		return true
+	}
+}
+
+// refreshRound stats every directory the kernel holds and every file
+// opened since the last round, beneath the mount's root, through the
+// kernel (see "Keeping the caches primed" above), and reports how many it
+// stated. idle is asked every refreshBatch stats; the round ends when it
+// returns false.
+func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
+	r := &f.refresh
+	r.mu.Lock()
+	opened := r.opened
+	r.opened = map[int64]struct{}{}
+	r.mu.Unlock()
+
+	f.mu.Lock()
+	root := f.nodes[journal.RootIno]
+	var targets []*node
+	for _, n := range f.nodes {
+		if len(targets) >= primeMax {
+			break
+		}
+		if _, ok := opened[n.ino]; ok || n.isDir() {
+			targets = append(targets, n)
+		}
+	}
+	f.mu.Unlock()
+	if root == nil {
+		return 0
+	}
+	type target struct{ dir, name string }
+	paths := make([]target, 0, len(targets))
+	for _, n := range targets {
+		if n == root {
+			continue
+		}
+		if p, ok := pathBelow(&n.Inode, &root.Inode); ok {
+			paths = append(paths, target{path.Dir(p), path.Base(p)})
+		}
+	}
+	slices.SortFunc(paths, func(a, b target) int {
+		if c := strings.Compare(a.dir, b.dir); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+
+	rfd, err := unix.Open(f.mountpoint, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(rfd)
+	how := unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	var st unix.Stat_t
+	unix.Fstat(rfd, &st) // the root itself
+	stated := 1
+	dfd, cur := rfd, "."
+	defer func() {
+		if dfd != rfd {
+			unix.Close(dfd)
+		}
+	}()
+	for i, t := range paths {
+		if ctx.Err() != nil || i > 0 && i%refreshBatch == 0 && !idle() {
+			break
+		}
+		if t.dir != cur {
+			if dfd != rfd {
+				unix.Close(dfd)
+			}
+			dfd, cur = rfd, "."
+			if t.dir != "." {
+				fd, err := unix.Openat2(rfd, t.dir, &how)
+				if err != nil {
+					continue // moved or removed meanwhile
+				}
+				dfd, cur = fd, t.dir
+			}
+		}
+		unix.Fstatat(dfd, t.name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		stated++
+	}
+	return stated
+}
+
+// isDir reports whether n is a directory.
+func (n *node) isDir() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.attr.Kind == cas.EntryDir
+}
+
+// pathBelow is n's path below root, false if n is not (or no longer)
+// under it: an unlinked node keeps no parent.
+func pathBelow(n, root *fs.Inode) (string, bool) {
+	var names []string
+	for p := n; p != root; {
+		name, parent := p.Parent()
+		if parent == nil || len(names) > 4096 {
+			return "", false
+		}
+		names = append(names, name)
+		p = parent
+	}
+	slices.Reverse(names)
+	return strings.Join(names, "/"), true
 }
 
 // stopPrime stops the walk, if any, and waits for it.
@@ -103,16 +339,16 @@ func (f *FS) stopPrime() {
 }
 
 // quiet returns at once when the mount served no request but the walk's
-// since it last returned, else once it has served none for primeQuiet;
-// false if ctx ends first. Only the walk calls it.
-func (f *FS) quiet(ctx context.Context, seen *int64) bool {
+// since it last returned, else once it has served none for d; false if
+// ctx ends first. Only the walk's thread calls it.
+func (f *FS) quiet(ctx context.Context, seen *int64, d time.Duration) bool {
 	for {
 		now := f.others.Load()
 		if now == *seen {
 			return true
 		}
 		*seen = now
-		t := time.NewTimer(primeQuiet)
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -69,7 +69,7 @@ func TestPrimeWalk(t *testing.T) {
 func TestPrimeQuiet(t *testing.T) {
 	f := &FS{}
 	seen := f.others.Load()
-	if !f.quiet(context.Background(), &seen) {
+	if !f.quiet(context.Background(), &seen, primeQuiet) {
 		t.Fatal("quiet refused on an idle mount")
 	}
 	stop := make(chan struct{})
@@ -90,7 +90,7 @@ func TestPrimeQuiet(t *testing.T) {
 	}
 	done := make(chan bool, 1)
 	start := time.Now()
-	go func() { done <- f.quiet(context.Background(), &seen) }()
+	go func() { done <- f.quiet(context.Background(), &seen, primeQuiet) }()
 	select {
 	case <-done:
 		t.Fatal("quiet returned while another kept the mount busy")
@@ -107,7 +107,7 @@ func TestPrimeQuiet(t *testing.T) {
 	f.others.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if f.quiet(ctx, &seen) {
+	if f.quiet(ctx, &seen, primeQuiet) {
 		t.Fatal("quiet went on after its walk was cancelled")
 	}
 }

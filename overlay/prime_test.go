@@ -82,3 +82,76 @@ func TestPrimeFillsKernelCaches(t *testing.T) {
 		s.remount()
 	}
 }
+
+// TestPrimeRefresh: reads of a writable FUSE mount's files and listings
+// of its directories drop their attributes from the kernel's cache, so
+// the agent's next stat of each asks again; a primed mount stats them
+// again once the agent leaves it quiet, and that next stat then costs no
+// GETATTR or LOOKUP.
+func TestPrimeRefresh(t *testing.T) {
+	ws := map[string]string{}
+	var files, dirs []string
+	for i := range 6 {
+		d := fmt.Sprintf("d%d/sub", i)
+		dirs = append(dirs, filepath.Dir(d), d)
+		for j := range 20 {
+			p := fmt.Sprintf("%s/f%02d", d, j)
+			ws[p] = "content of " + p
+			files = append(files, p)
+		}
+	}
+	s := newLower(t, ws) // the host's files, as a captured repository's
+	at := func(p string) string { return filepath.Join(s.mnt, "ws", p) }
+	// use reads every file and lists every directory, as git grep and
+	// find do (read(2) into the test's memory: no page of the mount is
+	// mapped in the daemon's process).
+	// The listings come first: one the kernel has not cached is a
+	// READDIRPLUS, whose answer holds the entries' attributes again.
+	use := func() {
+		t.Helper()
+		for _, d := range dirs {
+			if _, err := os.ReadDir(at(d)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range files {
+			if got := s.read(p); got != ws[p] {
+				t.Fatalf("%s = %q", p, got)
+			}
+		}
+	}
+	// asks stats every name and reports the round trips it cost.
+	asks := func() int64 {
+		t.Helper()
+		before := s.fsys.Stats()
+		for _, p := range append(files, dirs...) {
+			var st unix.Stat_t
+			if err := unix.Lstat(at(p), &st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after := s.fsys.Stats()
+		return after.Lookups - before.Lookups + after.GetAttrs - before.GetAttrs
+	}
+
+	asks() // without priming: every name in the kernel's caches
+	use()
+	if n := asks(); n < int64(len(files)+len(dirs)) {
+		t.Fatalf("%d GETATTRs and LOOKUPs for %d names after reads and listings: they no longer drop attributes, the test proves nothing", n, len(files)+len(dirs))
+	}
+	s.unmount()
+	s.prime = true
+	s.mount(false)
+	overlay.PrimeWait(s.fsys)
+	for round := range 2 {
+		use()
+		overlay.RefreshWait(t, s.fsys)
+		if n := asks(); n != 0 {
+			rounds, stated := overlay.Refreshed(s.fsys)
+			t.Fatalf("use %d: %d GETATTRs and LOOKUPs for %d names read and listed before the mount was quiet, want 0 (%d refresh rounds made %d stats)", round, n, len(files)+len(dirs), rounds, stated)
+		}
+	}
+	if rounds, _ := overlay.Refreshed(s.fsys); rounds < 2 {
+		t.Fatalf("%d refresh rounds, want one after each use at least", rounds)
+	}
+}

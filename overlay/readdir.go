@@ -49,7 +49,7 @@ func (r *rawFS) asked(h *fuse.InHeader) bool {
 	if int32(h.Pid) == r.f.primeTid.Load() {
 		return false
 	}
-	r.f.others.Add(1)
+	r.f.noteAsked()
 	return true
 }
 
