@@ -13,7 +13,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
-	"github.com/artrt/art/cas"
 	"github.com/artrt/art/internal/dirent"
 	"github.com/artrt/art/journal"
 )
@@ -53,22 +52,24 @@ import (
 // the unmount fail.
 //
 // Keeping the caches primed. The kernel drops an inode's attributes from
-// its cache at every read of a file of a writable FUSE mount and at every
-// listing of a directory, even one it serves from its own cache (fs/fuse:
-// fuse_invalidate_atime), and at writes: the agent's next stat of it asks
-// again. `git grep` reads every file of a repository, so the `git status`
-// after it costs a GETATTR per file (15,000 round trips, 160 ms against
-// 42 natively); `find` lists every directory, so the `du` after it costs
-// one per directory. Once the walk is done its thread stays: it waits for
-// the agent to use the mount, then for the mount to be quiet again, and
-// then stats, in name order, every directory the kernel holds (the daemon
-// cannot tell which listings the kernel served from its cache) and every
-// file opened or created since its last round (the daemon sees each open,
-// not the reads a passthrough open serves). A stat the kernel answers
-// from its cache costs no request; the others cost the GETATTR the
-// agent's next stat would have cost, in the agent's idle time. Each stat
-// goes through a directory opened with openat2 as the walk's are, and
-// fstatat never follows the name's link.
+// its cache at reads of a writable FUSE mount's file (those it sends the
+// daemon, and passthrough reads whose backing file's atime is not the one
+// art reports), at every listing of a directory, even one it serves from
+// its own cache (fs/fuse: fuse_invalidate_atime), and at writes: the
+// agent's next stat of it asks again. `git grep` reads every file of a
+// repository, so the `git status` after it costs a GETATTR per file
+// (15,000 round trips, 160-200 ms against 50 natively); `find` lists
+// every directory, so the `du` after it costs one per directory. Once the
+// walk is done its thread stays: it waits for the agent to use the mount,
+// then for the mount to be quiet again (refreshQuiet), and then stats, in
+// path order, every file opened or created since its last round (the
+// daemon sees each open, not the reads a passthrough open serves) and
+// every directory the kernel holds (it cannot tell which listings the
+// kernel served from its cache), primeMax at most. A stat the kernel
+// answers from its cache costs no request; the others cost the GETATTR
+// the agent's next stat would have cost, in the agent's idle time. Each
+// stat goes through a directory opened with openat2 as the walk's are,
+// and fstatat never follows the name's link.
 
 // primeMax bounds the entries the walk lists. Each costs memory the
 // agent's own lookup of it would cost too: about 1 KB in the kernel
@@ -177,19 +178,30 @@ func (f *FS) startPrime() {
 		p.listed, p.dirs, p.took = listed, dirs, time.Since(start)
 		p.mu.Unlock()
 		close(p.walked)
-		idle := func() bool { return f.quiet(ctx, &seen, refreshQuiet) }
-		for f.awaitAgent(ctx, seen) && idle() {
+		var waited time.Duration // in idle, during a round
+		idle := func() bool {
 			began := time.Now()
+			defer func() { waited += time.Since(began) }()
+			return f.quiet(ctx, &seen, refreshQuiet)
+		}
+		for f.awaitAgent(ctx, seen) && idle() {
+			// What the agent asks during the round (it waits in idle
+			// meanwhile) may drop what the round already stated: any
+			// request since start makes another round.
+			start, began := seen, time.Now()
+			waited = 0
 			n := f.refreshRound(ctx, idle)
-			took := time.Since(began)
+			work := time.Since(began) - waited
+			seen = start
 			p.mu.Lock()
 			p.rounds++
 			p.stated += n
 			p.mu.Unlock()
 			// A program that touches the mount every so often (a
-			// poller, a server) would start a round each time: the
-			// rounds take at most a tenth of the thread's time.
-			t := time.NewTimer(min(9*took, refreshRest))
+			// poller, a server) would start a round each time: a round
+			// rests nine times its work (a tenth of the thread's time),
+			// at most refreshRest.
+			t := time.NewTimer(min(9*work, refreshRest))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -218,15 +230,17 @@ func (f *FS) awaitAgent(ctx context.Context, seen int64) bool {
 	case <-ctx.Done():
 		return false
 	case <-r.kick:
+		r.idle.Store(false) // a kick left from an earlier wait finds it true
 		return true
 	}
 }
 
-// refreshRound stats every directory the kernel holds and every file
-// opened since the last round, beneath the mount's root, through the
-// kernel (see "Keeping the caches primed" above), and reports how many it
-// stated. idle is asked every refreshBatch stats; the round ends when it
-// returns false.
+// refreshRound stats every file opened since the last round and every
+// directory the kernel holds (primeMax at most), beneath the mount's
+// root, through the kernel (see "Keeping the caches primed" above), and
+// reports how many it stated. idle is asked every refreshBatch stats (it
+// waits for a quiet mount); the round ends when it returns false (ctx
+// ended).
 func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
 	r := &f.refresh
 	r.mu.Lock()
@@ -234,21 +248,31 @@ func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
 	r.opened = map[int64]struct{}{}
 	r.mu.Unlock()
 
+	// The opened files first, then the directories, up to primeMax.
+	// (Inode.IsDir reads a field set when the inode was made: no lock
+	// of the node's is taken inside f.mu, where one held through a slow
+	// open would stall the mount.)
+	var targets, dirs []*node
 	f.mu.Lock()
 	root := f.nodes[journal.RootIno]
-	var targets []*node
+	for ino := range opened {
+		if n := f.nodes[ino]; n != nil && len(targets) < primeMax {
+			targets = append(targets, n)
+		}
+	}
 	for _, n := range f.nodes {
-		if len(targets) >= primeMax {
+		if len(targets)+len(dirs) >= primeMax {
 			break
 		}
-		if _, ok := opened[n.ino]; ok || n.isDir() {
-			targets = append(targets, n)
+		if _, ok := opened[n.ino]; !ok && n.IsDir() {
+			dirs = append(dirs, n)
 		}
 	}
 	f.mu.Unlock()
 	if root == nil {
 		return 0
 	}
+	targets = append(targets, dirs...)
 	type target struct{ dir, name string }
 	paths := make([]target, 0, len(targets))
 	for _, n := range targets {
@@ -301,26 +325,22 @@ func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
 				dfd, cur = fd, t.dir
 			}
 		}
-		unix.Fstatat(dfd, t.name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		unix.Fstatat(dfd, t.name, &st, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT)
 		stated++
 	}
 	return stated
-}
-
-// isDir reports whether n is a directory.
-func (n *node) isDir() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.attr.Kind == cas.EntryDir
 }
 
 // pathBelow is n's path below root, false if n is not (or no longer)
 // under it: an unlinked node keeps no parent.
 func pathBelow(n, root *fs.Inode) (string, bool) {
 	var names []string
+	size := 0
 	for p := n; p != root; {
 		name, parent := p.Parent()
-		if parent == nil || len(names) > 4096 {
+		// No parent: unlinked. Past PATH_MAX: openat2 would refuse
+		// it, and an agent's deep chain must not cost a walk each.
+		if size += len(name) + 1; parent == nil || size > unix.PathMax {
 			return "", false
 		}
 		names = append(names, name)
