@@ -89,11 +89,11 @@ const primeQuiet = 20 * time.Millisecond
 // before a refresh round (and between its batches): longer than the
 // walk's, so that a round waits for a command's end rather than a pause in
 // it (a compile between two of a build's file operations).
-const refreshQuiet = 100 * time.Millisecond
+const refreshQuiet = 500 * time.Millisecond
 
 // refreshRest bounds the rest after a refresh round (nine times the
 // round's own time): the next round may wait that long.
-const refreshRest = 2 * time.Second
+const refreshRest = 500 * time.Millisecond
 
 // refreshBatch is how many stats a refresh round makes between two looks
 // at whether the mount is still quiet.

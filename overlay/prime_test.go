@@ -154,4 +154,13 @@ func TestPrimeRefresh(t *testing.T) {
 	if rounds, _ := overlay.Refreshed(s.fsys); rounds < 2 {
 		t.Fatalf("%d refresh rounds, want one after each use at least", rounds)
 	}
+	// An unmount stops a round wherever it is (its open directory would
+	// fail the unmount) and waits for it: while it waits for a quiet
+	// mount, while it stats, while it rests.
+	for i := range 6 {
+		use()
+		time.Sleep(time.Duration(i) * 40 * time.Millisecond)
+		s.remount()
+		overlay.PrimeWait(s.fsys)
+	}
 }
