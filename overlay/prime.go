@@ -95,9 +95,6 @@ const refreshQuiet = 500 * time.Millisecond
 // round's own time): the next round may wait that long.
 const refreshRest = 500 * time.Millisecond
 
-// refreshBatch is how many stats a refresh round makes between two looks
-// at whether the mount is still quiet.
-const refreshBatch = 64
 
 // primer is a running walk.
 type primer struct {
@@ -238,7 +235,7 @@ func (f *FS) awaitAgent(ctx context.Context, seen int64) bool {
 // refreshRound stats every file opened since the last round and every
 // directory the kernel holds (primeMax at most), beneath the mount's
 // root, through the kernel (see "Keeping the caches primed" above), and
-// reports how many it stated. idle is asked every refreshBatch stats (it
+// reports how many it stated. idle is asked before every stat (it
 // waits for a quiet mount); the round ends when it returns false (ctx
 // ended).
 func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
@@ -309,7 +306,10 @@ func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
 		}
 	}()
 	for i, t := range paths {
-		if ctx.Err() != nil || i > 0 && i%refreshBatch == 0 && !idle() {
+		// Before every stat: an atomic load while the mount is quiet,
+		// and the agent's next command (a next session over a warm
+		// mount) meets at most one of the round's requests.
+		if ctx.Err() != nil || i > 0 && !idle() {
 			break
 		}
 		if t.dir != cur {
