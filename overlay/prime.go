@@ -95,7 +95,6 @@ const refreshQuiet = 500 * time.Millisecond
 // round's own time): the next round may wait that long.
 const refreshRest = 500 * time.Millisecond
 
-
 // primer is a running walk.
 type primer struct {
 	cancel context.CancelFunc
