@@ -86,13 +86,14 @@ const primeNice = 10
 const primeQuiet = 20 * time.Millisecond
 
 // refreshQuiet is how long the mount must have served no other request
-// before a refresh round (and between its batches): longer than the
+// before a refresh round (and before each of its stats, once another
+// came): longer than the
 // walk's, so that a round waits for a command's end rather than a pause in
 // it (a compile between two of a build's file operations).
 const refreshQuiet = 500 * time.Millisecond
 
 // refreshRest bounds the rest after a refresh round (nine times the
-// round's own time): the next round may wait that long.
+// round's work): the next round may wait that long.
 const refreshRest = 500 * time.Millisecond
 
 // primer is a running walk.
@@ -238,6 +239,55 @@ func (f *FS) awaitAgent(ctx context.Context, seen int64) bool {
 // waits for a quiet mount); the round ends when it returns false (ctx
 // ended).
 func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
+	paths := f.refreshTargets()
+	rfd, how, err := openBeneath(f.mountpoint, unix.O_PATH)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(rfd)
+	var st unix.Stat_t
+	unix.Fstat(rfd, &st) // the root itself
+	stated := 1
+	dfd, cur := rfd, "."
+	defer func() {
+		if dfd != rfd {
+			unix.Close(dfd)
+		}
+	}()
+	for i, t := range paths {
+		// Before every stat: an atomic load while the mount is quiet,
+		// and the agent's next command (a next session over a warm
+		// mount) meets at most one of the round's requests.
+		if ctx.Err() != nil || i > 0 && !idle() {
+			break
+		}
+		if t.dir != cur {
+			if dfd != rfd {
+				unix.Close(dfd)
+			}
+			dfd, cur = rfd, "."
+			if t.dir != "." {
+				fd, err := unix.Openat2(rfd, t.dir, how)
+				if err != nil {
+					continue // moved or removed meanwhile
+				}
+				dfd, cur = fd, t.dir
+			}
+		}
+		unix.Fstatat(dfd, t.name, &st, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT)
+		stated++
+	}
+	return stated
+}
+
+// target is a name to stat beneath the mount's root: dir (".": the root)
+// and the name in it.
+type target struct{ dir, name string }
+
+// refreshTargets takes the files opened since the last round and the
+// directories the kernel holds, primeMax at most, as paths below the
+// root in path order, for refreshRound.
+func (f *FS) refreshTargets() []target {
 	r := &f.refresh
 	r.mu.Lock()
 	opened := r.opened
@@ -266,10 +316,9 @@ func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
 	}
 	f.mu.Unlock()
 	if root == nil {
-		return 0
+		return nil
 	}
 	targets = append(targets, dirs...)
-	type target struct{ dir, name string }
 	paths := make([]target, 0, len(targets))
 	for _, n := range targets {
 		if n == root {
@@ -285,49 +334,23 @@ func (f *FS) refreshRound(ctx context.Context, idle func() bool) int {
 		}
 		return strings.Compare(a.name, b.name)
 	})
+	return paths
+}
 
-	rfd, err := unix.Open(f.mountpoint, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+// openBeneath opens root, a directory (mode: O_RDONLY to list it, O_PATH
+// to stat beneath it), and returns the openat2 how that opens its
+// directories the same way: beneath it, never through a symbolic link,
+// never into another mount.
+func openBeneath(root string, mode int) (int, *unix.OpenHow, error) {
+	flags := mode | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW
+	fd, err := unix.Open(root, flags, 0)
 	if err != nil {
-		return 0
+		return -1, nil, err
 	}
-	defer unix.Close(rfd)
-	how := unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+	return fd, &unix.OpenHow{
+		Flags:   uint64(flags),
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
-	}
-	var st unix.Stat_t
-	unix.Fstat(rfd, &st) // the root itself
-	stated := 1
-	dfd, cur := rfd, "."
-	defer func() {
-		if dfd != rfd {
-			unix.Close(dfd)
-		}
-	}()
-	for i, t := range paths {
-		// Before every stat: an atomic load while the mount is quiet,
-		// and the agent's next command (a next session over a warm
-		// mount) meets at most one of the round's requests.
-		if ctx.Err() != nil || i > 0 && !idle() {
-			break
-		}
-		if t.dir != cur {
-			if dfd != rfd {
-				unix.Close(dfd)
-			}
-			dfd, cur = rfd, "."
-			if t.dir != "." {
-				fd, err := unix.Openat2(rfd, t.dir, &how)
-				if err != nil {
-					continue // moved or removed meanwhile
-				}
-				dfd, cur = fd, t.dir
-			}
-		}
-		unix.Fstatat(dfd, t.name, &st, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT)
-		stated++
-	}
-	return stated
+	}, nil
 }
 
 // pathBelow is n's path below root, false if n is not (or no longer)
@@ -383,15 +406,11 @@ func (f *FS) quiet(ctx context.Context, seen *int64, d time.Duration) bool {
 // false. It reports the entries and directories listed. Errors (a
 // directory removed or unreadable meanwhile) skip that directory.
 func primeWalk(ctx context.Context, root string, max int, idle func() bool) (listed, dirs int) {
-	rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	rfd, how, err := openBeneath(root, unix.O_RDONLY)
 	if err != nil {
 		return 0, 0
 	}
 	defer unix.Close(rfd)
-	how := unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
-	}
 	buf := make([]byte, 64<<10)
 	stack := []string{"."}
 	var subdirs []string
@@ -403,7 +422,7 @@ func primeWalk(ctx context.Context, root string, max int, idle func() bool) (lis
 		stack = stack[:len(stack)-1]
 		fd := rfd
 		if dir != "." {
-			if fd, err = unix.Openat2(rfd, dir, &how); err != nil {
+			if fd, err = unix.Openat2(rfd, dir, how); err != nil {
 				continue
 			}
 		}
