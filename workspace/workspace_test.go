@@ -260,10 +260,17 @@ func TestDedup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := countChunks(t, dbPath) - before; got >= 3 {
-		t.Fatalf("a 1-byte edit of a 10 MiB file stored %d new chunks, want < 3", got)
+	// A flipped bit changes the chunk holding it. When it also moves that
+	// chunk's cut, the next chunks start at other offsets and the cuts find
+	// the old ones again within a chunk or two: over random data about 1 edit
+	// in 100 makes 2 new chunks, 1 in 400 makes 3, each more about 100 times
+	// rarer. 8 is never reached by chunking that deduplicates and far below
+	// the ~640 chunks of a store that does not.
+	const most = 8
+	if got := countChunks(t, dbPath) - before; got > most {
+		t.Fatalf("a 1-byte edit of a 10 MiB file stored %d new chunks, want at most %d", got, most)
 	}
-	if st.BytesStored > 3*cas.MaxChunk+4096 {
+	if st.BytesStored > most*cas.MaxChunk+4096 {
 		t.Fatalf("a 1-byte edit stored %d bytes", st.BytesStored)
 	}
 }
