@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/artrt/art/cas"
+	"github.com/artrt/art/internal/fusectl"
 	"github.com/artrt/art/internal/fuseuring"
 	"github.com/artrt/art/internal/phase"
 	"github.com/artrt/art/internal/procs"
@@ -102,10 +103,10 @@ type FS struct {
 	rings         *fuseuring.Rings // requests over io_uring (uring.go), nil when served through /dev/fuse alone
 	served        chan struct{}    // closed when the serve loop has ended: the kernel let go of the mount
 	mountpoint    string
-	mountID       uint64      // the kernel's id of our mount at mountpoint (0: unknown)
-	conn          string      // the FUSE connection's name in the control file system (unmount.go)
-	ctl           *connCtl    // the connection's control files: opened by Mount (nil: they could not be), taken by Unmount
-	aborted       atomic.Bool // Unmount aborted the connection (unmount.go)
+	mountID       uint64        // the kernel's id of our mount at mountpoint (0: unknown)
+	conn          string        // the FUSE connection's name in the control file system (unmount.go)
+	ctl           *fusectl.Conn // the connection's control files: opened by Mount (nil: they could not be), taken by Unmount
+	aborted       atomic.Bool   // Unmount aborted the connection (unmount.go)
 	upperDir      string
 	releaseUpper  func() // removes the upper dir Mount made (nil: the caller's)
 	statDir       string
@@ -284,12 +285,12 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	if abs, err := filepath.Abs(mountpoint); err == nil {
 		f.mountpoint = abs
 	}
-	f.mountID, f.conn = mountID(f.mountpoint)
+	f.mountID, f.conn = fusectl.MountID(f.mountpoint)
 	if f.mountID != 0 {
 		// The control files of the connection, opened while the mount
 		// is certainly ours (its number cannot have been reused): now,
 		// beside the sandbox's start, rather than on the unmount's path.
-		f.ctl = openConnCtl(f.conn)
+		f.ctl = fusectl.Open(f.conn)
 	}
 	f.served = make(chan struct{})
 	// Ps for the readers blocked in read(2) on /dev/fuse, so that one
@@ -534,8 +535,8 @@ func (f *FS) Unmount(ctx context.Context) error {
 		ctl := f.ctl
 		f.ctl = nil
 		if ctl == nil {
-			if id, _ := mountID(f.mountpoint); id != 0 && id == f.mountID {
-				ctl = openConnCtl(f.conn)
+			if id, _ := fusectl.MountID(f.mountpoint); id != 0 && id == f.mountID {
+				ctl = fusectl.Open(f.conn)
 			}
 		}
 		endDetach := phase.Start("unmount: detach, requests done")
@@ -562,7 +563,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 		}
 		if err != nil {
 			if ctl != nil {
-				ctl.close()
+				ctl.Close()
 			}
 			// Still in use: leave everything as it is (mounted, op open)
 			// so the caller can retry, rather than journal behind a live
@@ -574,7 +575,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 		}
 		endDetach()
 		if ctl != nil {
-			ctl.close()
+			ctl.Close()
 		}
 		f.server = nil
 		if f.counts != nil {

@@ -7,11 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/artrt/art/internal/fusectl"
 )
 
 // Why Unmount does not use go-fuse's Server.Unmount, and what it does
@@ -31,7 +32,7 @@ import (
 //
 // So Unmount detaches the mount itself (detach), and when the connection
 // outlives that, it aborts it through the kernel's FUSE control file
-// system (/sys/fs/fuse/connections/N/abort; connCtl). Nothing is lost by
+// system (/sys/fs/fuse/connections/N/abort; internal/fusectl). Nothing is lost by
 // that. Our own processes can no longer reach the file system: the
 // mount is gone from our namespace and, for a session, the sandbox's
 // processes have been reaped (a warm daemon's client that went away
@@ -105,117 +106,12 @@ func executable(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
-// mountID identifies the mount at mnt: the kernel's mount id, and the
-// FUSE connection's name in the control file system, which is the
-// kernel's number for the mount's device (major<<20 | minor). Both are
-// read without a request to the daemon (AT_STATX_DONT_SYNC), so the
-// daemon's own goroutines may ask.
-func mountID(mnt string) (id uint64, conn string) {
-	var stx unix.Statx_t
-	if unix.Statx(unix.AT_FDCWD, mnt, unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &stx) != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
-		return 0, ""
-	}
-	return stx.Mnt_id, strconv.FormatUint(uint64(stx.Dev_major)<<20|uint64(stx.Dev_minor), 10)
-}
-
-// connCtl holds a FUSE connection's directory in the control file
-// system and its "abort" file open. Opened while the connection exists,
-// they stay bound to it: once it is gone "waiting" cannot be read
-// through the directory and an abort does nothing, even when a new
-// connection has taken its number - which is why they are opened before
-// the unmount, while the mount (and so the number) is certainly ours.
-type connCtl struct {
-	dirFD, abortFD int
-}
-
-// fusectlDir is where hosts (systemd) mount the control file system.
-const fusectlDir = "/sys/fs/fuse/connections"
-
-// openConnCtl opens the control files of connection name: from the
-// control file system where the host mounted it (writable by the
-// mount's owner), else, as root, from a private instance that is never
-// attached to any mount namespace (fsopen, fsmount). nil when neither
-// works (not root on a host without it): then Unmount waits for the
-// kernel as before, unbounded.
-func openConnCtl(name string) *connCtl {
-	if name == "" {
-		return nil
-	}
-	if c := openCtlAt(unix.AT_FDCWD, filepath.Join(fusectlDir, name)); c != nil {
-		return c
-	}
-	fsfd, err := unix.Fsopen("fusectl", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return nil
-	}
-	defer unix.Close(fsfd)
-	if unix.FsconfigCreate(fsfd) != nil {
-		return nil
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	// The open files hold the detached mount; it goes when they close.
-	// Closing the mount's own descriptor dissolves the private instance,
-	// which waits for an RCU grace period (0.2-6 ms measured at load
-	// 12): on another goroutine, off the mount's and unmount's path.
-	defer func() { go unix.Close(mfd) }()
-	return openCtlAt(mfd, name)
-}
-
-func openCtlAt(dirfd int, dir string) *connCtl {
-	d, err := unix.Openat(dirfd, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	a, err := unix.Openat(d, "abort", unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		unix.Close(d)
-		return nil
-	}
-	return &connCtl{dirFD: d, abortFD: a}
-}
-
-// waiting is the kernel's count of requests sent or queued and not yet
-// answered; ok is false once the connection is gone. The file is read
-// afresh each time: the kernel counts at a read from offset 0, and the
-// control files cannot seek.
-func (c *connCtl) waiting() (n int, ok bool) {
-	fd, err := unix.Openat(c.dirFD, "waiting", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, false
-	}
-	defer unix.Close(fd)
-	var b [32]byte
-	k, err := unix.Read(fd, b[:])
-	if err != nil || k <= 0 {
-		return 0, false
-	}
-	n, err = strconv.Atoi(string(bytes.TrimSpace(b[:k])))
-	return n, err == nil
-}
-
-// abort ends the connection: pending requests fail, the readers of
-// /dev/fuse get ENODEV, every later access ENOTCONN.
-func (c *connCtl) abort() error {
-	if _, err := unix.Write(c.abortFD, []byte("1")); err != nil {
-		return fmt.Errorf("abort FUSE connection: %w", err)
-	}
-	return nil
-}
-
-func (c *connCtl) close() {
-	unix.Close(c.dirFD)
-	unix.Close(c.abortFD)
-}
-
 // awaitServed returns once the serve loops have ended after the mount
 // was detached from our namespace. When another namespace keeps the
 // connection alive, the connection is aborted as soon as the kernel has
 // no request of it waiting, or after abortWait whatever it has (see
 // above); without ctl the wait is the kernel's.
-func (f *FS) awaitServed(ctl *connCtl) {
+func (f *FS) awaitServed(ctl *fusectl.Conn) {
 	if ctl == nil {
 		select {
 		case <-f.served: // the kernel let go with our mount: the usual case
@@ -234,13 +130,13 @@ func (f *FS) awaitServed(ctl *connCtl) {
 			return
 		default:
 		}
-		n, alive := ctl.waiting()
+		n, alive := ctl.Waiting()
 		if !alive {
 			break // the connection is gone (the usual case): the loops are ending
 		}
 		if n == 0 || time.Now().After(deadline) {
 			f.aborted.Store(true)
-			if err := ctl.abort(); err != nil {
+			if err := ctl.Abort(); err != nil {
 				f.logf("%v", err)
 			}
 			break

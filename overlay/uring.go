@@ -7,6 +7,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/artrt/art/internal/fusectl"
 	"github.com/artrt/art/internal/fuseuring"
 )
 
@@ -74,10 +75,10 @@ func serveURing(raw fuse.RawFileSystem, mountpoint string, mo fuse.MountOptions,
 		logf("%s: requests over io_uring: %v", mountpoint, err)
 		return server, rings, nil
 	}
-	if id, conn := mountID(mountpoint); id != 0 {
-		if ctl := openConnCtl(conn); ctl != nil {
-			ctl.abort()
-			ctl.close()
+	if id, conn := fusectl.MountID(mountpoint); id != 0 {
+		if ctl := fusectl.Open(conn); ctl != nil {
+			ctl.Abort()
+			ctl.Close()
 		}
 	}
 	unix.Unmount(mountpoint, unix.MNT_DETACH)
