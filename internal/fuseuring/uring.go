@@ -31,6 +31,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/artrt/art/internal/procs"
 )
 
 // The kernel's ABI (include/uapi/linux/fuse.h, io_uring.h).
@@ -237,6 +239,15 @@ func Prepare(opts Options) (*Rings, error) {
 		threads = 1 // 2 threads a possible CPU grow too many on big hosts
 	}
 	r := &Rings{devFd: -1, done: make(chan struct{})}
+	// Each thread waits for its requests blocked in io_uring_enter,
+	// keeping its P until Go's sysmon takes it back, which after a quiet
+	// spell polls only every 10 ms. With GOMAXPROCS at the CPUs' count
+	// the threads could hold every P, and a goroutine one of them made
+	// runnable before blocking waited for sysmon: at the mount, the
+	// registrations' hand-offs took 12-19 ms instead of under 1 ms
+	// (docs/benchmarks.md, "Start-up: the rings' registration"). A P
+	// each for them keeps one free for the rest, until the threads end.
+	release := procs.Reserve(n * threads)
 	ready := make(chan error, n*threads)
 	for qid := 0; qid < n; qid++ {
 		for range threads {
@@ -251,6 +262,7 @@ func Prepare(opts Options) (*Rings, error) {
 		if r.devFd >= 0 { // set by Serve before any thread may end
 			unix.Close(r.devFd)
 		}
+		release()
 		close(r.done)
 	}()
 	var first error
