@@ -31,6 +31,15 @@ func CopyOnRead() (restore func()) {
 // (opened by Mount).
 func HasConnCtl(f *FS) bool { return f.ctl != nil }
 
+// RingThreads is how many threads serve f's requests over io_uring (0:
+// served through /dev/fuse alone).
+func RingThreads(f *FS) int {
+	if f.rings == nil || f.rings.Refused() {
+		return 0
+	}
+	return len(f.rings.Tids())
+}
+
 // OnHandleRelease calls fn at the end of every daemon-served file's
 // Release, inside go-fuse's release (before it drops a backing reference),
 // until the returned function is called.
