@@ -430,6 +430,13 @@ func (s *S3Remote) gcMark(ctx context.Context, opts GCOptions, rep *GCReport, pr
 		rep.RewrittenObjects = int64(len(plan.copy))
 		return m, nil
 	}
+	// A copy must not bear the name of a pack this round condemns: a
+	// condemned pack whose objects are all retained (kept packs' dead
+	// objects need them, though few are live) is copied in its own order,
+	// byte for byte, and the deletion would then take the copy too.
+	for _, n := range append(m.Condemned, m.Orphans...) {
+		s.avoid[n] = true
+	}
 	newPacks, err := s.gcCopy(ctx, plan.copy, retained, opts, rep, progress)
 	if err != nil {
 		return nil, err

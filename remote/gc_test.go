@@ -731,3 +731,178 @@ func TestGCDeadPushDuringMark(t *testing.T) {
 	runGC(t, f.reopen(), GCOptions{Grace: 0})
 	checkPulled(t, f.reopen(), "new", root, dir)
 }
+
+// stateRaws lists, children first, the stored objects under root in db.
+func stateRaws(t *testing.T, db *journal.DB, root cas.ID) []cas.Raw {
+	t.Helper()
+	ctx := context.Background()
+	var out []cas.Raw
+	seen := map[cas.ID]bool{}
+	var visit func(id cas.ID, k cas.Kind)
+	visit = func(id cas.ID, k cas.Kind) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		raw, err := db.Objects().GetRaw(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.Kind = k
+		if k != cas.KindChunk {
+			c, err := cas.Check(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Refs(func(id cas.ID, k cas.Kind, _ int64) error {
+				visit(id, k)
+				return nil
+			})
+		}
+		out = append(out, raw)
+	}
+	visit(root, cas.KindTree)
+	return out
+}
+
+// TestGCCopyNamedAsCondemned: a pack the round condemns (few of its bytes
+// live) whose objects are all retained (a kept pack's dead tree needs the
+// rest) is copied in its own order: byte for byte the same pack, under the
+// same name. The round must not then delete the copy with the condemned
+// pack (it did: the live manifest only that pack held was gone, and a
+// kept dead tree's manifest too).
+func TestGCCopyNamedAsCondemned(t *testing.T) {
+	k := s3Kind(t)
+	ctx := context.Background()
+	_, reopen := k.newRemote(t)
+	db := newStore(t)
+	// dead: a tree over a big file, no ref's; live: a small file and
+	// common.txt, branch b's.
+	deadDir := filepath.Join(t.TempDir(), "dead")
+	randomFile(t, filepath.Join(deadDir, "big.bin"), 256<<10)
+	dead := importAs(t, db, deadDir, "gone")
+	liveDir := filepath.Join(t.TempDir(), "live")
+	writeFile(t, filepath.Join(liveDir, "common.txt"), "shared\n")
+	randomFile(t, filepath.Join(liveDir, "small.bin"), 32<<10)
+	live := importAs(t, db, liveDir, "b")
+	var common cas.ID
+	var condemned, kept []cas.Raw
+	for _, raw := range stateRaws(t, db, live) {
+		if raw.Kind == cas.KindManifest && raw.Size < 64 {
+			common = raw.ID
+		}
+	}
+	if common.IsZero() {
+		t.Fatal("no manifest for common.txt")
+	}
+	cst, err := db.Objects().GetRaw(ctx, common)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cst.Kind = cas.KindManifest
+	// The condemned pack: the dead file's chunks and manifest, then
+	// common.txt's chunk and manifest (live, but a small part).
+	for _, raw := range stateRaws(t, db, dead) {
+		if raw.Kind != cas.KindTree {
+			condemned = append(condemned, raw)
+		}
+	}
+	cc, err := cas.Check(cst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.Refs(func(id cas.ID, k cas.Kind, _ int64) error {
+		raw, err := db.Objects().GetRaw(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.Kind = k
+		condemned = append(condemned, raw)
+		return nil
+	})
+	condemned = append(condemned, cst)
+	// The kept pack: the rest of the live state, and the dead trees.
+	in := map[cas.ID]bool{}
+	for _, raw := range condemned {
+		in[raw.ID] = true
+	}
+	for _, raw := range stateRaws(t, db, live) {
+		if !in[raw.ID] {
+			kept = append(kept, raw)
+		}
+	}
+	for _, raw := range stateRaws(t, db, dead) {
+		if raw.Kind == cas.KindTree && !in[raw.ID] {
+			kept = append(kept, raw)
+		}
+	}
+	r := reopen().(*S3Remote)
+	if err := r.loadIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, objs := range [][]cas.Raw{condemned, kept} {
+		if _, _, err := r.putPack(ctx, objs, make([]cas.ID, len(objs))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.SetRef(ctx, Ref{Branch: "b"}, live); err != nil {
+		t.Fatal(err)
+	}
+	rep := runGC(t, reopen(), GCOptions{Grace: 0})
+	if rep.Condemned != 1 || rep.Rewritten != 1 {
+		t.Errorf("gc: %+v, want the one pack condemned and copied", rep)
+	}
+	checkPulled(t, reopen(), "b", live, liveDir)
+	runGC(t, reopen(), GCOptions{Grace: 0})
+	checkPulled(t, reopen(), "b", live, liveDir)
+}
+
+// TestGCPushResendsCondemnedPack: a push that finds the objects it sends
+// only in a pack the round condemns sends them again, in the same order
+// as the push that wrote that pack: byte for byte the same pack, under the
+// same name. Written after the round's rescue read the refs, with its ref
+// moved before the deletion, it must not be deleted as the condemned pack
+// (it was: the pushed branch pointed at deleted objects).
+func TestGCPushResendsCondemnedPack(t *testing.T) {
+	k := s3Kind(t)
+	ctx := context.Background()
+	_, reopen := k.newRemote(t)
+	db := newStore(t)
+	dir := filepath.Join(t.TempDir(), "s")
+	writeFile(t, filepath.Join(dir, "a.txt"), "state s\n")
+	randomFile(t, filepath.Join(dir, "s.bin"), 64<<10)
+	root := importAs(t, db, dir, "a")
+	if got := importAs(t, db, dir, "c"); got != root {
+		t.Fatalf("c at %s, a at %s", got.Short(), root.Short())
+	}
+	if _, err := Push(ctx, db, reopen(), []string{"a"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// Branch a moves to an unrelated state: its first pack is all dead.
+	other := newStore(t)
+	odir := filepath.Join(t.TempDir(), "o")
+	randomFile(t, filepath.Join(odir, "o.bin"), 64<<10)
+	importAs(t, other, odir, "a")
+	if _, err := Push(ctx, other, reopen(), []string{"a"}, Options{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	pushed := false
+	rep, err := GC(ctx, reopen(), GCOptions{Grace: 0, stop: func(step string) error {
+		if step != "claim" || pushed {
+			return nil
+		}
+		pushed = true
+		if _, err := Push(ctx, db, reopen(), []string{"c"}, Options{}); err != nil {
+			t.Errorf("push c: %v", err)
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pushed || rep.Deleted == 0 {
+		t.Fatalf("gc: %+v, want the dead pack deleted after a push", rep)
+	}
+	checkClosure(t, reopen().(*S3Remote))
+	checkPulled(t, reopen(), "c", root, dir)
+}

@@ -14,9 +14,10 @@ import (
 //
 // offset and length locate the object's stored bytes in the pack; base, only
 // present when codec is codecDelta, names the tree the bytes are a delta
-// against (see delta.go). The
-// index is untrusted input on the way in: counts are checked against the
-// bytes left and every object it locates is verified on receipt anyway.
+// against (see delta.go). Bytes of a pack that no entry locates are
+// ignored (a writer pads a pack's start to change its name, see putPack).
+// The index is untrusted input on the way in: counts are checked against
+// the bytes left and every object it locates is verified on receipt anyway.
 
 const (
 	indexMagic   = "arti"
@@ -37,9 +38,11 @@ type packEntry struct {
 	base   cas.ID // codecDelta only
 }
 
-// buildPack concatenates objs and returns the pack and its index. bases[i]
-// is the base of objs[i] when its codec is codecDelta.
-func buildPack(objs []cas.Raw, bases []cas.ID) (pack, index []byte) {
+// buildPack concatenates objs after pad zero bytes and returns the pack
+// and its index. bases[i] is the base of objs[i] when its codec is
+// codecDelta.
+func buildPack(objs []cas.Raw, bases []cas.ID, pad int) (pack, index []byte) {
+	pack = make([]byte, pad)
 	index = append([]byte(indexMagic), indexVersion)
 	index = binary.AppendUvarint(index, uint64(len(objs)))
 	for i, o := range objs {

@@ -99,6 +99,14 @@ type S3Remote struct {
 	// them.
 	written []string
 	doubted map[string]bool
+	// avoid are the pack names this remote must not write: those the
+	// round the loaded index honours condemns (and its orphans), and, in
+	// gc, those its own new round is about to condemn. A pack is named by
+	// its index's hash, so sending again the objects of a condemned pack
+	// (which Has treats as absent) in the same order would rewrite that
+	// very pack, which the round then deletes with what a ref now needs;
+	// putPack pads such a pack to give it another name.
+	avoid map[string]bool
 	// hook, set by tests only, is called at named points to inject
 	// interleavings ("before-check", "before-index", "before-setref",
 	// "after-check").
@@ -321,6 +329,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 	}
 	bare, marker := l.bare, l.marker
 	var condemned map[string]bool
+	avoid := map[string]bool{}
 	round := ""
 	if marker != "" {
 		m, etag, err := s.readMarker(ctx)
@@ -330,6 +339,9 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		marker = etag // "" if it vanished since the listing: then none
 		if m != nil {
 			condemned = m.condemnedSet()
+			for _, n := range append(m.Condemned, m.Orphans...) {
+				avoid[n] = true
+			}
 			if m.State != "done" {
 				round = m.Round
 			}
@@ -379,7 +391,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 	s.index, s.shadow, s.packSize = idx, shadow, sizes
 	s.packs, s.orphans = packs, bare
 	s.marker, s.markerAt, s.round = marker, time.Now(), round
-	s.written = nil
+	s.written, s.avoid = nil, avoid
 	return nil
 }
 
@@ -461,7 +473,7 @@ func (s *S3Remote) restart(context.Context) error {
 func (s *S3Remote) reset() {
 	s.index, s.shadow, s.packSize, s.packs, s.orphans = nil, nil, nil, nil, nil
 	s.cache, s.cacheBytes = nil, 0
-	s.marker, s.round = "", ""
+	s.marker, s.round, s.avoid = "", "", nil
 }
 
 // markerWindow bounds how long a writer trusts its last look at the gc
@@ -581,8 +593,14 @@ func (s *S3Remote) Send(ctx context.Context, objs []Object) (int64, error) {
 // putPack writes one pack and its index and adds it to the loaded index.
 // It returns the pack's name and the bytes written.
 func (s *S3Remote) putPack(ctx context.Context, raws []cas.Raw, bases []cas.ID) (string, int64, error) {
-	pack, index := buildPack(raws, bases)
+	pack, index := buildPack(raws, bases, 0)
 	name := cas.Sum(index).String()
+	for pad := 1; s.avoid[name]; pad++ {
+		// The name of a pack the round condemns (see avoid): padded, the
+		// same objects make another pack, which the round leaves alone.
+		pack, index = buildPack(raws, bases, pad)
+		name = cas.Sum(index).String()
+	}
 	defer func() { s.fresh[name] = index }()
 	// Written as soon as a write may land, even one that reports failure.
 	s.written = append(s.written, name)
