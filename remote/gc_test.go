@@ -509,7 +509,11 @@ func pullRoot(t *testing.T, f *gcFixture, root cas.ID) []byte {
 // closure once on a loaded CI machine (a tree offered, its manifest
 // deleted), where a PUT can wait seconds on fsyncs. The grace here is
 // several times the slowest PUT seen on such a machine, and the slowest
-// is reported with any failure.
+// is reported with any failure. (A closure broken the same way at this
+// grace, with a 63 ms slowest PUT, was the final gc's copy of a condemned
+// pack named as that pack and deleted with it: see
+// TestGCCopyNamedAsCondemned; the 2 s failure may well have been that
+// too.)
 func TestGCConcurrentPushers(t *testing.T) {
 	const grace = 6 * time.Second
 	k := s3Kind(t)
