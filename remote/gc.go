@@ -434,6 +434,9 @@ func (s *S3Remote) gcMark(ctx context.Context, opts GCOptions, rep *GCReport, pr
 	// condemned pack whose objects are all retained (kept packs' dead
 	// objects need them, though few are live) is copied in its own order,
 	// byte for byte, and the deletion would then take the copy too.
+	if s.avoid == nil {
+		s.avoid = map[string]bool{}
+	}
 	for _, n := range append(m.Condemned, m.Orphans...) {
 		s.avoid[n] = true
 	}
