@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -80,6 +81,17 @@ type gcMarker struct {
 func (m *gcMarker) condemnedSet() map[string]bool {
 	out := make(map[string]bool, len(m.Condemned))
 	for _, n := range m.Condemned {
+		out[n] = true
+	}
+	return out
+}
+
+// unwritable is the set of pack names a writer under m's round must not
+// write (S3Remote.avoid): the packs it condemns and its orphans, which
+// the round deletes.
+func (m *gcMarker) unwritable() map[string]bool {
+	out := m.condemnedSet()
+	for _, n := range m.Orphans {
 		out[n] = true
 	}
 	return out
@@ -437,9 +449,7 @@ func (s *S3Remote) gcMark(ctx context.Context, opts GCOptions, rep *GCReport, pr
 	if s.avoid == nil {
 		s.avoid = map[string]bool{}
 	}
-	for _, n := range append(m.Condemned, m.Orphans...) {
-		s.avoid[n] = true
-	}
+	maps.Copy(s.avoid, m.unwritable())
 	newPacks, err := s.gcCopy(ctx, plan.copy, retained, opts, rep, progress)
 	if err != nil {
 		return nil, err

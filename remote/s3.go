@@ -338,10 +338,7 @@ func (s *S3Remote) loadIndex(ctx context.Context) error {
 		}
 		marker = etag // "" if it vanished since the listing: then none
 		if m != nil {
-			condemned = m.condemnedSet()
-			for _, n := range append(m.Condemned, m.Orphans...) {
-				avoid[n] = true
-			}
+			condemned, avoid = m.condemnedSet(), m.unwritable()
 			if m.State != "done" {
 				round = m.Round
 			}
