@@ -324,9 +324,7 @@ func (s *Store) insertStored(ctx context.Context, id ID, k Kind, codec, size int
 		_, n, err := s.insertPackedRows(ctx, k, []packedRow{{id: id, codec: codec, size: size, pack: num, off: off, n: int64(len(stored))}})
 		return n, err
 	} else {
-		res, err = s.db.ExecContext(ctx,
-			`INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?)`,
-			id[:], int64(k), codec, size, stored)
+		res, err = s.db.ExecContext(ctx, InsertObjectSQL, id[:], int64(k), codec, size, stored)
 	}
 	if err != nil {
 		return 0, err
@@ -340,6 +338,17 @@ func (s *Store) insertStored(ctx context.Context, id ID, k Kind, codec, size int
 	}
 	return int64(len(stored)), nil
 }
+
+// The statements that insert objects: an object stored in its row
+// (InsertObjectSQL: id, kind, codec, size, stored bytes), and rows of
+// objects whose stored bytes are in packs (InsertPackedSQL followed by one
+// "(?, ?, ?, ?, x”, ?, ?, ?)" a row, comma-separated: id, kind, codec,
+// size, pack, offset, stored length). journal's redo log knows them by
+// these strings (it logs the objects a transaction inserts).
+const (
+	InsertObjectSQL = `INSERT OR IGNORE INTO objects (id, kind, codec, size, data) VALUES (?, ?, ?, ?, ?)`
+	InsertPackedSQL = `INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES `
+)
 
 // packedRow is the row of an object whose stored bytes are in a pack.
 type packedRow struct {
@@ -359,7 +368,7 @@ func (s *Store) insertPackedRows(ctx context.Context, k Kind, rows []packedRow) 
 	for len(rows) > 0 {
 		batch := rows[:min(len(rows), insertBatch)]
 		rows = rows[len(batch):]
-		q := `INSERT OR IGNORE INTO objects (id, kind, codec, size, data, pack, pack_off, pack_len) VALUES ` +
+		q := InsertPackedSQL +
 			strings.Repeat(`(?, ?, ?, ?, x'', ?, ?, ?), `, len(batch)-1) + `(?, ?, ?, ?, x'', ?, ?, ?)`
 		args := make([]any, 0, 7*len(batch))
 		var n int64

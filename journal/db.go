@@ -92,6 +92,11 @@ type DB struct {
 	// in the background by Open (warmReader), is in the pool; nil when
 	// none was.
 	warmed chan struct{}
+	// syncEach: DurabilityFull, every commit (and redo record) reaches
+	// the disk before it is acknowledged.
+	syncEach bool
+	// recovered is what Open replayed from redo logs (redo.go).
+	recovered RedoRecovery
 	// syncFault, set by tests, runs before every pack sync of a commit;
 	// its error fails that commit as a failed fdatasync would.
 	syncFault func() error
@@ -188,6 +193,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("open store %s: %w", path, oldSchema(v))
 		}
 		db.schema = v
+		db.recoverAtOpen(ctx)
 		return db, nil
 	}
 	if _, db.schema, err = migrations.Apply(ctx, w, opts.Clock); err != nil {
@@ -199,7 +205,17 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	db.markGeneration(ctx)
+	db.recoverAtOpen(ctx)
 	return db, nil
+}
+
+// recoverAtOpen applies the redo logs of crashed writers (redo.go). Its
+// failures do not fail the open: a log it could not apply is set aside
+// and named in Recovered, the rest is left for the next open.
+func (db *DB) recoverAtOpen(ctx context.Context) {
+	if err := db.recoverRedo(ctx); err != nil {
+		db.recovered.Failed = append(db.recovered.Failed, err.Error())
+	}
 }
 
 // warmReader opens the reader pool's first connection on another
@@ -320,7 +336,7 @@ func openPools(path string, opts Options, synchronous string) (*DB, error) {
 	r.SetMaxOpenConns(readerConns)
 	packs := cas.OpenPacks(cas.PacksDir(path), false)
 	db := &DB{path: path, w: w, r: r, objs: cas.NewPackedStore(r, packs), packs: packs, clock: opts.Clock,
-		lockDir: opts.LockDir, held: map[string]*BranchLock{}}
+		lockDir: opts.LockDir, held: map[string]*BranchLock{}, syncEach: synchronous == "FULL"}
 	return db, nil
 }
 

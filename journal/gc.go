@@ -140,6 +140,10 @@ func (db *DB) gcSweep(ctx context.Context, opts GCOptions, rep *GCReport) error 
 	}
 	var plan *sweepPlan
 	if err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		// A crashed writer's redo log may name objects no commit names.
+		if err := db.redoPendingTx(ctx, tx); err != nil {
+			return err
+		}
 		var err error
 		if plan, err = db.gcPlan(ctx, tx, opts, rep); err != nil {
 			return err
@@ -598,6 +602,12 @@ func (db *DB) gcPack(ctx context.Context, num int64, rep *GCReport) error {
 		return err
 	}
 	defer f.Close() // releases the lock
+	// Its writer is gone: if it died with closes in its redo log, they
+	// name bytes of this pack that no row names yet. Recover them first
+	// (under the write lock, which the writer's death released).
+	if err := db.recoverRedo(ctx); err != nil {
+		return err
+	}
 	st, err := f.Stat()
 	if err != nil {
 		return err

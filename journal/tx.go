@@ -487,7 +487,7 @@ func (t *Tx) append(ev *Event) error {
 	}
 	// Not through p.exec: an event changes no projection row, so what the
 	// proj remembers of them stays true.
-	_, err := t.p.tx.ExecContext(t.p.ctx, `INSERT INTO events (seq, branch, op, kind, time_ns, path, root, payload, prev, hash) VALUES (?,?,?,?,?,?,?,?,?,?)`,
+	_, err := t.p.tx.ExecContext(t.p.ctx, insertEventSQL,
 		ev.Seq, ev.Branch, ev.Op, int(ev.Kind), ev.Time, path, root, payload, ev.Prev[:], ev.Hash[:])
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
@@ -504,6 +504,10 @@ func (t *Tx) append(ev *Event) error {
 	}
 	return nil
 }
+
+// insertEventSQL inserts an event row: seq, branch, op, kind, time_ns,
+// path, root, payload, prev, hash. The redo log knows it by this string.
+const insertEventSQL = `INSERT INTO events (seq, branch, op, kind, time_ns, path, root, payload, prev, hash) VALUES (?,?,?,?,?,?,?,?,?,?)`
 
 func isPathEvent(k EventKind) bool { return (k >= EvCreate && k <= EvRemovexattr) || k == EvWriteData }
 

@@ -328,7 +328,7 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 		if durable {
 			return n.fsys.sync()
 		}
-		return n.fsys.commit()
+		return n.fsys.persist()
 	}
 	t, err := n.take()
 	if err != nil {
@@ -356,7 +356,7 @@ func (n *node) journal(ctx context.Context, durable bool) error {
 	if durable {
 		return n.fsys.sync()
 	}
-	return n.fsys.commit()
+	return n.fsys.persist()
 }
 
 // journalTake is what one journal of a file stores: its content (the

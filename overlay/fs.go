@@ -84,6 +84,11 @@ type Options struct {
 	// can be attributed to a command (art blame) even when untraced.
 	// Every event carries its caller's pid either way.
 	NameCallers bool
+	// CommitCloses makes every close commit the journal's transaction, as
+	// before the redo log: by default a close appends the transaction's
+	// new rows to the batch's redo log instead (journal.Batch.LogCloses),
+	// and the transaction commits within milliseconds. For measuring.
+	CommitCloses bool
 	// Prime lists the tree once from the daemon right after the mount,
 	// so that the kernel's dentry and attribute caches hold it before the
 	// agent looks (prime.go).
@@ -227,6 +232,9 @@ func Mount(ctx context.Context, mountpoint string, opts Options) (*FS, error) {
 	// that commits within a few milliseconds, and always before a close,
 	// fsync or unmount returns.
 	f.batch = op.NewBatch(5*time.Millisecond, 1000)
+	if !opts.CommitCloses {
+		f.batch.LogCloses()
+	}
 	if !f.readOnly {
 		f.behind = newBehind(f)
 	}
@@ -447,6 +455,9 @@ type Stats struct {
 	// StreamReleased counts bytes of private copies a stream sent to disk
 	// and dropped from the page cache behind itself (stream.go).
 	StreamStarts, Streamed, StreamedBytes, StreamReleased int64
+	// Commits counts the journal's commits, CloseRecords the closes made
+	// durable by a record in the redo log instead (journal.Batch.Persist).
+	Commits, CloseRecords int64
 }
 
 // queryCounts is the daemon's metadata queries so far, for
@@ -469,7 +480,8 @@ func (f *FS) Stats() Stats {
 		Reuses: f.stats.reuses.Load(), Kept: kept, KeptBytes: keptBytes,
 		Readdirs: f.stats.readdirs.Load(), Lookups: f.stats.lookups.Load(), GetAttrs: f.stats.getattrs.Load(), LookupQueries: f.stats.lookupQueries.Load(),
 		ListQueries: f.stats.listQueries.Load(), RecordQueries: f.stats.recordQueries.Load(), AheadQueries: f.stats.aheadQueries.Load(), StoreReads: f.stats.storeReads.Load(), LowerChecks: f.stats.lowerChecks.Load(), UnlinksBehind: f.stats.unlinksBehind.Load(),
-		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load(), StreamReleased: f.stats.streamReleased.Load()}
+		StreamStarts: f.stats.streamStarts.Load(), Streamed: f.stats.streamed.Load(), StreamedBytes: f.stats.streamBytes.Load(), StreamReleased: f.stats.streamReleased.Load(),
+		Commits: f.batch.Commits(), CloseRecords: f.batch.Logged()}
 }
 
 // FastPaths describes the performance features in force on this mount.
@@ -609,7 +621,7 @@ func (f *FS) Unmount(ctx context.Context) error {
 		}
 	}
 	if f.batch != nil {
-		if cerr := f.batch.Commit(); err == nil {
+		if cerr := f.batch.Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -766,6 +778,16 @@ func (f *FS) commit() error {
 		return err
 	}
 	return f.batch.Commit()
+}
+
+// persist makes every change made so far survive a crash of this process:
+// a record in the batch's redo log, or a commit (journal.Batch.Persist).
+// What a close needs; an fsync needs sync.
+func (f *FS) persist() error {
+	if err := f.caughtUp(); err != nil {
+		return err
+	}
+	return f.batch.Persist()
 }
 
 // sync commits every change made so far and makes it durable. A failed

@@ -108,6 +108,7 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		return s, err
 	}
 	s.DB = db
+	db.Recovered().Report(o.warn())
 	base, err := StateDir()
 	if err != nil {
 		return s, err
@@ -178,7 +179,9 @@ func Open(ctx context.Context, o Options, cfg *sandbox.Config,
 		Quota:       o.DiskQuota, JournalWrites: o.JournalWrites, Description: "session " + filepath.Base(s.Dir),
 		NameCallers: true, Log: s.log.add,
 		// ART_PRIME=0 leaves the kernel's caches cold (to measure).
-		Prime: os.Getenv("ART_PRIME") != "0"})
+		Prime: os.Getenv("ART_PRIME") != "0",
+		// ART_CLOSE_LOG=0 makes every close commit (to measure).
+		CommitCloses: os.Getenv("ART_CLOSE_LOG") == "0"})
 	end()
 	if err != nil {
 		return s, err

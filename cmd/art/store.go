@@ -79,6 +79,9 @@ func openStoreOpts(c *cli.Context, opts journal.Options) (*journal.DB, error) {
 	if errors.Is(err, fs.ErrNotExist) && !create {
 		return nil, withHint(err, "create a store with: art push -m DIR -d "+path)
 	}
+	if err == nil {
+		db.Recovered().Report(c.App.ErrWriter)
+	}
 	return db, err
 }
 
