@@ -469,7 +469,7 @@ func (b *Batch) Persist() error {
 			}
 			// Not logged (the disk, say): the commit below says whether
 			// the updates can be kept at all.
-			c.unloggable = err.Error()
+			c.refuse(err.Error())
 		}
 	}
 	b.unlock()
@@ -483,7 +483,7 @@ func (b *Batch) logLocked(items []byte) error {
 	}
 	db := b.op.db
 	if b.redo == nil {
-		l, err := createRedoLog(db.path, b.op.BranchID, db.syncEach)
+		l, err := createRedoLog(db.path, b.op.BranchID, db.syncEach, &db.redoHeld)
 		if err != nil {
 			return err
 		}

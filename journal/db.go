@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/artrt/art/cas"
@@ -97,6 +98,9 @@ type DB struct {
 	syncEach bool
 	// recovered is what Open replayed from redo logs (redo.go).
 	recovered RedoRecovery
+	// redoHeld counts this process's redo logs that hold records not yet
+	// committed (or were left for recovery): TrimPacks keeps its bytes.
+	redoHeld atomic.Int32
 	// syncFault, set by tests, runs before every pack sync of a commit;
 	// its error fails that commit as a failed fdatasync would.
 	syncFault func() error
@@ -549,6 +553,12 @@ func (db *DB) ensureDefaultBranch(ctx context.Context) error {
 // pack); it gives up after trimWait if the connection stays busy.
 func (db *DB) TrimPacks(ctx context.Context) (int64, error) {
 	if db.readOnly || db.packs.Writing() == 0 {
+		return 0, nil
+	}
+	if db.redoHeld.Load() > 0 {
+		// A redo log of this process holds records no commit holds: they
+		// may name bytes past the last committed range, which recovery
+		// will need. gc reclaims them otherwise.
 		return 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, trimWait)

@@ -46,6 +46,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -127,6 +128,15 @@ func (c *redoCapture) note(q string, args []any) {
 	if err != nil {
 		c.unloggable = fmt.Sprintf("%.60s: %v", q, err)
 	}
+}
+
+// refuse makes the transaction unloggable.
+func (c *redoCapture) refuse(why string) {
+	c.mu.Lock()
+	if c.unloggable == "" {
+		c.unloggable = why
+	}
+	c.mu.Unlock()
 }
 
 // begin marks the start of an update; rewind drops what it noted.
@@ -275,6 +285,7 @@ func appendPackedItems(b []byte, args []any) ([]byte, error) {
 type redoLog struct {
 	f      *os.File
 	path   string
+	held   *atomic.Int32 // the DB's count of logs holding records (DB.redoHeld)
 	size   int64 // header and whole records
 	sync   bool  // fdatasync every record (DurabilityFull)
 	broken bool  // a write or truncate failed: closes commit from now on
@@ -283,7 +294,7 @@ type redoLog struct {
 // createRedoLog creates a new log for branch in the store's redo
 // directory. The directory is created if missing and must be a directory
 // (not a link to one).
-func createRedoLog(dbPath string, branch int64, syncEach bool) (*redoLog, error) {
+func createRedoLog(dbPath string, branch int64, syncEach bool, held *atomic.Int32) (*redoLog, error) {
 	dir := RedoDir(dbPath)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("redo log: %w", err)
@@ -301,7 +312,7 @@ func createRedoLog(dbPath string, branch int64, syncEach bool) (*redoLog, error)
 		return nil, fmt.Errorf("redo log: create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), filepath.Join(dir, name))
-	l := &redoLog{f: f, path: f.Name(), sync: syncEach}
+	l := &redoLog{f: f, path: f.Name(), sync: syncEach, held: held}
 	fail := func(err error) (*redoLog, error) {
 		f.Close()
 		unix.Unlinkat(dfd, name, 0)
@@ -316,6 +327,12 @@ func createRedoLog(dbPath string, branch int64, syncEach bool) (*redoLog, error)
 	h = append(h, id[:]...)
 	if _, err := f.WriteAt(h, 0); err != nil {
 		return fail(err)
+	}
+	if syncEach {
+		// The log's name must survive a power loss as its records will.
+		if err := unix.Fsync(dfd); err != nil {
+			return fail(err)
+		}
 	}
 	l.size = int64(len(h))
 	return l, nil
@@ -339,6 +356,9 @@ func (l *redoLog) append(items []byte) error {
 		}
 		return fmt.Errorf("redo log: %w", err)
 	}
+	if l.size == int64(redoHeaderLen) {
+		l.held.Add(1)
+	}
 	l.size += int64(len(rec))
 	return nil
 }
@@ -353,16 +373,21 @@ func (l *redoLog) reset() {
 		return
 	}
 	l.size = int64(redoHeaderLen)
+	l.held.Add(-1)
 }
 
 // remove deletes the log (everything in it committed) and closes it.
 func (l *redoLog) remove() {
+	if l.size > int64(redoHeaderLen) {
+		l.held.Add(-1)
+	}
 	os.Remove(l.path)
 	l.f.Close()
 	os.Remove(filepath.Dir(l.path)) // when empty: other writers' logs stay
 }
 
-// close closes the log and leaves it for recovery.
+// close closes the log and leaves it for recovery (it stays counted as
+// held: this process must not trim what it names).
 func (l *redoLog) close() { l.f.Close() }
 
 // A parsed log.
