@@ -286,9 +286,9 @@ type redoLog struct {
 	f      *os.File
 	path   string
 	held   *atomic.Int32 // the DB's count of logs holding records (DB.redoHeld)
-	size   int64 // header and whole records
-	sync   bool  // fdatasync every record (DurabilityFull)
-	broken bool  // a write or truncate failed: closes commit from now on
+	size   int64         // header and whole records
+	sync   bool          // fdatasync every record (DurabilityFull)
+	broken bool          // a write or truncate failed: closes commit from now on
 }
 
 // createRedoLog creates a new log for branch in the store's redo
