@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -442,6 +443,10 @@ func (b *Batch) LogCloses() {
 	b.mu.Lock()
 	b.logCloses = true
 	b.mu.Unlock()
+	// The directory exists from now on (the log itself comes with the
+	// first record), so that a sandbox started after this can hide it
+	// with the store's other files (workspace.StoreFiles).
+	os.Mkdir(RedoDir(b.op.db.path), 0o700)
 }
 
 // Persist makes every update so far survive a crash of this process: with

@@ -1056,15 +1056,15 @@ func (ex *exporter) setMTime(rel string, mtime int64) error {
 }
 
 // StoreFiles lists the files of the SQLite store at path (the database,
-// its WAL, shared-memory index and rollback journal) and its pack
-// directory (cas.PacksDir), absolute. A store
+// its WAL, shared-memory index and rollback journal), its pack directory
+// (cas.PacksDir) and its redo logs' (journal.RedoDir), absolute. A store
 // kept inside the workspace must never be captured or overwritten.
 func StoreFiles(path string) []string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil
 	}
-	return []string{abs, abs + "-wal", abs + "-shm", abs + "-journal", cas.PacksDir(abs)}
+	return []string{abs, abs + "-wal", abs + "-shm", abs + "-journal", cas.PacksDir(abs), journal.RedoDir(abs)}
 }
 
 // keepSet maps the absolute paths in keep that lie inside dir to their
