@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,9 @@ type Batch struct {
 	logCloses bool
 	redo      *redoLog
 	logged    atomic.Int64
+	// recorded is how many of the open Tx's changed paths the log's
+	// records cover (a lost transaction's salvage keeps those).
+	recorded int
 
 	// paths caches paths across the batch's transactions
 	// (each close commits one). The projection clears it whenever a
@@ -198,11 +202,49 @@ func (b *Batch) failLocked(err error) error {
 	return f
 }
 
-// loseLocked notes the paths of t's events as lost. The caller holds mu.
+// loseLocked is called once t's transaction is gone (rolled back): the
+// closes its redo records acknowledged are applied again at once, in a
+// transaction of their own, as the next open of the store would (salvage);
+// the paths of t's other events are noted as lost. If the records cannot
+// be applied either (the disk is still full, say), the log is left for
+// the next open, and nothing of this process may write the branch before
+// then (DB.redoStuck): an event after them would make them inapplicable.
+// The caller holds mu.
 func (b *Batch) loseLocked(t *Tx) {
-	for _, p := range t.changed {
+	changed := t.changed
+	if l := b.redo; l != nil && l.size > int64(redoHeaderLen) {
+		if err := b.salvageLocked(); err == nil {
+			changed = changed[min(b.recorded, len(changed)):]
+		} else {
+			b.op.db.redoStuck.Store(&redoStuck{branch: b.op.BranchID, err: err})
+			l.close() // its lock goes: the next open applies it
+			b.redo = nil
+		}
+	}
+	b.recorded = 0
+	for _, p := range changed {
 		b.lost.add(p)
 	}
+}
+
+// salvageLocked applies the Batch's own redo log in a write transaction
+// of its own, its transaction being gone, and empties it.
+func (b *Batch) salvageLocked() error {
+	l := b.redo
+	p, err := parseRedo(io.NewSectionReader(l.f, 0, l.size))
+	if err != nil {
+		return err
+	}
+	db := b.op.db
+	ctx := context.Background()
+	if err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		_, _, err := db.applyRedo(ctx, tx, p)
+		return err
+	}); err != nil {
+		return fmt.Errorf("apply the redo log again: %w", err)
+	}
+	l.reset()
+	return nil
 }
 
 // readLocked runs fn for a Batch that failed with failed: in a
@@ -505,6 +547,7 @@ func (b *Batch) logLocked(items []byte) error {
 	if err := b.redo.append(items); err != nil {
 		return err
 	}
+	b.recorded = len(b.t.changed)
 	b.logged.Add(1)
 	return nil
 }
@@ -520,11 +563,14 @@ func (b *Batch) Close() error {
 	err := b.Commit()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.redo != nil {
-		if err == nil && b.Failed() == nil && !b.redo.broken {
-			b.redo.remove()
+	if l := b.redo; l != nil {
+		// Everything committed, or the records applied again after the
+		// transaction was lost (loseLocked): the log goes. Else it stays
+		// for the next open.
+		if !l.broken && (l.size == int64(redoHeaderLen) || err == nil && b.Failed() == nil) {
+			l.remove()
 		} else {
-			b.redo.close()
+			l.close()
 		}
 		b.redo = nil
 	}
@@ -563,6 +609,7 @@ func (b *Batch) commitLocked() error {
 			if b.redo != nil {
 				b.redo.reset() // its records are committed
 			}
+			b.recorded = 0
 			return nil
 		}
 	} else {
@@ -738,15 +785,18 @@ func (b *Batch) rollbackLocked() {
 		b.timer.Stop()
 		b.timer = nil
 	}
+	t := b.t
 	if b.conn != nil {
 		b.rollbacks.Add(1)
-		b.loseLocked(b.t)
 		b.t.p.close()
 		b.uc.close()
 		endTx(b.conn, `ROLLBACK`)
 	}
 	b.paths.clear()
 	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
+	if t != nil {
+		b.loseLocked(t) // after the rollback: its salvage writes
+	}
 	b.endLocked()
 }
 

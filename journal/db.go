@@ -101,6 +101,11 @@ type DB struct {
 	// redoHeld counts this process's redo logs that hold records not yet
 	// committed (or were left for recovery): TrimPacks keeps its bytes.
 	redoHeld atomic.Int32
+	// redoStuck is set when a Batch of this process lost its transaction
+	// and could not apply its redo log again (Batch.loseLocked): the
+	// branch takes no more events from this process (openTx), so that the
+	// next open can still apply the log.
+	redoStuck atomic.Pointer[redoStuck]
 	// syncFault, set by tests, runs before every pack sync of a commit;
 	// its error fails that commit as a failed fdatasync would.
 	syncFault func() error

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -604,9 +606,15 @@ func (db *DB) gcPack(ctx context.Context, num int64, rep *GCReport) error {
 	defer f.Close() // releases the lock
 	// Its writer is gone: if it died with closes in its redo log, they
 	// name bytes of this pack that no row names yet. Recover them first
-	// (under the write lock, which the writer's death released).
-	if err := db.recoverRedo(ctx); err != nil {
-		return err
+	// (under the write lock, which the writer's death released); what a
+	// log still holds - not applied yet, set aside, or unreadable here -
+	// stays live all the same.
+	if !db.readOnly {
+		db.recoverRedo(ctx) // a log it could not apply is counted below
+	}
+	logged, err := db.redoPackRanges(num)
+	if err != nil {
+		return nil // the redo logs cannot be read: this pack is left alone
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -628,6 +636,10 @@ func (db *DB) gcPack(ctx context.Context, num int64, rep *GCReport) error {
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	if len(logged) > 0 {
+		live = append(live, logged...)
+		slices.SortFunc(live, func(a, b cas.PackRange) int { return cmp.Compare(a.Off, b.Off) })
 	}
 	if len(live) == 0 {
 		if err := db.packs.RemovePack(num); err != nil {

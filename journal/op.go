@@ -243,6 +243,9 @@ func (op *Op) updateTx(ctx context.Context, tx *sql.Tx, fn func(*Tx) error) erro
 
 // openTx loads the branch's head into a new Tx on tx.
 func (op *Op) openTx(ctx context.Context, tx cas.DBTX) (*Tx, error) {
+	if st := op.db.redoStuck.Load(); st != nil && st.branch == op.BranchID {
+		return nil, fmt.Errorf("branch %s: %w", termtext.Quote(op.Branch), st)
+	}
 	var headSeq, count, nextIno, next int64
 	var head []byte
 	var deleted sql.NullInt64

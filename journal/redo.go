@@ -48,6 +48,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mattn/go-sqlite3"
 	"golang.org/x/sys/unix"
 
 	"github.com/artrt/art/cas"
@@ -383,7 +384,8 @@ func (l *redoLog) remove() {
 	}
 	os.Remove(l.path)
 	l.f.Close()
-	os.Remove(filepath.Dir(l.path)) // when empty: other writers' logs stay
+	// The directory stays: another session's sandbox may hide it (a cover
+	// on a path that went away and came back would not hide the new one).
 }
 
 // close closes the log and leaves it for recovery (it stays counted as
@@ -621,51 +623,87 @@ func (db *DB) recoverLog(ctx context.Context, dfd int, name string) error {
 	if err := db.trustedRedo(&st); err != nil {
 		return fmt.Errorf("redo log %s: %w", name, err)
 	}
-	// Held by a live writer: its file stays (it removes it), whatever
-	// recovery finds in it.
-	free := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil
 	if st.Size <= int64(redoHeaderLen) {
-		if free {
-			unix.Unlinkat(dfd, name, 0)
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			unix.Unlinkat(dfd, name, 0) // a writer's that is gone, which logged nothing
 		}
 		return nil
 	}
+	// Everything from here runs under the write lock: a live writer
+	// appends only while it holds it, so what is read here is all it will
+	// have logged of a transaction that is gone, and a writer seen alive
+	// here (its file lock held) has no transaction open.
 	var outcome redoOutcome
 	var applied int
-	p, err := parseRedo(io.LimitReader(f, maxRedoLog))
-	if err == nil {
-		err = db.writeTx(ctx, func(tx *sql.Tx) error {
-			var err error
-			outcome, applied, err = db.applyRedo(ctx, tx, p)
-			return err
-		})
-	}
-	if err != nil {
-		db.recovered.Failed = append(db.recovered.Failed, fmt.Sprintf("%s: %v", name, err))
-		if free {
-			unix.Renameat(dfd, name, dfd, name+".failed")
+	live := false
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+			// Its writer lives: a Batch applies its own log when it
+			// loses its transaction, or leaves it (closed, unlocked) for
+			// the next open. Nothing to do here.
+			live = true
+			return nil
 		}
+		p, err := parseRedo(io.NewSectionReader(f, 0, maxRedoLog))
+		if err != nil {
+			return redoDataError{err}
+		}
+		outcome, applied, err = db.applyRedo(ctx, tx, p)
+		return err
+	})
+	var de redoDataError
+	switch {
+	case errors.As(err, &de):
+		// The log itself is wrong (or its branch moved): it can never
+		// apply. Set aside, for a person to look at.
+		db.recovered.Failed = append(db.recovered.Failed, fmt.Sprintf("%s: %v (set aside as %s.failed)", name, de.err, name))
+		unix.Renameat(dfd, name, dfd, name+".failed")
+		return nil
+	case err != nil:
+		// The store could not take it now (busy, full, read-only): it
+		// stays, for the next open.
+		return fmt.Errorf("redo log %s not applied yet: %w", name, err)
+	case live:
 		return nil
 	}
 	if outcome == redoApplied {
 		db.recovered.Logs++
 		db.recovered.Events += applied
 	}
-	if free {
-		return unix.Unlinkat(dfd, name, 0)
-	}
-	// Its writer lives on (a Batch that failed, or one between its commit
-	// and the log's reset): the records are on the branch now; leave it
-	// the header only, so that nobody applies them again.
-	f.Truncate(int64(redoHeaderLen))
-	return nil
+	return unix.Unlinkat(dfd, name, 0)
 }
+
+// storeError reports whether err came from SQLite or the context (the
+// store could not do it now), not from the events' content.
+func storeError(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// redoDataError is a log that can never be applied: it fails its checks,
+// or its branch moved. Anything else that stops a recovery (the store
+// busy or full) leaves the log for the next try.
+type redoDataError struct{ err error }
+
+func (e redoDataError) Error() string { return e.err.Error() }
+func (e redoDataError) Unwrap() error { return e.err }
 
 // redoOnBranch reports whether p's events are on its branch already:
 // the branch's last events are the log's (committed by the writer, or
 // recovered before).
 func redoOnBranch(ctx context.Context, tx *sql.Tx, p *parsedRedo) (bool, error) {
 	evs := p.events
+	// Committed by its writer: the first event is on the chain as logged
+	// (its transaction committed whole, whatever followed it).
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE seq = ? AND branch = ? AND hash = ?`, evs[0].seq, p.branch, evs[0].hash[:]).Scan(&n); err != nil {
+		return false, err
+	}
+	if n > 0 {
+		return true, nil
+	}
+	// Applied by a recovery (appended with new seqs) that could not
+	// remove the log after: the branch's last events are the log's.
 	rows, err := tx.QueryContext(ctx, `SELECT payload FROM events WHERE branch = ? ORDER BY seq DESC LIMIT ?`, p.branch, len(evs))
 	if err != nil {
 		return false, err
@@ -727,6 +765,65 @@ func (db *DB) redoPendingTx(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
+// redoPackRanges returns the ranges of pack num that the store's redo
+// logs name (those not applied yet and those set aside alike): gc keeps
+// them. An error means the logs could not be read, and gc must leave the
+// pack alone.
+func (db *DB) redoPackRanges(num int64) ([]cas.PackRange, error) {
+	dir := RedoDir(db.path)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	defer d.Close()
+	names, err := d.Readdirnames(maxRedoLogs)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var out []cas.PackRange
+	for _, name := range names {
+		if !redoLogName(strings.TrimSuffix(name, ".failed")) {
+			continue
+		}
+		lfd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if errors.Is(err, unix.ENOENT) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		f := os.NewFile(uintptr(lfd), name)
+		p, err := parseRedo(io.NewSectionReader(f, 0, maxRedoLog))
+		f.Close()
+		if err != nil {
+			continue // not a log: it names nothing
+		}
+		for _, o := range p.objects {
+			if o.packed && o.pack == num {
+				out = append(out, cas.PackRange{Off: o.off, Len: o.n})
+			}
+		}
+	}
+	return out, nil
+}
+
+// redoStuck is DB.redoStuck: a branch whose closes wait in a redo log
+// this process could not apply.
+type redoStuck struct {
+	branch int64
+	err    error
+}
+
+func (e *redoStuck) Error() string {
+	return fmt.Sprintf("closes acknowledged on it wait in a redo log the store could not take (%v): nothing more is written to it before the next open applies them", e.err)
+}
+
+func (e *redoStuck) Unwrap() error { return e.err }
+
 // errRedoMoved: the branch is neither where the log began nor where it
 // ended: something else changed it, and the log cannot be applied.
 var errRedoMoved = errors.New("the branch moved since the log was written")
@@ -740,10 +837,10 @@ func (db *DB) applyRedo(ctx context.Context, tx *sql.Tx, p *parsedRedo) (redoOut
 	// The chain the log claims, checked before anything else is read.
 	for i, e := range evs {
 		if e.branch != p.branch {
-			return 0, 0, fmt.Errorf("%w: redo log: event of branch %d in the log of branch %d", ErrCorrupt, e.branch, p.branch)
+			return 0, 0, redoDataError{fmt.Errorf("%w: redo log: event of branch %d in the log of branch %d", ErrCorrupt, e.branch, p.branch)}
 		}
 		if chainHash(e.prev, e.seq, e.payload) != e.hash || (i > 0 && e.prev != evs[i-1].hash) {
-			return 0, 0, fmt.Errorf("%w: redo log: broken chain at its event %d", ErrCorrupt, i)
+			return 0, 0, redoDataError{fmt.Errorf("%w: redo log: broken chain at its event %d", ErrCorrupt, i)}
 		}
 	}
 	committed, err := redoOnBranch(ctx, tx, p)
@@ -763,7 +860,7 @@ func (db *DB) applyRedo(ctx context.Context, tx *sql.Tx, p *parsedRedo) (redoOut
 		return 0, 0, fmt.Errorf("branch %d: %w", p.branch, err)
 	}
 	if deleted.Valid || !bytes.Equal(head, evs[0].prev[:]) {
-		return 0, 0, errRedoMoved
+		return 0, 0, redoDataError{errRedoMoved}
 	}
 	for _, o := range p.objects {
 		if o.packed {
@@ -782,14 +879,19 @@ func (db *DB) applyRedo(ctx context.Context, tx *sql.Tx, p *parsedRedo) (redoOut
 	for i, e := range evs {
 		ev, err := DecodeEvent(e.payload)
 		if err != nil {
-			return 0, 0, fmt.Errorf("redo log event %d: %w", i, err)
+			return 0, 0, redoDataError{fmt.Errorf("redo log event %d: %w", i, err)}
 		}
 		if ev.Branch != p.branch || EventKind(e.kind) != ev.Kind || e.op != ev.Op || e.time != ev.Time {
-			return 0, 0, fmt.Errorf("%w: redo log event %d: its row and payload differ", ErrCorrupt, i)
+			return 0, 0, redoDataError{fmt.Errorf("%w: redo log event %d: its row and payload differ", ErrCorrupt, i)}
 		}
 		pr.now = ev.Time // as when it was first applied
 		if err := pr.replay(ev); err != nil {
-			return 0, 0, fmt.Errorf("redo log event %d (%s): %w", i, ev.Kind, err)
+			if storeError(err) {
+				return 0, 0, err
+			}
+			// A path that does not resolve, a name that exists: the
+			// events do not fit the branch they claim.
+			return 0, 0, redoDataError{fmt.Errorf("redo log event %d (%s): %w", i, ev.Kind, err)}
 		}
 		var path, root any
 		if e.hasPath {

@@ -7,7 +7,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -110,5 +113,320 @@ func TestRedoKeptWhenCommitFails(t *testing.T) {
 	tr, err := db.Objects().GetTree(ctx, st.Root)
 	if err != nil || len(tr.Entries) != 1 || string(tr.Entries[0].Name) != "big" || tr.Entries[0].Target != id {
 		t.Fatalf("the recovered tree: %+v, %v", tr, err)
+	}
+}
+
+// TestRedoMovedBranchSetAside: a log whose transaction never committed,
+// on a branch that moved since (neither at the log's start nor holding its
+// events), is not applied: it is set aside and named.
+func TestRedoMovedBranchSetAside(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.art")
+	db, err := Open(ctx, path, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	op, err := db.BeginOp(ctx, "main", "run", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 1<<30)
+	b.LogCloses()
+	create := func(tx *Tx, name string) error {
+		id, _, err := tx.Objects().PutFile(ctx, strings.NewReader(name))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Create(RootIno, []byte(name), Attr{Kind: cas.EntryFile, Mode: 0o644, Content: id, Size: int64(len(name))})
+		return err
+	}
+	if err := b.Update(ctx, func(tx *Tx) error { return create(tx, "a") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Persist(); err != nil || b.Logged() != 1 {
+		t.Fatalf("persist: %v, %d records", err, b.Logged())
+	}
+	log, err := os.ReadFile(b.redo.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The transaction goes without its log being applied (as if this
+	// process died), and another change lands on the branch.
+	b.mu.Lock()
+	b.redo.remove()
+	b.redo = nil
+	b.mu.Unlock()
+	b.Fail(errors.New("test"))
+	if _, err := db.Do(ctx, "main", "run", "other", func(tx *Tx) error { return create(tx, "b") }); err != nil {
+		t.Fatal(err)
+	}
+	head, err := db.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "0123456789abcdef0123456789abcdef.log"
+	os.MkdirAll(RedoDir(path), 0o700)
+	if err := os.WriteFile(filepath.Join(RedoDir(path), name), log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db.recovered = RedoRecovery{}
+	if err := db.recoverRedo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec := db.Recovered(); rec.Logs != 0 || len(rec.Failed) != 1 || !strings.Contains(rec.Failed[0], "moved") {
+		t.Fatalf("recovered %+v, want the log set aside as moved", rec)
+	}
+	if _, err := os.Stat(filepath.Join(RedoDir(path), name+".failed")); err != nil {
+		t.Fatalf("the log was not set aside: %v", err)
+	}
+	if got, _ := db.Head(ctx, "main"); got.Seq != head.Seq {
+		t.Fatalf("head moved to %d from %d", got.Seq, head.Seq)
+	}
+}
+
+// logOne opens a Batch with closes logged on db's main and persists one
+// created file through it.
+func logOne(t *testing.T, db *DB, name string) *Batch {
+	t.Helper()
+	ctx := context.Background()
+	op, err := db.BeginOp(ctx, "main", "run", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBatch(time.Hour, 1<<30)
+	b.LogCloses()
+	persistFile(t, b, name)
+	return b
+}
+
+func persistFile(t *testing.T, b *Batch, name string) {
+	t.Helper()
+	ctx := context.Background()
+	before := b.Logged()
+	if err := b.Update(ctx, func(tx *Tx) error {
+		id, _, err := tx.Objects().PutFile(ctx, strings.NewReader(name))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Create(RootIno, []byte(name), Attr{Kind: cas.EntryFile, Mode: 0o644, Content: id, Size: int64(len(name))})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Persist(); err != nil || b.Logged() != before+1 {
+		t.Fatalf("persist %s: %v, %d records", name, err, b.Logged())
+	}
+}
+
+// headNames lists the names at the root of main's head.
+func headNames(t *testing.T, db *DB) string {
+	t.Helper()
+	st, err := db.Head(context.Background(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := db.Objects().GetTree(context.Background(), st.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range tr.Entries {
+		names = append(names, string(e.Name))
+	}
+	return strings.Join(names, " ")
+}
+
+// TestRedoLiveWriterLeftAlone: another process's recovery never touches
+// the log of a writer that lives (it reads it only under the write lock,
+// where such a writer has no transaction open); when that writer then
+// loses its transaction it applies its own log, every record of it.
+func TestRedoLiveWriterLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.art")
+	db, err := Open(ctx, path, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := logOne(t, db, "r1")
+	// Another process opens the store meanwhile: its recovery waits for
+	// the write lock the batch holds.
+	opened := make(chan *DB)
+	go func() {
+		other, err := Open(ctx, path, Options{})
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- other
+	}()
+	time.Sleep(50 * time.Millisecond)
+	persistFile(t, b, "r2")
+	b.Fail(errors.New("the transaction is lost")) // rolls back, then applies its own log
+	other := <-opened
+	if other == nil {
+		return
+	}
+	defer other.Close()
+	if rec := other.Recovered(); rec.Logs != 0 || len(rec.Failed) != 0 {
+		t.Errorf("the other open recovered %+v from a live writer's log", rec)
+	}
+	if got := headNames(t, db); got != "r1 r2" {
+		t.Fatalf("main holds %q after the lost transaction, want both logged files", got)
+	}
+	if paths, more := b.Lost(); len(paths) != 0 || more != 0 {
+		t.Errorf("lost %v (+%d), want nothing: every event was logged", paths, more)
+	}
+	if err := b.Close(); err == nil {
+		t.Error("the failed batch closed without its failure")
+	}
+	if ents, _ := os.ReadDir(RedoDir(path)); len(ents) != 0 {
+		t.Errorf("redo logs left: %v", ents)
+	}
+}
+
+// TestRedoStuckBranchTakesNothing: a batch that loses its transaction and
+// cannot apply its log again (the pack sync keeps failing) leaves the log
+// for the next open and lets nothing else of this process write the
+// branch (an event after the log's base would make it inapplicable); the
+// next open applies it.
+func TestRedoStuckBranchTakesNothing(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.art")
+	db, err := Open(ctx, path, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { db.Close() }()
+	b := logOne(t, db, "kept")
+	db.syncFault = func() error { return fmt.Errorf("injected: %w", syscall.ENOSPC) }
+	if err := b.Close(); err == nil {
+		t.Fatal("the commit succeeded despite the failed sync")
+	}
+	db.syncFault = nil
+	_, err = db.Do(ctx, "main", "run", "after", func(tx *Tx) error {
+		return tx.Record(Event{Kind: EvEnd})
+	})
+	if err == nil || !strings.Contains(err.Error(), "redo log") {
+		t.Fatalf("a write to the branch after the stuck log: %v, want it refused", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := db.Recovered(); rec.Logs != 1 || len(rec.Failed) != 0 {
+		t.Fatalf("recovered %+v, want the kept log applied", rec)
+	}
+	if got := headNames(t, db); got != "kept" {
+		t.Fatalf("main holds %q", got)
+	}
+}
+
+// TestRedoSalvagedAfterFailedCommit: when the commit fails once, the batch
+// applies its log again at once: the logged closes are in the store
+// without waiting for another open, and only what no close covered is
+// reported lost.
+func TestRedoSalvagedAfterFailedCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.art")
+	db, err := Open(ctx, path, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := logOne(t, db, "logged")
+	if err := b.Update(ctx, func(tx *Tx) error {
+		_, err := tx.Create(RootIno, []byte("dir"), Attr{Kind: cas.EntryDir, Mode: 0o755})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var once atomic.Bool
+	db.syncFault = func() error {
+		if once.CompareAndSwap(false, true) {
+			return fmt.Errorf("injected: %w", syscall.EIO)
+		}
+		return nil
+	}
+	if err := b.Commit(); err == nil {
+		t.Fatal("the commit succeeded despite the failed sync")
+	}
+	if got := headNames(t, db); got != "logged" {
+		t.Fatalf("main holds %q after the salvage, want the logged file only", got)
+	}
+	if paths, _ := b.Lost(); len(paths) != 1 || paths[0] != "dir" {
+		t.Fatalf("lost %q, want the directory no close covered", paths)
+	}
+	b.Close()
+	if ents, _ := os.ReadDir(RedoDir(path)); len(ents) != 0 {
+		t.Errorf("redo logs left: %v", ents)
+	}
+}
+
+// TestRedoBusyStoreLeavesLog: a recovery the store cannot take now (its
+// write lock held past the busy timeout) leaves the log in place, not set
+// aside; the next open applies it.
+func TestRedoBusyStoreLeavesLog(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.art")
+	db, err := Open(ctx, path, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := logOne(t, db, "waiting")
+	log, err := os.ReadFile(b.redo.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.redo.remove() // as if the process died: its transaction goes unapplied
+	b.redo = nil
+	b.mu.Unlock()
+	b.Fail(errors.New("test"))
+	db.Close()
+	name := filepath.Join(RedoDir(path), "0123456789abcdef0123456789abcdef.log")
+	os.MkdirAll(RedoDir(path), 0o700)
+	if err := os.WriteFile(name, log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := sql.Open(driverName, "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	conn, err := holder.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := Open(ctx, path, Options{Read: true, BusyTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := busy.Recovered()
+	busy.Close()
+	if rec.Logs != 0 || len(rec.Failed) != 1 || !strings.Contains(rec.Failed[0], "not applied yet") {
+		t.Fatalf("recovered %+v under a held lock, want the log left for later", rec)
+	}
+	if _, err := os.Stat(name); err != nil {
+		t.Fatalf("the log did not stay: %v", err)
+	}
+	conn.ExecContext(ctx, `ROLLBACK`)
+	conn.Close()
+	db, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if rec := db.Recovered(); rec.Logs != 1 || len(rec.Failed) != 0 {
+		t.Fatalf("recovered %+v once the lock was free", rec)
+	}
+	if got := headNames(t, db); got != "waiting" {
+		t.Fatalf("main holds %q", got)
 	}
 }

@@ -357,34 +357,6 @@ func TestRedoCommittedNotReplayed(t *testing.T) {
 	}
 }
 
-// TestRedoMovedBranchSetAside: a log whose branch changed since (neither
-// at its start nor at its end) is not applied: it is set aside and named.
-func TestRedoMovedBranchSetAside(t *testing.T) {
-	ctx := context.Background()
-	db, path, b, log := persistedLog(t)
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	mustDo(t, db, "main", func(tx *journal.Tx) error { return writeFile(tx, "b", "later", 2e9) })
-	head := resolve(t, db, "main")
-	putLog(t, path, logName, log)
-	db2, err := journal.Open(ctx, path, journal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db2.Close()
-	rec := db2.Recovered()
-	if rec.Logs != 0 || len(rec.Failed) != 1 || !strings.Contains(rec.Failed[0], "moved") {
-		t.Fatalf("recovered %+v, want the log set aside as moved", rec)
-	}
-	if got := resolve(t, db2, "main"); got.Seq != head.Seq {
-		t.Fatalf("head moved to %d from %d", got.Seq, head.Seq)
-	}
-	if logs := redoLogs(t, path); len(logs) != 1 || logs[0] != logName+".failed" {
-		t.Fatalf("redo logs: %q, want the log set aside", logs)
-	}
-}
-
 // TestRedoHostileLogs: what a store's redo directory holds is data: a
 // file that is not a log, a log whose record is torn or fails its check,
 // a link, are never applied and never fail the open.
@@ -504,4 +476,37 @@ func TestRedoForeignLogRefused(t *testing.T) {
 	if got := resolve(t, db2, "main"); got.Seq != head.Seq {
 		t.Fatalf("head moved to %d from %d", got.Seq, head.Seq)
 	}
+}
+
+// TestRedoReclaimKeepsLoggedPackBytes: what a full disk's gc runs first
+// (ReclaimPacks: no write, so no recovery) never frees the pack bytes a
+// killed writer's redo log names: the next open still recovers the file
+// they hold.
+func TestRedoReclaimKeepsLoggedPackBytes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.art")
+	db, err := journal.Open(ctx, path, journal.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	cmd, root := startRedoHelper(t, path)
+	kill(t, cmd)
+	rep, err := journal.ReclaimPacks(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PacksRemoved != 0 {
+		t.Fatalf("reclaim removed %d packs a redo log names", rep.PacksRemoved)
+	}
+	db, err = journal.Open(ctx, path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	after := resolve(t, db, "main")
+	if rec := db.Recovered(); rec.Logs != 1 || after.Root.String() != root {
+		t.Fatalf("recovered %+v to %s, the writer had %s", rec, after.Root, root)
+	}
+	treeMap(t, db.Objects(), after.Root, true) // reads every file back, the packed one too
 }
