@@ -629,21 +629,18 @@ func (db *DB) recoverLog(ctx context.Context, dfd int, name string) error {
 		}
 		return nil
 	}
-	// Everything from here runs under the write lock: a live writer
-	// appends only while it holds it, so what is read here is all it will
-	// have logged of a transaction that is gone, and a writer seen alive
-	// here (its file lock held) has no transaction open.
+	// Its writer lives (holds the file lock): a Batch applies its own log
+	// when it loses its transaction, or closes it (letting the lock go)
+	// for the next open. Nothing to do here.
+	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return nil
+	}
+	// The lock is this process's now: nobody appends to the log any more.
+	// It is read and decided on under the write lock all the same, where
+	// no transaction of another process is open.
 	var outcome redoOutcome
 	var applied int
-	live := false
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
-			// Its writer lives: a Batch applies its own log when it
-			// loses its transaction, or leaves it (closed, unlocked) for
-			// the next open. Nothing to do here.
-			live = true
-			return nil
-		}
 		p, err := parseRedo(io.NewSectionReader(f, 0, maxRedoLog))
 		if err != nil {
 			return redoDataError{err}
@@ -663,8 +660,6 @@ func (db *DB) recoverLog(ctx context.Context, dfd int, name string) error {
 		// The store could not take it now (busy, full, read-only): it
 		// stays, for the next open.
 		return fmt.Errorf("redo log %s not applied yet: %w", name, err)
-	case live:
-		return nil
 	}
 	if outcome == redoApplied {
 		db.recovered.Logs++
