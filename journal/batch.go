@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -202,24 +201,32 @@ func (b *Batch) failLocked(err error) error {
 	return f
 }
 
-// loseLocked is called once t's transaction is gone (rolled back): the
-// closes its redo records acknowledged are applied again at once, in a
-// transaction of their own, as the next open of the store would (salvage);
-// the paths of t's other events are noted as lost. If the records cannot
-// be applied either (the disk is still full, say), the log is left for
-// the next open, and nothing of this process may write the branch before
-// then (DB.redoStuck): an event after them would make them inapplicable.
-// The caller holds mu.
-func (b *Batch) loseLocked(t *Tx) {
+// loseLocked is called once t's transaction is gone (rolled back on conn,
+// the connection it ran on, which the caller hands over): the closes its
+// redo records acknowledged are applied again at once, on conn in a
+// transaction of their own, as the next open of the store would
+// (salvage) - on the same connection, so that no other writer of this
+// process, queued for the writer pool's one connection, writes the branch
+// first; the paths of t's other events are noted as lost. If the records
+// cannot be applied (the disk is still full, say), the log is left for the
+// next open, and nothing of this process may write the branch before then
+// (DB.redoStuck): an event after them would make them inapplicable. The
+// caller holds mu.
+func (b *Batch) loseLocked(t *Tx, conn *sql.Conn) {
 	changed := t.changed
 	if l := b.redo; l != nil && l.size > int64(redoHeaderLen) {
-		if err := b.salvageLocked(); err == nil {
-			changed = changed[min(b.recorded, len(changed)):]
-		} else {
+		// What the log holds is kept, now or at the next open.
+		changed = changed[min(b.recorded, len(changed)):]
+		if err := b.salvageLocked(conn); err != nil {
 			b.op.db.redoStuck.Store(&redoStuck{branch: b.op.BranchID, err: err})
 			l.close() // its lock goes: the next open applies it
 			b.redo = nil
+			discard(conn)
+			conn = nil
 		}
+	}
+	if conn != nil {
+		conn.Close()
 	}
 	b.recorded = 0
 	for _, p := range changed {
@@ -227,20 +234,28 @@ func (b *Batch) loseLocked(t *Tx) {
 	}
 }
 
-// salvageLocked applies the Batch's own redo log in a write transaction
-// of its own, its transaction being gone, and empties it.
-func (b *Batch) salvageLocked() error {
+// salvageLocked applies the Batch's own redo log on conn, its
+// transaction being gone, and empties it.
+func (b *Batch) salvageLocked(conn *sql.Conn) error {
 	l := b.redo
-	p, err := parseRedo(io.NewSectionReader(l.f, 0, l.size))
+	p, err := parseRedo(l.f, l.size)
 	if err != nil {
 		return err
 	}
 	db := b.op.db
-	ctx := context.Background()
-	if err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		_, _, err := db.applyRedo(ctx, tx, p)
-		return err
-	}); err != nil {
+	bg := context.Background()
+	if _, err := conn.ExecContext(bg, `BEGIN IMMEDIATE`); err != nil {
+		return fmt.Errorf("apply the redo log again: %w", err)
+	}
+	_, _, err = db.applyRedo(bg, conn, p)
+	if err == nil {
+		err = db.syncPacks()
+	}
+	if err == nil {
+		_, err = conn.ExecContext(bg, `COMMIT`)
+	}
+	if err != nil {
+		conn.ExecContext(bg, `ROLLBACK`)
 		return fmt.Errorf("apply the redo log again: %w", err)
 	}
 	l.reset()
@@ -263,7 +278,7 @@ func (b *Batch) readLocked(fn func(*Tx) error, failed error) error {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer endTx(conn, `ROLLBACK`)
-	t, err := b.op.openTx(bg, conn)
+	t, err := b.op.openTxFor(bg, conn, false)
 	if err != nil {
 		return err
 	}
@@ -604,7 +619,8 @@ func (b *Batch) commitLocked() error {
 		err = b.op.db.syncPacks()
 	}
 	if err == nil {
-		if err = endTx(conn, `COMMIT`); err == nil {
+		if _, err = conn.ExecContext(context.Background(), `COMMIT`); err == nil {
+			conn.Close()
 			b.commits.Add(1)
 			if b.redo != nil {
 				b.redo.reset() // its records are committed
@@ -612,14 +628,14 @@ func (b *Batch) commitLocked() error {
 			b.recorded = 0
 			return nil
 		}
-	} else {
-		endTx(conn, `ROLLBACK`)
 	}
+	// SQLite may have rolled back already (a failed COMMIT).
+	conn.ExecContext(context.Background(), `ROLLBACK`)
 	// Lost, with updates whose callers were told they succeeded: the
 	// Batch fails for good (see Failed).
 	b.rollbacks.Add(1)
 	b.paths.clear() // inos of rolled-back directories will be allocated again
-	b.loseLocked(t)
+	b.loseLocked(t, conn)
 	return b.failLocked(fmt.Errorf("commit batch: %w", err))
 }
 
@@ -785,17 +801,17 @@ func (b *Batch) rollbackLocked() {
 		b.timer.Stop()
 		b.timer = nil
 	}
-	t := b.t
-	if b.conn != nil {
+	t, conn := b.t, b.conn
+	if conn != nil {
 		b.rollbacks.Add(1)
 		b.t.p.close()
 		b.uc.close()
-		endTx(b.conn, `ROLLBACK`)
+		conn.ExecContext(context.Background(), `ROLLBACK`)
 	}
 	b.paths.clear()
 	b.conn, b.uc, b.t, b.pending = nil, nil, nil, 0
-	if t != nil {
-		b.loseLocked(t) // after the rollback: its salvage writes
+	if conn != nil {
+		b.loseLocked(t, conn) // after the rollback: its salvage writes
 	}
 	b.endLocked()
 }

@@ -106,6 +106,12 @@ type DB struct {
 	// branch takes no more events from this process (openTx), so that the
 	// next open can still apply the log.
 	redoStuck atomic.Pointer[redoStuck]
+	// redoLeft maps the branches of redo logs this process's recovery
+	// could not apply (the store busy or full) to the log's name: no
+	// event of this process goes to them before a recovery does (BeginOp
+	// tries again).
+	redoLeft   sync.Map
+	recovering atomic.Bool // recoverRedo runs: writeTx does not retry it
 	// syncFault, set by tests, runs before every pack sync of a commit;
 	// its error fails that commit as a failed fdatasync would.
 	syncFault func() error
@@ -585,6 +591,7 @@ const trimWait = 5 * time.Second
 
 // writeTx runs fn in one BEGIN IMMEDIATE transaction on the writer.
 func (db *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	db.retryLeft(ctx)
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin write: %w", err)

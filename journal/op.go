@@ -243,8 +243,16 @@ func (op *Op) updateTx(ctx context.Context, tx *sql.Tx, fn func(*Tx) error) erro
 
 // openTx loads the branch's head into a new Tx on tx.
 func (op *Op) openTx(ctx context.Context, tx cas.DBTX) (*Tx, error) {
-	if st := op.db.redoStuck.Load(); st != nil && st.branch == op.BranchID {
-		return nil, fmt.Errorf("branch %s: %w", termtext.Quote(op.Branch), st)
+	return op.openTxFor(ctx, tx, true)
+}
+
+// openTxFor is openTx; with write false the transaction is only read
+// (and rolled back), which a branch whose redo log waits may still do.
+func (op *Op) openTxFor(ctx context.Context, tx cas.DBTX, write bool) (*Tx, error) {
+	if write {
+		if err := op.db.redoWaits(op.BranchID); err != nil {
+			return nil, fmt.Errorf("branch %s: %w", termtext.Quote(op.Branch), err)
+		}
 	}
 	var headSeq, count, nextIno, next int64
 	var head []byte

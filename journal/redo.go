@@ -415,10 +415,18 @@ type parsedRedo struct {
 	objects []redoObjectRow
 }
 
-// parseRedo reads a log: its header, then records up to the first that
-// is torn or fails its check (never acknowledged: nothing after it was
-// written by a live writer, which cuts a failed write off).
-func parseRedo(r io.Reader) (*parsedRedo, error) {
+// parseRedo reads the log f of size bytes: its header, then its records.
+// The last record may be torn (a crash in its write, never acknowledged:
+// a live writer cuts a failed write off before the next): a record that
+// is short or fails its check and reaches the end of the file is
+// dropped. One that fails its check before the end, or a log past
+// maxRedoLog, is ErrCorrupt; an error reading is returned as it is (the
+// log stays for another try).
+func parseRedo(f io.ReaderAt, size int64) (*parsedRedo, error) {
+	if size > maxRedoLog {
+		return nil, fmt.Errorf("%w: redo log of %d bytes, more than %d", ErrCorrupt, size, int64(maxRedoLog))
+	}
+	r := io.NewSectionReader(f, 0, size)
 	var h [redoHeaderLen]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -430,28 +438,36 @@ func parseRedo(r io.Reader) (*parsedRedo, error) {
 		return nil, fmt.Errorf("%w: not a redo log", ErrCorrupt)
 	}
 	p := &parsedRedo{branch: int64(binary.LittleEndian.Uint64(h[len(redoMagic):]))}
-	var total int64
-	for {
+	at := int64(redoHeaderLen)
+	for at < size {
 		var rh [8]byte
 		if _, err := io.ReadFull(r, rh[:]); err != nil {
-			return p, nil
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return p, nil // a torn header at the end
+			}
+			return nil, err
 		}
-		n := binary.LittleEndian.Uint32(rh[0:4])
-		total += int64(n) + 8
-		if n > maxRedoRecord || total > maxRedoLog {
-			return p, nil
+		n := int64(binary.LittleEndian.Uint32(rh[0:4]))
+		end := at + 8 + n
+		if n > maxRedoRecord || end > size {
+			return p, nil // torn: the record would reach past the end
 		}
 		items := make([]byte, n)
 		if _, err := io.ReadFull(r, items); err != nil {
-			return p, nil
+			return nil, err
 		}
 		if crc32.Checksum(items, redoCRC) != binary.LittleEndian.Uint32(rh[4:8]) {
-			return p, nil
+			if end == size {
+				return p, nil // the last record, torn
+			}
+			return nil, fmt.Errorf("%w: redo log record at %d fails its check, with records after it", ErrCorrupt, at)
 		}
 		if err := p.parseItems(items); err != nil {
 			return nil, err
 		}
+		at = end
 	}
+	return p, nil
 }
 
 func (p *parsedRedo) parseItems(b []byte) error {
@@ -509,6 +525,7 @@ type redoOutcome int
 
 const (
 	redoNothing   redoOutcome = iota // no events: nothing to recover
+	redoLive                         // its writer lives: left to it
 	redoCommitted                    // its events are on the branch already
 	redoApplied                      // its events were replayed onto the branch
 )
@@ -541,6 +558,11 @@ func (r RedoRecovery) Report(w io.Writer) {
 // removed, or emptied when its writer still holds it; one that cannot be
 // applied is set aside as NAME.failed and named in db.recovered.
 func (db *DB) recoverRedo(ctx context.Context) error {
+	if db.readOnly {
+		return nil
+	}
+	db.recovering.Store(true)
+	defer db.recovering.Store(false)
 	dir := RedoDir(db.path)
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
@@ -623,28 +645,31 @@ func (db *DB) recoverLog(ctx context.Context, dfd int, name string) error {
 	if err := db.trustedRedo(&st); err != nil {
 		return fmt.Errorf("redo log %s: %w", name, err)
 	}
-	if st.Size <= int64(redoHeaderLen) {
-		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
-			unix.Unlinkat(dfd, name, 0) // a writer's that is gone, which logged nothing
-		}
-		return nil
-	}
-	// Its writer lives (holds the file lock): a Batch applies its own log
-	// when it loses its transaction, or closes it (letting the lock go)
-	// for the next open. Nothing to do here.
-	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return nil
-	}
-	// The lock is this process's now: nobody appends to the log any more.
-	// It is read and decided on under the write lock all the same, where
-	// no transaction of another process is open.
+	// Everything from here runs under the write lock. A writer creates,
+	// locks and appends to its log only while it holds that lock (inside
+	// its open transaction), and a recovery takes a log's file lock only
+	// while it holds it too; so here a log's file lock held means a
+	// writer that lives, with no transaction open, and a free one means
+	// its writer is gone and the log holds all it will ever hold.
 	var outcome redoOutcome
 	var applied int
+	var branch int64
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		p, err := parseRedo(io.NewSectionReader(f, 0, maxRedoLog))
-		if err != nil {
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+			outcome = redoLive // its writer applies it itself if it must
+			return nil
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		p, err := parseRedo(f, st.Size)
+		if errors.Is(err, ErrCorrupt) {
 			return redoDataError{err}
 		}
+		if err != nil {
+			return err
+		}
+		branch = p.branch
 		outcome, applied, err = db.applyRedo(ctx, tx, p)
 		return err
 	})
@@ -658,14 +683,33 @@ func (db *DB) recoverLog(ctx context.Context, dfd int, name string) error {
 		return nil
 	case err != nil:
 		// The store could not take it now (busy, full, read-only): it
-		// stays, for the next open.
+		// stays for the next open, and this process writes nothing to
+		// its branch meanwhile (an event there would make it
+		// inapplicable).
+		if branch == 0 {
+			branch = redoBranchOf(f)
+		}
+		if branch != 0 {
+			db.redoLeft.Store(branch, name)
+		}
 		return fmt.Errorf("redo log %s not applied yet: %w", name, err)
+	case outcome == redoLive:
+		return nil
 	}
 	if outcome == redoApplied {
 		db.recovered.Logs++
 		db.recovered.Events += applied
 	}
 	return unix.Unlinkat(dfd, name, 0)
+}
+
+// redoBranchOf reads the branch id in a log's header (0 if unreadable).
+func redoBranchOf(f io.ReaderAt) int64 {
+	var h [redoHeaderLen]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil || string(h[:len(redoMagic)]) != redoMagic {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(h[len(redoMagic):]))
 }
 
 // storeError reports whether err came from SQLite or the context (the
@@ -686,7 +730,7 @@ func (e redoDataError) Unwrap() error { return e.err }
 // redoOnBranch reports whether p's events are on its branch already:
 // the branch's last events are the log's (committed by the writer, or
 // recovered before).
-func redoOnBranch(ctx context.Context, tx *sql.Tx, p *parsedRedo) (bool, error) {
+func redoOnBranch(ctx context.Context, tx cas.DBTX, p *parsedRedo) (bool, error) {
 	evs := p.events
 	// Committed by its writer: the first event is on the chain as logged
 	// (its transaction committed whole, whatever followed it).
@@ -746,10 +790,18 @@ func (db *DB) redoPendingTx(ctx context.Context, tx *sql.Tx) error {
 			continue
 		}
 		f := os.NewFile(uintptr(lfd), name)
-		p, err := parseRedo(io.LimitReader(f, maxRedoLog))
+		var st unix.Stat_t
+		err = unix.Fstat(lfd, &st)
+		var p *parsedRedo
+		if err == nil {
+			p, err = parseRedo(f, st.Size)
+		}
 		f.Close()
-		if err != nil || len(p.events) == 0 {
-			continue
+		if errors.Is(err, ErrCorrupt) || err == nil && len(p.events) == 0 {
+			continue // recovery sets it aside, or there is nothing in it
+		}
+		if err != nil {
+			return fmt.Errorf("redo log %s: %w", name, err)
 		}
 		if ok, err := redoOnBranch(ctx, tx, p); err != nil {
 			return err
@@ -792,10 +844,18 @@ func (db *DB) redoPackRanges(num int64) ([]cas.PackRange, error) {
 			return nil, err
 		}
 		f := os.NewFile(uintptr(lfd), name)
-		p, err := parseRedo(io.NewSectionReader(f, 0, maxRedoLog))
+		var st unix.Stat_t
+		err = unix.Fstat(lfd, &st)
+		var p *parsedRedo
+		if err == nil {
+			p, err = parseRedo(f, st.Size)
+		}
 		f.Close()
-		if err != nil {
+		if errors.Is(err, ErrCorrupt) {
 			continue // not a log: it names nothing
+		}
+		if err != nil {
+			return nil, err
 		}
 		for _, o := range p.objects {
 			if o.packed && o.pack == num {
@@ -804,6 +864,36 @@ func (db *DB) redoPackRanges(num int64) ([]cas.PackRange, error) {
 		}
 	}
 	return out, nil
+}
+
+// redoWaits fails when a redo log this process could not apply holds
+// closes of branch: an event appended to the branch now would make the
+// log inapplicable.
+func (db *DB) redoWaits(branch int64) error {
+	if st := db.redoStuck.Load(); st != nil && st.branch == branch {
+		return st
+	}
+	if name, ok := db.redoLeft.Load(branch); ok {
+		return fmt.Errorf("a crashed session's closes wait in redo log %s, which the store could not take yet: try again", name)
+	}
+	return nil
+}
+
+// retryLeft runs the recovery again when an earlier one left logs (see
+// redoLeft), before any write transaction of this process (writeTx).
+func (db *DB) retryLeft(ctx context.Context) {
+	if db.recovering.Load() {
+		return
+	}
+	left := false
+	db.redoLeft.Range(func(k, _ any) bool {
+		left = true
+		db.redoLeft.Delete(k)
+		return true
+	})
+	if left {
+		db.recoverRedo(ctx) // what it leaves again is in redoLeft
+	}
 }
 
 // redoStuck is DB.redoStuck: a branch whose closes wait in a redo log
@@ -824,7 +914,7 @@ func (e *redoStuck) Unwrap() error { return e.err }
 var errRedoMoved = errors.New("the branch moved since the log was written")
 
 // applyRedo applies p inside tx (which holds the write lock).
-func (db *DB) applyRedo(ctx context.Context, tx *sql.Tx, p *parsedRedo) (redoOutcome, int, error) {
+func (db *DB) applyRedo(ctx context.Context, tx cas.DBTX, p *parsedRedo) (redoOutcome, int, error) {
 	evs := p.events
 	if len(evs) == 0 {
 		return redoNothing, 0, nil

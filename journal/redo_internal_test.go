@@ -418,15 +418,69 @@ func TestRedoBusyStoreLeavesLog(t *testing.T) {
 	}
 	conn.ExecContext(ctx, `ROLLBACK`)
 	conn.Close()
-	db, err = Open(ctx, path, Options{})
+	// The process that could not apply it writes nothing to the branch
+	// before a recovery has: its next op runs the recovery first.
+	db, err = Open(ctx, path, Options{BusyTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if rec := db.Recovered(); rec.Logs != 1 || len(rec.Failed) != 0 {
-		t.Fatalf("recovered %+v once the lock was free", rec)
+	db.redoLeft.Store(int64(1), "a log") // as the busy open above left it
+	if err := db.redoWaits(1); err == nil {
+		t.Fatal("a branch with a log left behind takes writes")
 	}
-	if got := headNames(t, db); got != "waiting" {
+	if got := headNames(t, db); got != "waiting" { // this open applied it already
+		t.Fatalf("main holds %q", got)
+	}
+	if _, err := db.Do(ctx, "main", "run", "later", func(tx *Tx) error {
+		id, _, err := tx.Objects().PutFile(ctx, strings.NewReader("later"))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Create(RootIno, []byte("later"), Attr{Kind: cas.EntryFile, Mode: 0o644, Content: id, Size: 5})
+		return err
+	}); err != nil {
+		t.Fatalf("the first op after the log was applied: %v", err)
+	}
+	if got := headNames(t, db); got != "later waiting" {
+		t.Fatalf("main holds %q", got)
+	}
+}
+
+// TestRedoCorruptMiddleSetAside: a record that fails its check with
+// records after it is no torn tail: the log is set aside whole, nothing
+// of it applied.
+func TestRedoCorruptMiddleSetAside(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.art")
+	db, err := Open(ctx, path, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := logOne(t, db, "one")
+	persistFile(t, b, "two")
+	log, err := os.ReadFile(b.redo.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.redo.remove()
+	b.redo = nil
+	b.mu.Unlock()
+	b.Fail(errors.New("test"))
+	log[redoHeaderLen+8+3] ^= 0xff // inside the first record's items
+	name := filepath.Join(RedoDir(path), "0123456789abcdef0123456789abcdef.log")
+	if err := os.WriteFile(name, log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.recoverRedo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec := db.Recovered(); rec.Logs != 0 || len(rec.Failed) != 1 || !strings.Contains(rec.Failed[0], "fails its check") {
+		t.Fatalf("recovered %+v, want the log set aside", rec)
+	}
+	if got := headNames(t, db); got != "" {
 		t.Fatalf("main holds %q", got)
 	}
 }
