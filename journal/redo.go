@@ -580,8 +580,8 @@ func (db *DB) recoverRedo(ctx context.Context) error {
 	if err := db.trustedRedo(&st); err != nil {
 		return fmt.Errorf("redo logs: %s: %w", dir, err)
 	}
-	names, err := d.Readdirnames(maxRedoLogs)
-	if err != nil && !errors.Is(err, io.EOF) {
+	names, err := redoNames(d, false)
+	if err != nil {
 		return fmt.Errorf("redo logs: %w", err)
 	}
 	dfd := int(d.Fd())
@@ -613,6 +613,28 @@ func (db *DB) trustedRedo(st *unix.Stat_t) error {
 		return fmt.Errorf("writable by others (mode %o)", st.Mode&0o777)
 	}
 	return nil
+}
+
+// redoNames lists the logs in the redo directory d (with failed, the
+// set-aside ones too), reading every entry - set-aside logs piling up
+// must not hide a live one - but keeping at most maxRedoLogs names.
+func redoNames(d *os.File, failed bool) ([]string, error) {
+	var out []string
+	for len(out) < maxRedoLogs {
+		names, err := d.Readdirnames(1024)
+		for _, n := range names {
+			if redoLogName(n) || failed && redoLogName(strings.TrimSuffix(n, ".failed")) {
+				out = append(out, n)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // redoLogName: 32 lower-case hex digits and ".log", as createRedoLog names.
@@ -777,8 +799,8 @@ func (db *DB) redoPendingTx(ctx context.Context, tx *sql.Tx) error {
 	}
 	d := os.NewFile(uintptr(fd), dir)
 	defer d.Close()
-	names, err := d.Readdirnames(maxRedoLogs)
-	if err != nil && !errors.Is(err, io.EOF) {
+	names, err := redoNames(d, false)
+	if err != nil {
 		return fmt.Errorf("redo logs: %w", err)
 	}
 	for _, name := range names {
@@ -827,8 +849,8 @@ func (db *DB) redoPackRanges(num int64) ([]cas.PackRange, error) {
 	}
 	d := os.NewFile(uintptr(fd), dir)
 	defer d.Close()
-	names, err := d.Readdirnames(maxRedoLogs)
-	if err != nil && !errors.Is(err, io.EOF) {
+	names, err := redoNames(d, true)
+	if err != nil {
 		return nil, err
 	}
 	var out []cas.PackRange
