@@ -563,33 +563,14 @@ func (db *DB) recoverRedo(ctx context.Context) error {
 	}
 	db.recovering.Store(true)
 	defer db.recovering.Store(false)
-	dir := RedoDir(db.path)
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
+	d, names, err := db.openRedoDir(false)
+	if d == nil || err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("redo logs: open %s: %w", dir, err)
-	}
-	d := os.NewFile(uintptr(fd), dir)
 	defer d.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("redo logs: %w", err)
-	}
-	if err := db.trustedRedo(&st); err != nil {
-		return fmt.Errorf("redo logs: %s: %w", dir, err)
-	}
-	names, err := redoNames(d, false)
-	if err != nil {
-		return fmt.Errorf("redo logs: %w", err)
-	}
 	dfd := int(d.Fd())
 	var errs []error
 	for _, name := range names {
-		if !redoLogName(name) {
-			continue
-		}
 		if err := db.recoverLog(ctx, dfd, name); err != nil {
 			errs = append(errs, err)
 		}
@@ -613,6 +594,53 @@ func (db *DB) trustedRedo(st *unix.Stat_t) error {
 		return fmt.Errorf("writable by others (mode %o)", st.Mode&0o777)
 	}
 	return nil
+}
+
+// openRedoDir opens the store's redo directory (never through a link,
+// and only one this user or the store's owner alone can write) and lists
+// its logs, with failed the set-aside ones too (redoNames). d is nil
+// when there is no directory; the caller closes it.
+func (db *DB) openRedoDir(failed bool) (d *os.File, names []string, err error) {
+	dir := RedoDir(db.path)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("redo logs: open %s: %w", dir, err)
+	}
+	d = os.NewFile(uintptr(fd), dir)
+	var st unix.Stat_t
+	if err = unix.Fstat(fd, &st); err == nil {
+		if err = db.trustedRedo(&st); err == nil {
+			names, err = redoNames(d, failed)
+		}
+	}
+	if err != nil {
+		d.Close()
+		return nil, nil, fmt.Errorf("redo logs: %s: %w", dir, err)
+	}
+	return d, names, nil
+}
+
+// readRedo opens and parses log name in the redo directory dfd, for
+// reading only (no lock: a live writer's may be growing). A log gone
+// meanwhile is (nil, nil).
+func readRedo(dfd int, name string) (*parsedRedo, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	return parseRedo(f, st.Size)
 }
 
 // redoNames lists the logs in the redo directory d (with failed, the
@@ -789,37 +817,14 @@ func redoOnBranch(ctx context.Context, tx cas.DBTX, p *parsedRedo) (bool, error)
 // delete an object only they name. Logs it cannot read are left to
 // recovery (which sets them aside).
 func (db *DB) redoPendingTx(ctx context.Context, tx *sql.Tx) error {
-	dir := RedoDir(db.path)
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
+	d, names, err := db.openRedoDir(false)
+	if d == nil || err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("redo logs: open %s: %w", dir, err)
-	}
-	d := os.NewFile(uintptr(fd), dir)
 	defer d.Close()
-	names, err := redoNames(d, false)
-	if err != nil {
-		return fmt.Errorf("redo logs: %w", err)
-	}
 	for _, name := range names {
-		if !redoLogName(name) {
-			continue
-		}
-		lfd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-		if err != nil {
-			continue
-		}
-		f := os.NewFile(uintptr(lfd), name)
-		var st unix.Stat_t
-		err = unix.Fstat(lfd, &st)
-		var p *parsedRedo
-		if err == nil {
-			p, err = parseRedo(f, st.Size)
-		}
-		f.Close()
-		if errors.Is(err, ErrCorrupt) || err == nil && len(p.events) == 0 {
+		p, err := readRedo(int(d.Fd()), name)
+		if errors.Is(err, ErrCorrupt) || err == nil && (p == nil || len(p.events) == 0) {
 			continue // recovery sets it aside, or there is nothing in it
 		}
 		if err != nil {
@@ -839,42 +844,16 @@ func (db *DB) redoPendingTx(ctx context.Context, tx *sql.Tx) error {
 // them. An error means the logs could not be read, and gc must leave the
 // pack alone.
 func (db *DB) redoPackRanges(num int64) ([]cas.PackRange, error) {
-	dir := RedoDir(db.path)
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
-	if err != nil {
+	d, names, err := db.openRedoDir(true)
+	if d == nil || err != nil {
 		return nil, err
 	}
-	d := os.NewFile(uintptr(fd), dir)
 	defer d.Close()
-	names, err := redoNames(d, true)
-	if err != nil {
-		return nil, err
-	}
 	var out []cas.PackRange
 	for _, name := range names {
-		if !redoLogName(strings.TrimSuffix(name, ".failed")) {
-			continue
-		}
-		lfd, err := unix.Openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-		if errors.Is(err, unix.ENOENT) {
-			continue // removed meanwhile
-		}
-		if err != nil {
-			return nil, err
-		}
-		f := os.NewFile(uintptr(lfd), name)
-		var st unix.Stat_t
-		err = unix.Fstat(lfd, &st)
-		var p *parsedRedo
-		if err == nil {
-			p, err = parseRedo(f, st.Size)
-		}
-		f.Close()
-		if errors.Is(err, ErrCorrupt) {
-			continue // not a log: it names nothing
+		p, err := readRedo(int(d.Fd()), name)
+		if errors.Is(err, ErrCorrupt) || err == nil && p == nil {
+			continue // not a log (it names nothing), or removed meanwhile
 		}
 		if err != nil {
 			return nil, err

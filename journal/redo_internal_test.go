@@ -127,49 +127,18 @@ func TestRedoMovedBranchSetAside(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	op, err := db.BeginOp(ctx, "main", "run", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := op.NewBatch(time.Hour, 1<<30)
-	b.LogCloses()
-	create := func(tx *Tx, name string) error {
-		id, _, err := tx.Objects().PutFile(ctx, strings.NewReader(name))
-		if err != nil {
-			return err
-		}
-		_, err = tx.Create(RootIno, []byte(name), Attr{Kind: cas.EntryFile, Mode: 0o644, Content: id, Size: int64(len(name))})
-		return err
-	}
-	if err := b.Update(ctx, func(tx *Tx) error { return create(tx, "a") }); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Persist(); err != nil || b.Logged() != 1 {
-		t.Fatalf("persist: %v, %d records", err, b.Logged())
-	}
-	log, err := os.ReadFile(b.redo.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := logOne(t, db, "a")
 	// The transaction goes without its log being applied (as if this
 	// process died), and another change lands on the branch.
-	b.mu.Lock()
-	b.redo.remove()
-	b.redo = nil
-	b.mu.Unlock()
-	b.Fail(errors.New("test"))
-	if _, err := db.Do(ctx, "main", "run", "other", func(tx *Tx) error { return create(tx, "b") }); err != nil {
+	log := abandon(t, b)
+	if _, err := db.Do(ctx, "main", "run", "other", func(tx *Tx) error { return createFile(ctx, tx, "b") }); err != nil {
 		t.Fatal(err)
 	}
 	head, err := db.Head(ctx, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := "0123456789abcdef0123456789abcdef.log"
-	os.MkdirAll(RedoDir(path), 0o700)
-	if err := os.WriteFile(filepath.Join(RedoDir(path), name), log, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	name := putDeadLog(t, path, log)
 	db.recovered = RedoRecovery{}
 	if err := db.recoverRedo(ctx); err != nil {
 		t.Fatal(err)
@@ -177,7 +146,7 @@ func TestRedoMovedBranchSetAside(t *testing.T) {
 	if rec := db.Recovered(); rec.Logs != 0 || len(rec.Failed) != 1 || !strings.Contains(rec.Failed[0], "moved") {
 		t.Fatalf("recovered %+v, want the log set aside as moved", rec)
 	}
-	if _, err := os.Stat(filepath.Join(RedoDir(path), name+".failed")); err != nil {
+	if _, err := os.Stat(name + ".failed"); err != nil {
 		t.Fatalf("the log was not set aside: %v", err)
 	}
 	if got, _ := db.Head(ctx, "main"); got.Seq != head.Seq {
@@ -204,19 +173,51 @@ func persistFile(t *testing.T, b *Batch, name string) {
 	t.Helper()
 	ctx := context.Background()
 	before := b.Logged()
-	if err := b.Update(ctx, func(tx *Tx) error {
-		id, _, err := tx.Objects().PutFile(ctx, strings.NewReader(name))
-		if err != nil {
-			return err
-		}
-		_, err = tx.Create(RootIno, []byte(name), Attr{Kind: cas.EntryFile, Mode: 0o644, Content: id, Size: int64(len(name))})
-		return err
-	}); err != nil {
+	if err := b.Update(ctx, func(tx *Tx) error { return createFile(ctx, tx, name) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Persist(); err != nil || b.Logged() != before+1 {
 		t.Fatalf("persist %s: %v, %d records", name, err, b.Logged())
 	}
+}
+
+// createFile creates the file name at the root holding its own name.
+func createFile(ctx context.Context, tx *Tx, name string) error {
+	id, _, err := tx.Objects().PutFile(ctx, strings.NewReader(name))
+	if err != nil {
+		return err
+	}
+	_, err = tx.Create(RootIno, []byte(name), Attr{Kind: cas.EntryFile, Mode: 0o644, Content: id, Size: int64(len(name))})
+	return err
+}
+
+// abandon returns b's redo log's bytes and makes b lose its transaction
+// without the log being applied, as if its process had died: the log is
+// removed first (the caller puts its bytes back as a dead writer's).
+func abandon(t *testing.T, b *Batch) []byte {
+	t.Helper()
+	log, err := os.ReadFile(b.redo.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.redo.remove()
+	b.redo = nil
+	b.mu.Unlock()
+	b.Fail(errors.New("test"))
+	return log
+}
+
+// putDeadLog writes log into the store's redo directory as a log no
+// writer holds, and returns its path.
+func putDeadLog(t *testing.T, path string, log []byte) string {
+	t.Helper()
+	name := filepath.Join(RedoDir(path), "0123456789abcdef0123456789abcdef.log")
+	os.MkdirAll(RedoDir(path), 0o700)
+	if err := os.WriteFile(name, log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
 
 // headNames lists the names at the root of main's head.
@@ -376,22 +377,9 @@ func TestRedoBusyStoreLeavesLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := logOne(t, db, "waiting")
-	log, err := os.ReadFile(b.redo.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.mu.Lock()
-	b.redo.remove() // as if the process died: its transaction goes unapplied
-	b.redo = nil
-	b.mu.Unlock()
-	b.Fail(errors.New("test"))
+	log := abandon(t, logOne(t, db, "waiting"))
 	db.Close()
-	name := filepath.Join(RedoDir(path), "0123456789abcdef0123456789abcdef.log")
-	os.MkdirAll(RedoDir(path), 0o700)
-	if err := os.WriteFile(name, log, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	name := putDeadLog(t, path, log)
 	holder, err := sql.Open(driverName, "file:"+path+"?_busy_timeout=5000")
 	if err != nil {
 		t.Fatal(err)
@@ -432,14 +420,7 @@ func TestRedoBusyStoreLeavesLog(t *testing.T) {
 	if got := headNames(t, db); got != "waiting" { // this open applied it already
 		t.Fatalf("main holds %q", got)
 	}
-	if _, err := db.Do(ctx, "main", "run", "later", func(tx *Tx) error {
-		id, _, err := tx.Objects().PutFile(ctx, strings.NewReader("later"))
-		if err != nil {
-			return err
-		}
-		_, err = tx.Create(RootIno, []byte("later"), Attr{Kind: cas.EntryFile, Mode: 0o644, Content: id, Size: 5})
-		return err
-	}); err != nil {
+	if _, err := db.Do(ctx, "main", "run", "later", func(tx *Tx) error { return createFile(ctx, tx, "later") }); err != nil {
 		t.Fatalf("the first op after the log was applied: %v", err)
 	}
 	if got := headNames(t, db); got != "later waiting" {
@@ -460,20 +441,9 @@ func TestRedoCorruptMiddleSetAside(t *testing.T) {
 	defer db.Close()
 	b := logOne(t, db, "one")
 	persistFile(t, b, "two")
-	log, err := os.ReadFile(b.redo.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.mu.Lock()
-	b.redo.remove()
-	b.redo = nil
-	b.mu.Unlock()
-	b.Fail(errors.New("test"))
+	log := abandon(t, b)
 	log[redoHeaderLen+8+3] ^= 0xff // inside the first record's items
-	name := filepath.Join(RedoDir(path), "0123456789abcdef0123456789abcdef.log")
-	if err := os.WriteFile(name, log, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	putDeadLog(t, path, log)
 	if err := db.recoverRedo(ctx); err != nil {
 		t.Fatal(err)
 	}
