@@ -351,6 +351,25 @@ func TestRunNewSessionWithoutPTY(t *testing.T) {
 	}
 }
 
+// TestRunDevNullIsNoTerminal: /dev/null is a character device, not a
+// terminal. With art's stdin and stdout on it the command used to get a
+// PTY of its own, which joined its stderr to its stdout: a script's
+// `art run ... </dev/null >/dev/null 2>log` lost the command's errors.
+func TestRunDevNullIsNoTerminal(t *testing.T) {
+	ws, _ := runWorkspace(t)
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	cmd := artCmd(t, "-m", ws, "-q", "--", "sh", "-c", "test -t 0 && echo stdin-is-a-terminal >&2; echo to-stderr >&2")
+	cmd.Stdin, cmd.Stdout = null, null
+	r := exe(t, cmd)
+	if r.code != 0 || r.stderr != "to-stderr\n" {
+		t.Fatalf("art run </dev/null >/dev/null: exit %d, stderr %q; want the command's own stderr, no terminal", r.code, r.stderr)
+	}
+}
+
 func TestRunTIOCSTIRefusedOnCallersTerminal(t *testing.T) {
 	ws, _ := runWorkspace(t)
 	ptmx, tty, err := pty.Open()

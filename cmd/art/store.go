@@ -13,6 +13,7 @@ import (
 	"github.com/artrt/art/internal/units"
 	"github.com/artrt/art/journal"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 // Flags shared by the store verbs.
@@ -101,14 +102,25 @@ func fmtTime(ns int64) string {
 // fmtBytes prints a byte count for people (IEC units).
 func fmtBytes(n int64) string { return units.FormatSize(n) }
 
-// isTerminal reports whether w is a terminal (progress bars only there).
+// isTerminal reports whether w is a terminal (progress bars, the pager
+// and a run's PTY only there). A terminal is what answers the termios
+// request: a character device need not be one (/dev/null is one, and a
+// run with </dev/null >/dev/null is no interactive run).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	rc, err := f.SyscallConn() // not Fd: it would make the file blocking
+	if err != nil {
+		return false
+	}
+	tty := false
+	rc.Control(func(fd uintptr) {
+		_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		tty = err == nil
+	})
+	return tty
 }
 
 // progress draws a one-line progress indicator on a terminal.
