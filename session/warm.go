@@ -568,6 +568,7 @@ type warmDaemon struct {
 
 	mu       sync.Mutex
 	busy     bool
+	runs     uint64        // runs begun (busy set)
 	client   int           // the pid of the run in progress
 	ended    bool          // the run in progress has recorded its end: only its clean-up is left
 	idleC    chan struct{} // closed when the run in progress is over (busy cleared)
@@ -819,7 +820,7 @@ func (d *warmDaemon) serve(c net.Conn) {
 }
 
 // stale says why the mount may not serve req's run ("" when it may).
-func (d *warmDaemon) stale(req warmRequest) string {
+func (d *warmDaemon) stale(req warmRequest, look *hostLook) string {
 	switch {
 	case req.Workspace != d.o.Workspace:
 		return "another workspace"
@@ -828,27 +829,72 @@ func (d *warmDaemon) stale(req warmRequest) string {
 	case req.JournalWrites != d.o.JournalWrites || req.Durability != d.o.Durability:
 		return "other store options"
 	}
-	head, err := d.s.DB.Head(d.bg, d.s.Branch)
-	if err != nil {
-		return "branch head: " + err.Error()
+	if look == nil {
+		look = d.lookHost(d.bg, 0)
 	}
-	if head.Seq != d.left.Seq || head.Root != d.left.Root {
+	<-look.done
+	if look.headErr != nil {
+		return "branch head: " + look.headErr.Error()
+	}
+	if look.head.Seq != d.left.Seq || look.head.Root != d.left.Root {
 		return "the branch changed outside the warm mount"
 	}
 	if d.fresh != nil {
 		return "" // just captured
 	}
-	// The mount shows the host's files as its lower layer: an edit there
-	// since the last capture would be served behind the branch's back
-	// (and never captured). Then a fresh daemon captures it.
-	_, same, err := workspace.Unchanged(d.bg, d.s.DB, workspace.ImportOptions{Dir: d.o.Workspace, Branch: d.s.Branch, Capture: true, SkipUnchanged: true, RacyByContent: true})
-	if err != nil {
-		return "host check: " + err.Error()
+	if look.hostErr != nil {
+		return "host check: " + look.hostErr.Error()
 	}
-	if !same {
+	if !look.same {
 		return "the host workspace changed"
 	}
 	return ""
+}
+
+// hostLook is what stale asks of the store and the host: the branch's
+// head, and whether the host workspace is still as last captured (the
+// mount shows the host's files as its lower layer: an edit there since
+// the last capture would be served behind the branch's back, and never
+// captured; then a fresh daemon captures it).
+type hostLook struct {
+	runs    uint64 // warmDaemon.runs when it began
+	done    chan struct{}
+	head    journal.State
+	headErr error
+	same    bool
+	hostErr error
+}
+
+// lookHost begins a hostLook on its own goroutine; runs is d.runs as the
+// caller saw it.
+func (d *warmDaemon) lookHost(ctx context.Context, runs uint64) *hostLook {
+	l := &hostLook{runs: runs, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.head, l.headErr = d.s.DB.Head(ctx, d.s.Branch)
+		if l.headErr != nil {
+			return
+		}
+		_, l.same, l.hostErr = workspace.Unchanged(ctx, d.s.DB, workspace.ImportOptions{Dir: d.o.Workspace, Branch: d.s.Branch, Capture: true, SkipUnchanged: true, RacyByContent: true})
+	}()
+	return l
+}
+
+// lookAhead begins the hostLook of a raw run whose request has just
+// arrived, so that it runs while the request is parsed (a millisecond or
+// two each on a slow machine, which a run on a sandbox started ahead
+// waits for), or returns nil when a run is in progress: its end moves
+// the head and d.left, and run looks again then. It began after the
+// request arrived, so it sees every host edit made before the client
+// asked. ctx ends it early when the run is not served after all.
+func (d *warmDaemon) lookAhead(ctx context.Context) *hostLook {
+	d.mu.Lock()
+	idle, runs := !d.busy && !d.closing, d.runs
+	d.mu.Unlock()
+	if !idle {
+		return nil
+	}
+	return d.lookHost(ctx, runs)
 }
 
 // run serves one run: begin its op, hand the mount to the client, and
@@ -880,6 +926,11 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File, x *exec
 		return
 	}
 	d.busy, d.client, d.ended, d.idleC = true, req.PID, false, make(chan struct{})
+	d.runs++
+	if x != nil && x.look != nil && x.look.runs+1 != d.runs {
+		// Another run began since it did: look again.
+		x.look = nil
+	}
 	if d.timer != nil {
 		d.timer.Stop()
 	}
@@ -915,7 +966,7 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File, x *exec
 	}()
 
 	if x != nil {
-		if why := d.stale(req); why != "" {
+		if why := d.stale(req, x.look); why != "" {
 			x.fallback, noop = "the warm mount may not serve it: "+why, true
 			return
 		}
@@ -931,7 +982,7 @@ func (d *warmDaemon) run(w *warmConn, req warmRequest, files []*os.File, x *exec
 		// Served from here on, whatever happens: the client's messages
 		// may reach its stderr.
 		x.serving()
-	} else if why := d.stale(req); why != "" {
+	} else if why := d.stale(req, nil); why != "" {
 		warmLogf("art warm daemon: mount discarded: %s\n", why)
 		d.mu.Lock()
 		d.closing = true

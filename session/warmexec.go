@@ -53,6 +53,7 @@ type execRun struct {
 	c        Command
 	serving  func() // the run is served: no fallback from now on
 	onSignal func(syscall.Signal)
+	look     *hostLook // begun as the request arrived (lookAhead), or nil
 	fallback string
 	res      Result
 	err      error
@@ -89,6 +90,11 @@ func (d *warmDaemon) exec(w *warmConn, c net.Conn, req warmRequest, files []*os.
 		fallback("no stdio sent")
 		return
 	}
+	// Whatever the handler decides, the look is over when it returns: a
+	// served run waited for it, a fallback needs it no more.
+	lookCtx, endLook := context.WithCancel(d.bg)
+	defer endLook()
+	look := d.lookAhead(lookCtx)
 	x := &WarmExec{Args: req.Args, Env: req.Env, Cwd: req.Cwd, Stdio: [3]*os.File{files[0], files[1], files[2]}}
 	x.Serve = func(o Options, cmd Command, serving func(), onSignal func(syscall.Signal)) (Result, error, string) {
 		switch {
@@ -111,7 +117,7 @@ func (d *warmDaemon) exec(w *warmConn, c net.Conn, req warmRequest, files []*os.
 		if breq.Sandbox == nil {
 			return Result{}, nil, "the client's umask is unknown"
 		}
-		xr := &execRun{o: o, c: cmd, serving: serving, onSignal: onSignal}
+		xr := &execRun{o: o, c: cmd, serving: serving, onSignal: onSignal, look: look}
 		d.run(w, breq, files, xr)
 		return xr.res, xr.err, xr.fallback
 	}

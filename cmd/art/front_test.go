@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -176,6 +177,36 @@ func TestFrontServesWarmRunsAsTheFullArt(t *testing.T) {
 	r = frontRun(t, front, "", "run", "--warm", "1m", "-m", other, "-d", db, "-i=false", "--", "sh", "-c", "cat g")
 	if r.code != 0 || r.stdout != "g\n" {
 		t.Errorf("another workspace through the front: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestFrontHostEditIsSeen: a raw run's reuse check (the branch's head,
+// the host workspace unchanged) begins as its request arrives, while the
+// daemon parses it (lookAhead); an edit made on the host before the run
+// is still never served from the old mount, run after run.
+func TestFrontHostEditIsSeen(t *testing.T) {
+	ws, db := warmWorkspace(t)
+	front := frontBinary(t)
+	run := func(argv ...string) runOut {
+		args := append([]string{"run", "--warm", "1m", "-m", ws, "-d", db, "-i=false", "-q", "-e", "PATH=/usr/bin:/bin", "--"}, argv...)
+		return frontRun(t, front, "", args...)
+	}
+	if r := run("true"); r.code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+	}
+	for i := range 3 {
+		before := notServed(t, db)
+		if r := run("true"); r.code != 0 || notServed(t, db) != before {
+			t.Fatalf("edit %d: the run before it was not served by the daemon: exit %d %q", i, r.code, r.stderr)
+		}
+		body := fmt.Sprintf("print('edited on the host, %d')\n", i)
+		writeFile(t, filepath.Join(ws, "main.py"), body)
+		if r := run("cat", "main.py"); r.code != 0 || r.stdout != body {
+			t.Fatalf("edit %d: the run after it read %q (exit %d, %q)", i, r.stdout, r.code, r.stderr)
+		}
+		if got := mustRun(t, "cat", "-d", db, "main:ws/main.py").stdout; got != body {
+			t.Fatalf("edit %d was not captured: %q", i, got)
+		}
 	}
 }
 
