@@ -585,6 +585,7 @@ type warmDaemon struct {
 
 	ready    *readyBox      // the sandbox started ahead (warmready.go)
 	readying sync.WaitGroup // its start, and discards in progress
+	looking  sync.WaitGroup // hostLooks in progress: the store stays open for them
 }
 
 // ServeWarm is the warm daemon of o's branch (art __warm-daemon): it
@@ -734,6 +735,7 @@ func (d *warmDaemon) shutdown() error {
 	if err != nil {
 		warmLogf("art warm daemon: close: %v\n", err)
 	}
+	d.looking.Wait() // a raw run's look ahead, begun before the shutdown
 	if cerr := d.s.DB.Close(); err == nil {
 		err = cerr
 	}
@@ -869,7 +871,9 @@ type hostLook struct {
 // caller saw it.
 func (d *warmDaemon) lookHost(ctx context.Context, runs uint64) *hostLook {
 	l := &hostLook{runs: runs, done: make(chan struct{})}
+	d.looking.Add(1)
 	go func() {
+		defer d.looking.Done()
 		defer close(l.done)
 		l.head, l.headErr = d.s.DB.Head(ctx, d.s.Branch)
 		if l.headErr != nil {
@@ -889,12 +893,13 @@ func (d *warmDaemon) lookHost(ctx context.Context, runs uint64) *hostLook {
 // asked. ctx ends it early when the run is not served after all.
 func (d *warmDaemon) lookAhead(ctx context.Context) *hostLook {
 	d.mu.Lock()
-	idle, runs := !d.busy && !d.closing, d.runs
-	d.mu.Unlock()
-	if !idle {
+	defer d.mu.Unlock()
+	if d.busy || d.closing {
 		return nil
 	}
-	return d.lookHost(ctx, runs)
+	// Begun under mu while not closing: a shutdown, which sets closing
+	// under mu first, waits for it (looking) before closing the store.
+	return d.lookHost(ctx, d.runs)
 }
 
 // run serves one run: begin its op, hand the mount to the client, and
