@@ -563,6 +563,9 @@ func (db *DB) recoverRedo(ctx context.Context) error {
 	}
 	db.recovering.Store(true)
 	defer db.recovering.Store(false)
+	if h := redoHooks.recovering; h != nil {
+		h()
+	}
 	d, names, err := db.openRedoDir(false)
 	if d == nil || err != nil {
 		return err
@@ -570,12 +573,32 @@ func (db *DB) recoverRedo(ctx context.Context) error {
 	defer d.Close()
 	dfd := int(d.Fd())
 	var errs []error
+	left := map[int64]string{}
 	for _, name := range names {
-		if err := db.recoverLog(ctx, dfd, name); err != nil {
+		if err := db.recoverLog(ctx, dfd, name, left); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	// Only now is a branch whose log this pass applied, set aside or
+	// found gone free again (redoWaits): until here an earlier pass's
+	// entry kept every writer of this process off it, so none could
+	// append to the branch ahead of its log and make it inapplicable.
+	db.redoLeft.Range(func(k, _ any) bool {
+		if _, ok := left[k.(int64)]; !ok {
+			db.redoLeft.Delete(k)
+		}
+		return true
+	})
+	for branch, name := range left {
+		db.redoLeft.Store(branch, name)
+	}
 	return errors.Join(errs...)
+}
+
+// redoHooks are called, when set, for tests to step in.
+var redoHooks struct {
+	// recovering: as a recovery begins (recovering set).
+	recovering func()
 }
 
 // trustedRedo refuses a redo directory or log that another user could
@@ -675,7 +698,7 @@ func redoLogName(name string) bool {
 	return err == nil && strings.ToLower(h) == h
 }
 
-func (db *DB) recoverLog(ctx context.Context, dfd int, name string) error {
+func (db *DB) recoverLog(ctx context.Context, dfd int, name string, left map[int64]string) error {
 	fd, err := unix.Openat(dfd, name, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return nil // its writer removed it
@@ -740,7 +763,7 @@ func (db *DB) recoverLog(ctx context.Context, dfd int, name string) error {
 			branch = redoBranchOf(f)
 		}
 		if branch != 0 {
-			db.redoLeft.Store(branch, name)
+			left[branch] = name
 		}
 		return fmt.Errorf("redo log %s not applied yet: %w", name, err)
 	case outcome == redoLive:
@@ -887,13 +910,13 @@ func (db *DB) retryLeft(ctx context.Context) {
 		return
 	}
 	left := false
-	db.redoLeft.Range(func(k, _ any) bool {
+	db.redoLeft.Range(func(any, any) bool {
 		left = true
-		db.redoLeft.Delete(k)
-		return true
+		return false
 	})
 	if left {
-		db.recoverRedo(ctx) // what it leaves again is in redoLeft
+		// The entries stay while it runs; it clears those it resolves.
+		db.recoverRedo(ctx)
 	}
 }
 

@@ -428,6 +428,71 @@ func TestRedoBusyStoreLeavesLog(t *testing.T) {
 	}
 }
 
+// TestRedoLeftHoldsBranchDuringRetry: a log an open could not apply
+// (the store busy) keeps this process's writers off its branch until a
+// later recovery has applied it - during that recovery too. The retry
+// used to forget the log before running the recovery, so a writer of
+// another goroutine could append to the branch first, and the log, no
+// longer applicable, was set aside with its acknowledged closes.
+func TestRedoLeftHoldsBranchDuringRetry(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.art")
+	db, err := Open(ctx, path, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := abandon(t, logOne(t, db, "waiting"))
+	db.Close()
+	name := putDeadLog(t, path, log)
+	holder, err := sql.Open(driverName, "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	conn, err := holder.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(ctx, path, Options{BusyTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.redoWaits(1); err == nil {
+		t.Fatal("an open that could not apply the log lets writers at its branch")
+	}
+	if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	redoHooks.recovering = func() {
+		ran = true
+		if err := db.redoWaits(1); err == nil {
+			t.Error("while the retry's recovery runs, a writer could append to the branch ahead of the log")
+		}
+	}
+	t.Cleanup(func() { redoHooks.recovering = nil })
+	if _, err := db.Do(ctx, "main", "run", "later", func(tx *Tx) error { return createFile(ctx, tx, "later") }); err != nil {
+		t.Fatalf("the first op once the store is free: %v", err)
+	}
+	if !ran {
+		t.Fatal("the op ran no recovery first")
+	}
+	if err := db.redoWaits(1); err != nil {
+		t.Fatalf("the branch after its log applied: %v", err)
+	}
+	if got := headNames(t, db); got != "later waiting" {
+		t.Fatalf("main holds %q, want the log's file and the later one", got)
+	}
+	if _, err := os.Stat(name); !os.IsNotExist(err) {
+		t.Fatalf("the applied log is still there: %v", err)
+	}
+}
+
 // TestRedoCorruptMiddleSetAside: a record that fails its check with
 // records after it is no torn tail: the log is set aside whole, nothing
 // of it applied.
