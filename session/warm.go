@@ -875,7 +875,9 @@ func (d *warmDaemon) lookHost(ctx context.Context, runs uint64) *hostLook {
 	go func() {
 		defer d.looking.Done()
 		defer close(l.done)
-		l.head, l.headErr = d.s.DB.Head(ctx, d.s.Branch)
+		// Not ctx: reading the head may first run a redo log's
+		// recovery, which a cancelled run should not cut short.
+		l.head, l.headErr = d.s.DB.Head(d.bg, d.s.Branch)
 		if l.headErr != nil {
 			return
 		}
