@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -367,31 +368,54 @@ func TestRedoSalvagedAfterFailedCommit(t *testing.T) {
 	}
 }
 
+// deadLogLocked makes a store at path whose branch main has a dead
+// writer's log with one file, file, not on the branch, and takes the
+// store's write lock on a connection of its own, so that a recovery
+// cannot apply the log; release gives the lock back (and is called at
+// the test's end if the test did not).
+func deadLogLocked(t *testing.T, file string) (path, name string, release func()) {
+	t.Helper()
+	ctx := context.Background()
+	path = filepath.Join(t.TempDir(), "s.art")
+	db, err := Open(ctx, path, Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := abandon(t, logOne(t, db, file))
+	db.Close()
+	name = putDeadLog(t, path, log)
+	holder, err := sql.Open(driverName, "file:"+path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := holder.Conn(ctx)
+	if err == nil {
+		_, err = conn.ExecContext(ctx, `BEGIN IMMEDIATE`)
+	}
+	if err != nil {
+		holder.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+				t.Error(err)
+			}
+			conn.Close()
+			holder.Close()
+		})
+	}
+	t.Cleanup(release)
+	return path, name, release
+}
+
 // TestRedoBusyStoreLeavesLog: a recovery the store cannot take now (its
 // write lock held past the busy timeout) leaves the log in place, not set
 // aside; the next open applies it.
 func TestRedoBusyStoreLeavesLog(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "s.art")
-	db, err := Open(ctx, path, Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := abandon(t, logOne(t, db, "waiting"))
-	db.Close()
-	name := putDeadLog(t, path, log)
-	holder, err := sql.Open(driverName, "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	conn, err := holder.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-		t.Fatal(err)
-	}
+	path, name, release := deadLogLocked(t, "waiting")
 	busy, err := Open(ctx, path, Options{Read: true, BusyTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -404,11 +428,10 @@ func TestRedoBusyStoreLeavesLog(t *testing.T) {
 	if _, err := os.Stat(name); err != nil {
 		t.Fatalf("the log did not stay: %v", err)
 	}
-	conn.ExecContext(ctx, `ROLLBACK`)
-	conn.Close()
+	release()
 	// The process that could not apply it writes nothing to the branch
 	// before a recovery has: its next op runs the recovery first.
-	db, err = Open(ctx, path, Options{BusyTimeout: 100 * time.Millisecond})
+	db, err := Open(ctx, path, Options{BusyTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,28 +459,8 @@ func TestRedoBusyStoreLeavesLog(t *testing.T) {
 // longer applicable, was set aside with its acknowledged closes.
 func TestRedoLeftHoldsBranchDuringRetry(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "s.art")
-	db, err := Open(ctx, path, Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := abandon(t, logOne(t, db, "waiting"))
-	db.Close()
-	name := putDeadLog(t, path, log)
-	holder, err := sql.Open(driverName, "file:"+path+"?_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	conn, err := holder.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-		t.Fatal(err)
-	}
-	db, err = Open(ctx, path, Options{BusyTimeout: 100 * time.Millisecond})
+	path, name, release := deadLogLocked(t, "waiting")
+	db, err := Open(ctx, path, Options{BusyTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,9 +468,7 @@ func TestRedoLeftHoldsBranchDuringRetry(t *testing.T) {
 	if err := db.redoWaits(1); err == nil {
 		t.Fatal("an open that could not apply the log lets writers at its branch")
 	}
-	if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	ran := false
 	redoHooks.recovering = func() {
 		ran = true
