@@ -585,7 +585,7 @@ type warmDaemon struct {
 
 	ready    *readyBox      // the sandbox started ahead (warmready.go)
 	readying sync.WaitGroup // its start, and discards in progress
-	looking  sync.WaitGroup // hostLooks in progress: the store stays open for them
+	looking  sync.WaitGroup // lookAhead goroutines in progress: the store stays open for them
 }
 
 // ServeWarm is the warm daemon of o's branch (art __warm-daemon): it
@@ -832,9 +832,11 @@ func (d *warmDaemon) stale(req warmRequest, look *hostLook) string {
 		return "other store options"
 	}
 	if look == nil {
-		look = d.lookHost(d.bg, 0)
+		look = &hostLook{}
+		d.look(d.bg, look)
+	} else {
+		<-look.done
 	}
-	<-look.done
 	if look.headErr != nil {
 		return "branch head: " + look.headErr.Error()
 	}
@@ -859,31 +861,23 @@ func (d *warmDaemon) stale(req warmRequest, look *hostLook) string {
 // the last capture would be served behind the branch's back, and never
 // captured; then a fresh daemon captures it).
 type hostLook struct {
-	runs    uint64 // warmDaemon.runs when it began
-	done    chan struct{}
+	runs    uint64        // warmDaemon.runs when lookAhead began it
+	done    chan struct{} // closed when lookAhead's goroutine has filled it in
 	head    journal.State
 	headErr error
 	same    bool
 	hostErr error
 }
 
-// lookHost begins a hostLook on its own goroutine; runs is d.runs as the
-// caller saw it.
-func (d *warmDaemon) lookHost(ctx context.Context, runs uint64) *hostLook {
-	l := &hostLook{runs: runs, done: make(chan struct{})}
-	d.looking.Add(1)
-	go func() {
-		defer d.looking.Done()
-		defer close(l.done)
-		// Not ctx: reading the head may first run a redo log's
-		// recovery, which a cancelled run should not cut short.
-		l.head, l.headErr = d.s.DB.Head(d.bg, d.s.Branch)
-		if l.headErr != nil {
-			return
-		}
-		_, l.same, l.hostErr = workspace.Unchanged(ctx, d.s.DB, workspace.ImportOptions{Dir: d.o.Workspace, Branch: d.s.Branch, Capture: true, SkipUnchanged: true, RacyByContent: true})
-	}()
-	return l
+// look fills in l: the branch's head, then the host check; ctx may cut
+// the host check short (not the head: reading it may first run a redo
+// log's recovery, which a run not served should not interrupt).
+func (d *warmDaemon) look(ctx context.Context, l *hostLook) {
+	l.head, l.headErr = d.s.DB.Head(d.bg, d.s.Branch)
+	if l.headErr != nil {
+		return
+	}
+	_, l.same, l.hostErr = workspace.Unchanged(ctx, d.s.DB, workspace.ImportOptions{Dir: d.o.Workspace, Branch: d.s.Branch, Capture: true, SkipUnchanged: true, RacyByContent: true})
 }
 
 // lookAhead begins the hostLook of a raw run whose request has just
@@ -901,7 +895,14 @@ func (d *warmDaemon) lookAhead(ctx context.Context) *hostLook {
 	}
 	// Begun under mu while not closing: a shutdown, which sets closing
 	// under mu first, waits for it (looking) before closing the store.
-	return d.lookHost(ctx, d.runs)
+	l := &hostLook{runs: d.runs, done: make(chan struct{})}
+	d.looking.Add(1)
+	go func() {
+		defer d.looking.Done()
+		defer close(l.done)
+		d.look(ctx, l)
+	}()
+	return l
 }
 
 // run serves one run: begin its op, hand the mount to the client, and
