@@ -844,7 +844,15 @@ func (d *warmDaemon) stale(req warmRequest, look *hostLook) string {
 		return "the branch changed outside the warm mount"
 	}
 	if d.fresh != nil {
-		return "" // just captured
+		// Just captured: the first run is served as a cold session's run
+		// is, right after its capture. A host edit made since is not
+		// served behind the branch's back (the mount reads a host file
+		// only while its size, times and inode are the capture's, else
+		// the store's bytes); the next run's check finds it, and a fresh
+		// daemon captures it, as the next cold session would. Checking
+		// here too would let a host file that never stops changing (a
+		// log) refuse every daemon until the client gives up.
+		return ""
 	}
 	if look.hostErr != nil {
 		return "host check: " + look.hostErr.Error()
@@ -856,10 +864,10 @@ func (d *warmDaemon) stale(req warmRequest, look *hostLook) string {
 }
 
 // hostLook is what stale asks of the store and the host: the branch's
-// head, and whether the host workspace is still as last captured (the
-// mount shows the host's files as its lower layer: an edit there since
-// the last capture would be served behind the branch's back, and never
-// captured; then a fresh daemon captures it).
+// head, and whether the host workspace is still as last captured (a run
+// must find every host edit made before it captured, as a cold session's
+// capture would; the mount itself serves an edited host file from the
+// store, never the edit: then a fresh daemon captures it).
 type hostLook struct {
 	runs    uint64        // warmDaemon.runs when lookAhead began it
 	done    chan struct{} // closed when lookAhead's goroutine has filled it in
