@@ -53,9 +53,13 @@ func stopWarm(t *testing.T, db, branch string) {
 }
 
 // warmPID is the pid of the warm daemon serving the store db (0: none).
+// A child the daemon is starting (the next run's sandbox) has the
+// daemon's command line until it executes bwrap: the daemon is the one
+// whose parent is not a daemon of db too.
 func warmPID(db string) int {
 	abs, _ := filepath.Abs(db)
 	ents, _ := os.ReadDir("/proc")
+	found := map[int]int{} // pid: parent pid
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -69,9 +73,14 @@ func warmPID(db string) int {
 		if len(args) > 2 && args[1] == session.WarmDaemonCommand {
 			for i, a := range args {
 				if a == "--db" && i+1 < len(args) && args[i+1] == abs {
-					return pid
+					found[pid] = statField(pid, 4) // ppid
 				}
 			}
+		}
+	}
+	for pid, ppid := range found {
+		if _, child := found[ppid]; !child {
+			return pid
 		}
 	}
 	return 0
