@@ -7,9 +7,6 @@
 package warmwire
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +26,7 @@ func LockDir() string {
 	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
 		return filepath.Join(x, "art")
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("art-%d", os.Getuid()))
+	return filepath.Join(os.TempDir(), "art-"+strconv.Itoa(os.Getuid()))
 }
 
 // StoreKey names the store at path for its locks: its absolute path with
@@ -50,8 +47,13 @@ func StoreKey(path string) string {
 // lock file is "lock-" + BranchKey, and a warm daemon's socket and log use
 // the same key, so that every path to one store names one file.
 func BranchKey(path, branch string) string {
-	sum := sha256.Sum256([]byte(StoreKey(path) + "\x00" + branch))
-	return hex.EncodeToString(sum[:8])
+	sum := sum256([]byte(StoreKey(path) + "\x00" + branch))
+	const digits = "0123456789abcdef"
+	var key [16]byte
+	for i, c := range sum[:8] {
+		key[2*i], key[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(key[:])
 }
 
 // Socket is the socket of the warm daemon of store's branch.
@@ -67,11 +69,10 @@ func Socket(store, branch string) string {
 // under. A warm daemon's sandbox started ahead serves a client only when
 // the client's is the daemon's.
 func ProcKey() string {
-	var b strings.Builder
 	bw, _ := exec.LookPath("bwrap")
-	b.WriteString(bw)
+	b := append(make([]byte, 0, 512), bw...)
 	prio, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
-	fmt.Fprintf(&b, "\x00%d", prio)
+	b = strconv.AppendInt(append(b, 0), int64(prio), 10)
 	for res := 0; res < 16; res++ {
 		var rl unix.Rlimit
 		if unix.Getrlimit(res, &rl) != nil {
@@ -80,12 +81,13 @@ func ProcKey() string {
 		if res == unix.RLIMIT_NOFILE {
 			rl.Cur = 0
 		}
-		fmt.Fprintf(&b, "\x00%d:%d:%d", res, rl.Cur, rl.Max)
+		b = strconv.AppendInt(append(b, 0), int64(res), 10)
+		b = strconv.AppendUint(append(b, ':'), rl.Cur, 10)
+		b = strconv.AppendUint(append(b, ':'), rl.Max, 10)
 	}
 	cg, _ := os.ReadFile("/proc/self/cgroup")
-	b.WriteByte(0)
-	b.Write(cg)
-	return b.String()
+	b = append(append(b, 0), cg...)
+	return string(b)
 }
 
 // Status is what a process's sandbox inherits from its /proc status: its

@@ -1,0 +1,58 @@
+package warmwire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// sum256 must be SHA-256 exactly: branch keys name lock files, and a
+// process computing another key than its peers would lock another file.
+// Every length across the padding's boundaries (55, 56, 63, 64 bytes and
+// their multiples), then random inputs.
+func TestSum256MatchesCryptoSHA256(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	check := func(b []byte) {
+		t.Helper()
+		if got, want := sum256(b), sha256.Sum256(b); got != want {
+			t.Fatalf("sum256 of %d bytes = %x, want %x", len(b), got, want)
+		}
+	}
+	for n := 0; n <= 300; n++ {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		check(b)
+	}
+	for range 200 {
+		b := make([]byte, r.IntN(1<<14))
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		check(b)
+	}
+	// A published test vector (FIPS 180-4's examples): "abc".
+	if got := hex.EncodeToString(func() []byte { s := sum256([]byte("abc")); return s[:] }()); got != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Fatalf("sum256(abc) = %s", got)
+	}
+}
+
+// BranchKey is the first 8 bytes of SHA-256 of the store's resolved path
+// and the branch, in lower-case hex: the names of lock files and sockets
+// that processes of earlier versions made too.
+func TestBranchKeyIsStable(t *testing.T) {
+	dir := t.TempDir()
+	for _, branch := range []string{"main", "feature/x", ""} {
+		sum := sha256.Sum256([]byte(StoreKey(dir+"/s.db") + "\x00" + branch))
+		want := hex.EncodeToString(sum[:8])
+		if got := BranchKey(dir+"/s.db", branch); got != want {
+			t.Errorf("BranchKey(%q) = %s, want %s", branch, got, want)
+		}
+		if got := Socket(dir+"/s.db", branch); !strings.HasSuffix(got, "/warm-"+want+".sock") {
+			t.Errorf("Socket(%q) = %s, want warm-%s.sock", branch, got, want)
+		}
+	}
+}
