@@ -18,9 +18,8 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
-	"net"
+	"bytes"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -125,9 +124,9 @@ func execFull() {
 	if err == nil {
 		full := filepath.Join(filepath.Dir(exe), fullBinary)
 		err = syscall.Exec(full, os.Args, os.Environ())
-		err = fmt.Errorf("%s: %w", full, err)
+		err = &os.PathError{Op: "exec", Path: full, Err: err}
 	}
-	fmt.Fprintf(os.Stderr, "art: cannot run the full art binary (%s is installed beside art): %v\n", fullBinary, err)
+	os.Stderr.WriteString("art: cannot run the full art binary (" + fullBinary + " is installed beside art): " + err.Error() + "\n")
 	os.Exit(1)
 }
 
@@ -210,44 +209,38 @@ func runWarm(sock string, args []string, sigs *signals) (int, bool) {
 	if umask < 0 || !ok {
 		return 0, false
 	}
-	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	fd, err := dial(sock)
 	if err != nil {
 		return 0, false
 	}
-	uc := c.(*net.UnixConn)
 	// Our environment goes only to a daemon of our own user.
-	if uid, err := peerUID(uc); err != nil || uid != os.Geteuid() {
-		c.Close()
+	if cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED); err != nil || int(cred.Uid) != os.Geteuid() {
+		unix.Close(fd)
 		return 0, false
 	}
-	msg, err := json.Marshal(request{Op: "exec", Args: args, Env: os.Environ(), Cwd: cwd, Umask: umask,
+	msg := appendRequest(make([]byte, 0, 8<<10), request{Op: "exec", Args: args, Env: os.Environ(), Cwd: cwd, Umask: umask,
 		Proc: warmwire.ProcKey(), SigIgn: sigIgn})
-	if err != nil {
-		c.Close()
-		return 0, false
-	}
 	msg = append(msg, '\n')
-	n, _, err := uc.WriteMsgUnix(msg, unix.UnixRights(0, 1, 2), nil)
-	if err == nil && n < len(msg) {
-		_, err = uc.Write(msg[n:])
+	n, err := unix.SendmsgN(fd, msg, unix.UnixRights(0, 1, 2), nil, 0)
+	if err == nil {
+		err = writeAll(fd, msg[n:])
 	}
 	if err != nil {
-		c.Close()
+		unix.Close(fd)
 		return 0, false
 	}
 	go func() {
-		enc := json.NewEncoder(c)
 		for s := range sigs.fwd {
-			enc.Encode(request{Op: "signal", Signal: int(s)})
+			writeAll(fd, append(appendRequest(nil, request{Op: "signal", Signal: int(s)}), '\n'))
 		}
 	}()
-	var r reply
-	if err := json.NewDecoder(c).Decode(&r); err != nil {
+	r, err := readReply(fd)
+	if err != nil {
 		// The daemon may have run the command: never run it again.
-		fmt.Fprintf(os.Stderr, "art: warm daemon: no answer: %v\n", err)
+		os.Stderr.WriteString("art: warm daemon: no answer: " + err.Error() + "\n")
 		return 1, true
 	}
-	c.Close()
+	unix.Close(fd)
 	if r.Fallback != "" || r.Error != "" {
 		// A daemon serving raw runs answers an exec only with its end or
 		// a fallback; an error is an older daemon's "unknown request",
@@ -257,21 +250,76 @@ func runWarm(sock string, args []string, sigs *signals) (int, bool) {
 	return r.Code, true
 }
 
-// peerUID is the uid of the process serving c (SO_PEERCRED).
-func peerUID(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
+// dial connects a blocking stream socket to the unix socket at path,
+// waiting at most 5 s for a daemon whose backlog is full (the net
+// package's dialer starts the runtime's poller, a measurable part of a
+// warm run's front: "A lean front").
+func dial(path string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
+	limit := unix.NsecToTimeval((5 * time.Second).Nanoseconds())
+	if err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &limit); err == nil {
+		for {
+			// An interrupted wait for the backlog has not connected.
+			if err = unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != unix.EINTR {
+				break
+			}
+		}
+	}
+	if err == nil {
+		// Writes wait as long as they must, as before.
+		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &unix.Timeval{})
+	}
+	if err != nil {
+		unix.Close(fd)
 		return -1, err
 	}
-	if cerr != nil {
-		return -1, cerr
+	return fd, nil
+}
+
+// writeAll writes b to fd whole.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
 	}
-	return int(cred.Uid), nil
+	return nil
+}
+
+// maxReply bounds the daemon's answer (its JSON line).
+const maxReply = 16 << 20
+
+// readReply reads the daemon's answer: one line of JSON.
+func readReply(fd int) (reply, error) {
+	buf := make([]byte, 0, 4<<10)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= maxReply {
+				return reply{}, errReply
+			}
+			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return reply{}, err
+		}
+		if n == 0 {
+			return reply{}, io.ErrUnexpectedEOF
+		}
+		buf = buf[:len(buf)+n]
+		if i := bytes.IndexByte(buf[len(buf)-n:], '\n'); i >= 0 {
+			return parseReply(buf[:len(buf)-n+i])
+		}
+	}
 }
