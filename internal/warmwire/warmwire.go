@@ -85,7 +85,7 @@ func ProcKey() string {
 		b = strconv.AppendUint(append(b, ':'), rl.Cur, 10)
 		b = strconv.AppendUint(append(b, ':'), rl.Max, 10)
 	}
-	cg, _ := os.ReadFile("/proc/self/cgroup")
+	cg, _ := readProc("/proc/self/cgroup")
 	b = append(append(b, 0), cg...)
 	return string(b)
 }
@@ -96,7 +96,7 @@ func ProcKey() string {
 // unknown).
 func Status() (umask int, sigIgn uint64, ok bool) {
 	umask = -1
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := readProc("/proc/self/status")
 	if err != nil {
 		return -1, 0, false
 	}
@@ -112,4 +112,35 @@ func Status() (umask int, sigIgn uint64, ok bool) {
 		}
 	}
 	return umask, sigIgn, ok
+}
+
+// readProc reads a file of /proc whole (at most 1 MiB) with plain system
+// calls: os.ReadFile's first open starts the runtime's poller (an epoll
+// instance and its wake-up descriptor), which the front uses for nothing
+// else: about 0.15 ms of a warm run ("A lean front").
+func readProc(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 0, 4<<10)
+	for {
+		if len(b) == cap(b) {
+			if len(b) >= 1<<20 {
+				return nil, &os.PathError{Op: "read", Path: path, Err: unix.EFBIG}
+			}
+			b = append(b, make([]byte, len(b))...)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
 }

@@ -3,8 +3,11 @@ package warmwire
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"math/rand/v2"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -54,5 +57,29 @@ func TestBranchKeyIsStable(t *testing.T) {
 		if got := Socket(dir+"/s.db", branch); !strings.HasSuffix(got, "/warm-"+want+".sock") {
 			t.Errorf("Socket(%q) = %s, want warm-%s.sock", branch, got, want)
 		}
+	}
+}
+
+// readProc reads a file whole, past its first buffer, and says why not.
+func TestReadProc(t *testing.T) {
+	p := t.TempDir() + "/f"
+	want := strings.Repeat("0123456789abcdef", 1000) // 16,000 bytes
+	if err := os.WriteFile(p, []byte(want), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readProc(p); err != nil || string(got) != want {
+		t.Fatalf("readProc: %d bytes, %v; want %d bytes", len(got), err, len(want))
+	}
+	if got, err := readProc("/proc/self/cgroup"); err != nil || len(got) == 0 {
+		t.Fatalf("readProc /proc/self/cgroup: %q, %v", got, err)
+	}
+	if _, err := readProc(p + ".missing"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("readProc of a missing file: %v", err)
+	}
+	// Status reads the umask the process has.
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	if um, _, ok := Status(); um != 0o027 || !ok {
+		t.Fatalf("Status: umask %o ok %v, want 027", um, ok)
 	}
 }
