@@ -57,6 +57,7 @@ fuzz:
 	$(GO) test ./internal/termtext -run '^$$' -fuzz '^FuzzSafeOutput$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzCheckSpecial$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./remote/s3api -run '^$$' -fuzz '^FuzzListing$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/art-front -run '^$$' -fuzz '^FuzzReply$$' -fuzztime $(FUZZTIME)
 
 ## bench: measure art against native tools; writes docs/benchmarks.md
 bench:
