@@ -221,7 +221,7 @@ func runWarm(sock string, args []string, sigs *signals) (int, bool) {
 	msg := appendRequest(make([]byte, 0, 8<<10), request{Op: "exec", Args: args, Env: os.Environ(), Cwd: cwd, Umask: umask,
 		Proc: warmwire.ProcKey(), SigIgn: sigIgn})
 	msg = append(msg, '\n')
-	n, err := unix.SendmsgN(fd, msg, unix.UnixRights(0, 1, 2), nil, 0)
+	n, err := unix.SendmsgN(fd, msg, unix.UnixRights(0, 1, 2), nil, unix.MSG_NOSIGNAL)
 	if err == nil {
 		err = writeAll(fd, msg[n:])
 	}
@@ -229,6 +229,10 @@ func runWarm(sock string, args []string, sigs *signals) (int, bool) {
 		unix.Close(fd)
 		return 0, false
 	}
+	// From here on fd stays open until the front exits or executes the
+	// full art (it is close-on-exec): the goroutine may write a signal
+	// to it at any time, and a descriptor closed under it could be
+	// another file's by then.
 	go func() {
 		for s := range sigs.fwd {
 			writeAll(fd, append(appendRequest(nil, request{Op: "signal", Signal: int(s)}), '\n'))
@@ -240,7 +244,6 @@ func runWarm(sock string, args []string, sigs *signals) (int, bool) {
 		os.Stderr.WriteString("art: warm daemon: no answer: " + err.Error() + "\n")
 		return 1, true
 	}
-	unix.Close(fd)
 	if r.Fallback != "" || r.Error != "" {
 		// A daemon serving raw runs answers an exec only with its end or
 		// a fallback; an error is an older daemon's "unknown request",
@@ -279,10 +282,11 @@ func dial(path string) (int, error) {
 	return fd, nil
 }
 
-// writeAll writes b to fd whole.
+// writeAll writes b to the socket fd whole; a daemon gone is EPIPE, not
+// SIGPIPE.
 func writeAll(fd int, b []byte) error {
 	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
+		n, err := unix.SendmsgN(fd, b, nil, nil, unix.MSG_NOSIGNAL)
 		if err == unix.EINTR {
 			continue
 		}
