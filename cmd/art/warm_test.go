@@ -78,12 +78,13 @@ func warmPID(db string) int {
 			}
 		}
 	}
+	daemon := 0
 	for pid, ppid := range found {
-		if _, child := found[ppid]; !child {
-			return pid
+		if _, child := found[ppid]; !child && ppid > 0 && (daemon == 0 || pid < daemon) {
+			daemon = pid // the lowest, as before, when two are alive (one going)
 		}
 	}
-	return 0
+	return daemon
 }
 
 // snapshotOf is the id of db's oldest snapshot whose message has msg.

@@ -114,7 +114,7 @@ func Status() (umask int, sigIgn uint64, ok bool) {
 	return umask, sigIgn, ok
 }
 
-// readProc reads a file of /proc whole (at most 1 MiB) with plain system
+// readProc reads a file of /proc whole (under 1 MiB) with plain system
 // calls: os.ReadFile's first open starts the runtime's poller (an epoll
 // instance and its wake-up descriptor), which the front uses for nothing
 // else: about 0.15 ms of a warm run ("A lean front").
