@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -274,22 +273,6 @@ func setIgnored(mask uint64) {
 		}
 		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
 	}
-}
-
-// IgnoredSignals is the set of signals this process ignores (SigIgn in
-// /proc/self/status), for a Handoff; ok is false when it cannot be read.
-func IgnoredSignals() (mask uint64, ok bool) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, found := strings.CutPrefix(l, "SigIgn:"); found {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }
 
 // receiveHandoff reads a handoff (and the fds sent with it) from fd.

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"github.com/artrt/art/internal/warmwire"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,7 +45,7 @@ func runFiles(t *testing.T, c *sandbox.Config, ready *sandbox.Ready) (string, st
 	if ready == nil {
 		p, err = sandbox.Start(c, sandbox.IO{Stdin: files[0], Stdout: files[1], Stderr: files[2]}, nil)
 	} else {
-		ign, ok := sandbox.IgnoredSignals()
+		_, ign, ok := warmwire.Status()
 		if !ok {
 			t.Fatal("no SigIgn")
 		}

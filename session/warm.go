@@ -288,8 +288,8 @@ func YieldWarm(store, branch string, holder int) (bool, error) {
 func runWarm(ctx context.Context, o Options, c Command, cfg *sandbox.Config) (Result, error) {
 	sock := WarmSocket(o.Store, o.Branch)
 	stdio, ready := readyStdio(o, c, cfg)
-	ign, ok := sandbox.IgnoredSignals()
-	req := beginRequest(o, c, cfg, os.Getpid(), ready, ownUmask(), ign, ok, procKey())
+	um, ign, ok := warmwire.Status()
+	req := beginRequest(o, c, cfg, os.Getpid(), ready, um, ign, ok, procKey())
 	deadline := time.Now().Add(warmWait)
 	for {
 		w, err := dialWarm(sock)

@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,23 +49,6 @@ type readyBox struct {
 // is made under. A ready sandbox serves a client only when the client's
 // is the daemon's.
 func procKey() string { return warmwire.ProcKey() }
-
-// ownUmask is this process's umask, read from /proc (umask(2) would set
-// it for a moment under the process's other goroutines); -1 if unknown.
-func ownUmask() int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Umask:"); ok {
-			if n, err := strconv.ParseInt(strings.TrimSpace(v), 8, 32); err == nil {
-				return int(n)
-			}
-		}
-	}
-	return -1
-}
 
 // readyStdio returns the files a run's command would get as its stdin,
 // stdout and stderr, and whether the run may use a ready sandbox at all:
