@@ -833,7 +833,7 @@ func (d *warmDaemon) stale(req warmRequest, look *hostLook) string {
 	}
 	if look == nil {
 		look = &hostLook{}
-		d.look(d.bg, look)
+		d.look(d.bg, look, d.fresh == nil)
 	} else {
 		<-look.done
 	}
@@ -877,12 +877,14 @@ type hostLook struct {
 	hostErr error
 }
 
-// look fills in l: the branch's head, then the host check; ctx may cut
-// the host check short (not the head: reading it may first run a redo
-// log's recovery, which a run not served should not interrupt).
-func (d *warmDaemon) look(ctx context.Context, l *hostLook) {
+// look fills in l: the branch's head, then, with host, the host check
+// (stale does not ask for it while the start's capture is fresh: a walk
+// of the whole workspace for nothing); ctx may cut the host check short
+// (not the head: reading it may first run a redo log's recovery, which a
+// run not served should not interrupt).
+func (d *warmDaemon) look(ctx context.Context, l *hostLook, host bool) {
 	l.head, l.headErr = d.s.DB.Head(d.bg, d.s.Branch)
-	if l.headErr != nil {
+	if l.headErr != nil || !host {
 		return
 	}
 	_, l.same, l.hostErr = workspace.Unchanged(ctx, d.s.DB, workspace.ImportOptions{Dir: d.o.Workspace, Branch: d.s.Branch, Capture: true, SkipUnchanged: true, RacyByContent: true})
@@ -903,12 +905,15 @@ func (d *warmDaemon) lookAhead(ctx context.Context) *hostLook {
 	}
 	// Begun under mu while not closing: a shutdown, which sets closing
 	// under mu first, waits for it (looking) before closing the store.
+	// d.fresh is cleared only by a run's begin, which a look begun before
+	// it is not used for (runs).
 	l := &hostLook{runs: d.runs, done: make(chan struct{})}
+	host := d.fresh == nil
 	d.looking.Add(1)
 	go func() {
 		defer d.looking.Done()
 		defer close(l.done)
-		d.look(ctx, l)
+		d.look(ctx, l, host)
 	}()
 	return l
 }
