@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"github.com/artrt/art/internal/warmwire"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artrt/art/internal/warmwire"
 	"github.com/artrt/art/sandbox"
 )
 

@@ -18,8 +18,6 @@
 package main
 
 import (
-	"bytes"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -303,27 +301,12 @@ const maxReply = 16 << 20
 
 // readReply reads the daemon's answer: one line of JSON.
 func readReply(fd int) (reply, error) {
-	buf := make([]byte, 0, 4<<10)
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) >= maxReply {
-				return reply{}, errReply
-			}
-			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return reply{}, err
-		}
-		if n == 0 {
-			return reply{}, io.ErrUnexpectedEOF
-		}
-		buf = buf[:len(buf)+n]
-		if i := bytes.IndexByte(buf[len(buf)-n:], '\n'); i >= 0 {
-			return parseReply(buf[:len(buf)-n+i])
-		}
+	b, err := warmwire.ReadFD(fd, maxReply, true)
+	if err == unix.EFBIG {
+		return reply{}, errReply
 	}
+	if err != nil {
+		return reply{}, err
+	}
+	return parseReply(b)
 }

@@ -7,6 +7,8 @@
 package warmwire
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,7 +116,7 @@ func Status() (umask int, sigIgn uint64, ok bool) {
 	return umask, sigIgn, ok
 }
 
-// readProc reads a file of /proc whole (under 1 MiB) with plain system
+// readProc reads a file of /proc whole (at most 1 MiB) with plain system
 // calls: os.ReadFile's first open starts the runtime's poller (an epoll
 // instance and its wake-up descriptor), which the front uses for nothing
 // else: about 0.15 ms of a warm run ("A lean front").
@@ -124,11 +126,24 @@ func readProc(path string) ([]byte, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	b, err := ReadFD(fd, 1<<20, false)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return b, nil
+}
+
+// ReadFD reads the blocking descriptor fd with plain system calls (no
+// runtime poller, for the front) until its end or, with line, until the
+// first newline, which it leaves out with anything read after it. It
+// reads at most limit bytes (unix.EFBIG past them); with line, an end
+// before the newline is io.ErrUnexpectedEOF.
+func ReadFD(fd, limit int, line bool) ([]byte, error) {
 	b := make([]byte, 0, 4<<10)
 	for {
 		if len(b) == cap(b) {
-			if len(b) >= 1<<20 {
-				return nil, &os.PathError{Op: "read", Path: path, Err: unix.EFBIG}
+			if len(b) >= limit {
+				return nil, unix.EFBIG
 			}
 			b = append(b, make([]byte, len(b))...)[:len(b)]
 		}
@@ -137,10 +152,17 @@ func readProc(path string) ([]byte, error) {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
-			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+			return nil, err
+		case n == 0 && line:
+			return nil, io.ErrUnexpectedEOF
 		case n == 0:
 			return b, nil
 		}
 		b = b[:len(b)+n]
+		if line {
+			if i := bytes.IndexByte(b[len(b)-n:], '\n'); i >= 0 {
+				return b[:len(b)-n+i], nil
+			}
+		}
 	}
 }

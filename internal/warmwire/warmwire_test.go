@@ -4,11 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // sum256 must be SHA-256 exactly: branch keys name lock files, and a
@@ -81,5 +84,39 @@ func TestReadProc(t *testing.T) {
 	defer syscall.Umask(old)
 	if um, _, ok := Status(); um != 0o027 || !ok {
 		t.Fatalf("Status: umask %o ok %v, want 027", um, ok)
+	}
+}
+
+// ReadFD with line stops at the first newline (the front's answer), says
+// when the end comes first, and refuses more than its limit.
+func TestReadFDLine(t *testing.T) {
+	read := func(data string, limit int) ([]byte, error) {
+		t.Helper()
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Close(fds[0])
+		go func() {
+			defer syscall.Close(fds[1])
+			for b := []byte(data); len(b) > 0; {
+				n, err := syscall.Write(fds[1], b)
+				if err != nil {
+					return // the reader gave up (the limit)
+				}
+				b = b[n:]
+			}
+		}()
+		return ReadFD(fds[0], limit, true)
+	}
+	long := strings.Repeat("x", 10000)
+	if got, err := read(long+"\n{}\n", 1<<20); err != nil || string(got) != long {
+		t.Fatalf("a line past the first buffer: %d bytes, %v", len(got), err)
+	}
+	if _, err := read("no newline", 1<<20); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("the end before a newline: %v", err)
+	}
+	if _, err := read(long+long+"\n", 8<<10); !errors.Is(err, unix.EFBIG) {
+		t.Fatalf("past the limit: %v", err)
 	}
 }
