@@ -405,23 +405,6 @@ func (s *Store) Has(ctx context.Context, id ID) (bool, error) {
 	return ok, nil
 }
 
-// StoredKind returns the kind column of object id's row, 0 when there is
-// none. The column is only a hint (see getKind): a transfer uses it to tell
-// a row stored as the kind a referrer expects, whose references were
-// stored with it, from one whose bytes were first stored as another kind
-// and whose references as this kind may be absent.
-func (s *Store) StoredKind(ctx context.Context, id ID) (Kind, error) {
-	var k int64
-	err := s.db.QueryRowContext(ctx, `SELECT kind FROM objects WHERE id = ?`, id[:]).Scan(&k)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("look up object %s: %w", id.Short(), err)
-	}
-	return Kind(k), nil
-}
-
 // HasMany reports, for each of ids, whether an object with that id is
 // stored. It does not verify them.
 func (s *Store) HasMany(ctx context.Context, ids []ID) ([]bool, error) {
@@ -432,13 +415,52 @@ func (s *Store) HasMany(ctx context.Context, ids []ID) ([]bool, error) {
 	return ok, nil
 }
 
+// StoredKinds returns, for each of ids, the kind column of the object's
+// row, 0 when there is none. The column is only a hint (see getKind): a
+// transfer uses it to tell a row stored as the kind a referrer expects,
+// whose references were stored with it, from one whose bytes were first
+// stored as another kind and whose references as this kind may be absent.
+// One statement per lookupBatch ids: a push or pull asks it of every
+// object on a changed path.
+func (s *Store) StoredKinds(ctx context.Context, ids []ID) ([]Kind, error) {
+	out := make([]Kind, len(ids))
+	err := s.lookupMany(ctx, ids, true, func(at []int, kind int64) {
+		for _, i := range at {
+			out[i] = Kind(kind)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up %d objects: %w", len(ids), err)
+	}
+	return out, nil
+}
+
 // hasMany reports, for each of ids, whether an object with that id is
 // stored: one statement per lookupBatch ids.
 func (s *Store) hasMany(ctx context.Context, ids []ID) ([]bool, error) {
 	out := make([]bool, len(ids))
+	err := s.lookupMany(ctx, ids, false, func(at []int, _ int64) {
+		for _, i := range at {
+			out[i] = true
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// lookupMany looks ids up, lookupBatch a statement, and calls found with
+// the positions in ids of each id that has a row, and with withKind that
+// row's kind column (without it only the index is read).
+func (s *Store) lookupMany(ctx context.Context, ids []ID, withKind bool, found func(at []int, kind int64)) error {
 	at := make(map[ID][]int, len(ids))
 	for i, id := range ids {
 		at[id] = append(at[id], i)
+	}
+	cols := `id, 0`
+	if withKind {
+		cols = `id, kind`
 	}
 	for start := 0; start < len(ids); start += lookupBatch {
 		batch := ids[start:min(start+lookupBatch, len(ids))]
@@ -446,34 +468,33 @@ func (s *Store) hasMany(ctx context.Context, ids []ID) ([]bool, error) {
 		for i, id := range batch {
 			args[i] = id[:]
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT id FROM objects WHERE id IN (?`+strings.Repeat(`, ?`, len(batch)-1)+`)`, args...)
+		rows, err := s.db.QueryContext(ctx, `SELECT `+cols+` FROM objects WHERE id IN (?`+strings.Repeat(`, ?`, len(batch)-1)+`)`, args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for rows.Next() {
 			var b []byte
-			if err := rows.Scan(&b); err != nil {
+			var kind int64
+			if err := rows.Scan(&b, &kind); err != nil {
 				rows.Close()
-				return nil, err
+				return err
 			}
 			var id ID
 			if len(b) != len(id) {
 				continue // not an id this store writes: no match
 			}
 			copy(id[:], b)
-			for _, i := range at[id] {
-				out[i] = true
-			}
+			found(at[id], kind)
 		}
 		if err := rows.Err(); err != nil {
 			rows.Close()
-			return nil, err
+			return err
 		}
 		if err := rows.Close(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // lookupBatch is the ids hasMany looks up per statement.

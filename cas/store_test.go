@@ -561,3 +561,46 @@ func TestConcurrentPut(t *testing.T) {
 		t.Fatalf("new bytes reported = %d, want %d", got, want)
 	}
 }
+
+// TestStoredKinds: the batched look-up answers, for every id asked, what
+// the object's row says (its kind column, even one a row was rewritten
+// to), 0 for an absent id, across statements (more ids than lookupBatch)
+// and for an id asked twice.
+func TestStoredKinds(t *testing.T) {
+	ctx := context.Background()
+	s, db := newTestStore(t)
+	var ids []ID
+	want := map[ID]Kind{}
+	for i := range lookupBatch + 40 {
+		k := []Kind{KindChunk, KindManifest, KindTree}[i%3]
+		id, _, err := s.Put(ctx, k, randBytes(uint64(i), 64+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, want[id] = append(ids, id), k
+	}
+	// A row whose kind column was written as another kind: the answer is
+	// the column's.
+	if _, err := db.Exec(`UPDATE objects SET kind = ? WHERE id = ?`, int(KindTree), ids[0][:]); err != nil {
+		t.Fatal(err)
+	}
+	want[ids[0]] = KindTree
+	absent := Sum([]byte("never stored"))
+	ask := append([]ID{absent}, ids...)
+	ask = append(ask, ids[lookupBatch+7], absent, ids[1])
+	got, err := s.StoredKinds(ctx, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(ask) {
+		t.Fatalf("%d answers for %d ids", len(got), len(ask))
+	}
+	for i, id := range ask {
+		if got[i] != want[id] {
+			t.Errorf("id %d (%s): kind %v, want %v", i, id.Short(), got[i], want[id])
+		}
+	}
+	if got, err := s.StoredKinds(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("no ids: %v, %v", got, err)
+	}
+}

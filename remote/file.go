@@ -98,29 +98,13 @@ func (f *FileRemote) Refs(ctx context.Context) ([]Ref, error) {
 
 // Has implements Remote.
 func (f *FileRemote) Has(ctx context.Context, ids []cas.ID) ([]bool, error) {
-	out := make([]bool, len(ids))
-	for i, id := range ids {
-		ok, err := f.db.Objects().Has(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = ok
-	}
-	return out, nil
+	return f.db.Objects().HasMany(ctx, ids)
 }
 
 // HasKinds is Has answering the kind column of each object's row (0:
 // absent); see kindHaver.
 func (f *FileRemote) HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error) {
-	out := make([]cas.Kind, len(ids))
-	for i, id := range ids {
-		k, err := f.db.Objects().StoredKind(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = k
-	}
-	return out, nil
+	return f.db.Objects().StoredKinds(ctx, ids)
 }
 
 // Send implements Remote: the objects are verified and stored in one

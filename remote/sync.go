@@ -251,6 +251,18 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		if err != nil {
 			return nil, err
 		}
+		// Our own rows' kinds, of what the other side holds and is not a
+		// chunk: one look-up for the batch.
+		var ask []cas.ID
+		for i, ref := range refs {
+			if has[i] && ref.Kind != cas.KindChunk {
+				ask = append(ask, ref.ID)
+			}
+		}
+		ours, err := objs.StoredKinds(ctx, ask)
+		if err != nil {
+			return nil, err
+		}
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
 			held := false
@@ -260,10 +272,8 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 				// no closure as this kind; nor does our row of another
 				// kind say it was ever sent as this one: descend, sending
 				// what it lacks.
-				k, err := objs.StoredKind(ctx, ref.ID)
-				if err != nil {
-					return nil, err
-				}
+				k := ours[0]
+				ours = ours[1:]
 				held = k != ref.Kind || kinds != nil && kinds[i] != ref.Kind
 			}
 			if has[i] {
@@ -608,14 +618,19 @@ func receiveState(ctx context.Context, objs *cas.Store, r Remote, root cas.ID, o
 	}
 	w := &cas.Walker{Batch: fetchBatch, Load: fetchLoader(r, store, &st.Bytes)}
 	w.Visit = func(ctx context.Context, refs []cas.Ref) ([]bool, error) {
+		ids := make([]cas.ID, len(refs))
+		for i, ref := range refs {
+			ids[i] = ref.ID
+		}
+		kinds, err := objs.StoredKinds(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
-			k, err := objs.StoredKind(ctx, ref.ID)
-			if err != nil {
-				return nil, err
-			}
+			k := kinds[i]
 			// A row of another kind (an id names bytes, see
-			// cas.Store.StoredKind) does not bring what the object
+			// cas.Store.StoredKinds) does not bring what the object
 			// references as this kind: fetch and descend into it too.
 			if k == 0 || ref.Kind != cas.KindChunk && k != ref.Kind {
 				load[i] = true

@@ -27,7 +27,7 @@ func fetchLoaderLenient(r Remote, received func(*cas.Checked) error, bytes *int6
 		}
 		n, err := r.Fetch(ctx, ids, func(raw cas.Raw) error {
 			// The other side may hold the bytes under another kind (an id
-			// names bytes, see cas.Store.StoredKind): they are checked,
+			// names bytes, see cas.Store.StoredKinds): they are checked,
 			// walked and stored as the kind their referrer expects, so a
 			// row of a kind here always has what it references as that
 			// kind.
