@@ -26,9 +26,14 @@ const (
 	maxDeltaDepth = 8
 )
 
-// encodeDelta compresses full with base as dictionary.
+// encodeDelta compresses full with base as dictionary. At the fastest
+// level: an encoder given a dictionary builds its match tables from it,
+// and the default level's tables (about a megabyte, cleared and filled for
+// every tree) made encodeDelta 30% of an incremental push to S3, where the
+// fastest level's smaller ones cost a fifth of the push's time less for
+// 0.04% more bytes (docs/benchmarks.md, "The other tables after issue 27").
 func encodeDelta(full, base []byte) ([]byte, error) {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderDictRaw(0, base), zstd.WithEncoderLevel(zstd.SpeedDefault),
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderDictRaw(0, base), zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(windowFor(len(full)+len(base))))
 	if err != nil {
 		return nil, err
