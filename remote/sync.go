@@ -251,11 +251,14 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		if err != nil {
 			return nil, err
 		}
-		// Our own rows' kinds, of what the other side holds and is not a
-		// chunk: one look-up for the batch.
+		// A remote that tells the kind it holds an object as promises
+		// that kind's closure (kindHaver). One that does not is taken at
+		// its word only where our own row is of the kind asked for: our
+		// rows' kinds, of what it holds and is not a chunk, one look-up
+		// for the batch.
 		var ask []cas.ID
 		for i, ref := range refs {
-			if has[i] && ref.Kind != cas.KindChunk {
+			if kinds == nil && has[i] && ref.Kind != cas.KindChunk {
 				ask = append(ask, ref.ID)
 			}
 		}
@@ -266,15 +269,18 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
 			held := false
-			if has[i] && ref.Kind != cas.KindChunk {
-				// The other side holding the id as another kind (an id
-				// names bytes: a chunk with a manifest's bytes) promises
-				// no closure as this kind; nor does our row of another
-				// kind say it was ever sent as this one: descend, sending
-				// what it lacks.
-				k := ours[0]
+			switch {
+			case !has[i] || ref.Kind == cas.KindChunk:
+			case kinds != nil:
+				// Held as another kind (an id names bytes: a chunk with a
+				// manifest's bytes), it promises no closure as this one:
+				// descend, sending what it lacks.
+				held = kinds[i] != ref.Kind
+			default:
+				// Nor does our row of another kind say it was ever sent
+				// as this one.
+				held = ours[0] != ref.Kind
 				ours = ours[1:]
-				held = k != ref.Kind || kinds != nil && kinds[i] != ref.Kind
 			}
 			if has[i] {
 				st.DedupObjects++
