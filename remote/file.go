@@ -101,8 +101,7 @@ func (f *FileRemote) Has(ctx context.Context, ids []cas.ID) ([]bool, error) {
 	return f.db.Objects().HasMany(ctx, ids)
 }
 
-// HasKinds is Has answering the kind column of each object's row (0:
-// absent); see kindHaver.
+// HasKinds implements Remote from the kind column of each object's row.
 func (f *FileRemote) HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error) {
 	return f.db.Objects().StoredKinds(ctx, ids)
 }

@@ -39,6 +39,11 @@ type Remote interface {
 	// Has reports, for each id, whether the remote holds the object. A true
 	// answer promises the object's whole closure (see the package doc).
 	Has(ctx context.Context, ids []cas.ID) ([]bool, error)
+	// HasKinds is Has answering, for each id, the kind the remote holds
+	// the object as (0: absent; a store file's kind column, an S3 pack
+	// index's entry): the closure a present object promises is that
+	// kind's.
+	HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error)
 	// Send stores objs durably (one pack on S3) and returns the bytes put
 	// on the wire. Callers send children before parents.
 	Send(ctx context.Context, objs []Object) (int64, error)

@@ -539,8 +539,7 @@ func (s *S3Remote) Has(ctx context.Context, ids []cas.ID) ([]bool, error) {
 	return out, nil
 }
 
-// HasKinds is Has answering the kind of each object's index entry (0:
-// absent); see kindHaver.
+// HasKinds implements Remote from the kind of each object's index entry.
 func (s *S3Remote) HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error) {
 	if err := s.loadIndex(ctx); err != nil {
 		return nil, err

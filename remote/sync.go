@@ -191,23 +191,9 @@ type node struct {
 	held bool
 }
 
-// kindHaver is implemented by remotes that tell the kind each object is
-// held as (a store file's kind column, an S3 pack index's entry): the
-// closure a present object promises is the one of that kind.
-type kindHaver interface {
-	// HasKinds is Has answering, for each id, the kind it is held as (0:
-	// absent).
-	HasKinds(ctx context.Context, ids []cas.ID) ([]cas.Kind, error)
-}
-
-// hasKinds is r.Has with, when r tells them, the kinds (else nil).
+// hasKinds is r.HasKinds with, beside the kinds, whether each is held.
 func hasKinds(ctx context.Context, r Remote, ids []cas.ID) ([]bool, []cas.Kind, error) {
-	kh, ok := r.(kindHaver)
-	if !ok {
-		has, err := r.Has(ctx, ids)
-		return has, nil, err
-	}
-	kinds, err := kh.HasKinds(ctx, ids)
+	kinds, err := r.HasKinds(ctx, ids)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -251,37 +237,13 @@ func findMissing(ctx context.Context, objs *cas.Store, r Remote, root, base cas.
 		if err != nil {
 			return nil, err
 		}
-		// A remote that tells the kind it holds an object as promises
-		// that kind's closure (kindHaver). One that does not is taken at
-		// its word only where our own row is of the kind asked for: our
-		// rows' kinds, of what it holds and is not a chunk, one look-up
-		// for the batch.
-		var ask []cas.ID
-		for i, ref := range refs {
-			if kinds == nil && has[i] && ref.Kind != cas.KindChunk {
-				ask = append(ask, ref.ID)
-			}
-		}
-		ours, err := objs.StoredKinds(ctx, ask)
-		if err != nil {
-			return nil, err
-		}
 		load := make([]bool, len(refs))
 		for i, ref := range refs {
-			held := false
-			switch {
-			case !has[i] || ref.Kind == cas.KindChunk:
-			case kinds != nil:
-				// Held as another kind (an id names bytes: a chunk with a
-				// manifest's bytes), it promises no closure as this one:
-				// descend, sending what it lacks.
-				held = kinds[i] != ref.Kind
-			default:
-				// Nor does our row of another kind say it was ever sent
-				// as this one.
-				held = ours[0] != ref.Kind
-				ours = ours[1:]
-			}
+			// Held as another kind (an id names bytes: a chunk with a
+			// manifest's bytes), it promises no closure as this one:
+			// descend, sending what it lacks. Held as this kind, its
+			// closure is there whatever our own row's kind.
+			held := has[i] && ref.Kind != cas.KindChunk && kinds[i] != ref.Kind
 			if has[i] {
 				st.DedupObjects++
 				n, err := sz.size(ctx, ref.ID, ref.Kind, ref.Size)
